@@ -1,0 +1,168 @@
+"""One LightningDataModule for every dataset small enough to hold in memory.
+
+A *reader* returns the splits as tensors; this module keeps them on the training device and batches them by
+indexing (no DataLoader workers: for MNIST-size data they cost more than they save).
+
+A split is a dict of tensors with a common first dimension:
+    ``inputs``  (N, *input_shape) float
+    ``labels``  (N,) long, ``-1`` marks an unlabelled sample
+    ``targets`` (N, *input_shape) float, optional: what to reconstruct when it is not ``inputs`` (de-noising)
+A reader is a callable ``reader() -> {"train": split, "val": split, "test": split}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+import lightning as L
+import torch
+
+Split = dict[str, torch.Tensor]
+
+
+def make_fake(input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0) -> Split:
+    """A synthetic stand-in of the same shape and class count: one Gaussian blob per class.
+
+    Returns a split with ``inputs`` (n, *input_shape) in [0, 1] and balanced ``labels`` (n,).
+    The blobs are separable, so a smoke run's metrics move the way real ones would.
+    """
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % num_classes
+    labels = labels[torch.randperm(n, generator=g)]
+    dim = math.prod(input_shape)
+    means = torch.rand(num_classes, dim, generator=g)
+    inputs = (means[labels] + 0.15 * torch.randn(n, dim, generator=g)).clamp(0, 1)
+    return {"inputs": inputs.view(n, *input_shape), "labels": labels}
+
+
+def split_off(split: Split, fraction_or_count: float, seed: int, stratify: bool = True) -> tuple[Split, Split]:
+    """Split ``split`` into (rest, held_out), seeded and (by default) stratified by label.
+
+    ``fraction_or_count`` < 1 is a fraction of the samples, otherwise a count.
+    """
+    labels = split["labels"]
+    n = len(labels)
+    count = int(round(fraction_or_count * n)) if fraction_or_count < 1 else int(fraction_or_count)
+    if not 0 < count < n:
+        raise ValueError(f"cannot hold out {fraction_or_count} of {n} samples")
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(n, generator=g)
+    if stratify:
+        # Take from each class in proportion: sort the permutation by label, then deal out every n/count-th.
+        by_class = order[torch.argsort(labels[order], stable=True)]
+        pick = torch.zeros(n, dtype=torch.bool)
+        pick[by_class[(torch.arange(count) * n) // count]] = True
+        held = order[pick[order]]
+        rest = order[~pick[order]]
+    else:
+        held, rest = order[:count], order[count:]
+    return {k: v[rest] for k, v in split.items()}, {k: v[held] for k, v in split.items()}
+
+
+class TensorBatches:
+    """Iterate a split in mini-batches by indexing; reshuffled each epoch from a seeded generator.
+
+    Yields dicts with the split's tensors sliced plus ``index`` (B,), the rows' positions in the split
+    (heads that keep per-sample state, such as a cluster assignment, need it).
+    """
+
+    def __init__(self, split: Split, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False):
+        self.split, self.batch_size, self.shuffle, self.drop_last = split, batch_size, shuffle, drop_last
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        n = len(self.split["labels"])
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        n = len(self.split["labels"])
+        device = self.split["labels"].device
+        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        order = order.to(device)
+        for b in range(len(self)):
+            idx = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield {"index": idx, **{k: v[idx] for k, v in self.split.items()}}
+
+
+class InMemoryDataModule(L.LightningDataModule):
+    """Holds the train/val/test splits as tensors on the training device.
+
+    Args:
+        name: dataset name, recorded in the run.
+        reader: callable returning the splits (see module docstring); used when ``source == "real"``.
+        source: ``"real"`` reads the dataset; ``"fake"`` builds a synthetic stand-in with the same
+            ``input_shape`` and ``num_classes`` (``fake_size`` samples per split), so every command runs offline.
+        input_shape: shape of one input, e.g. ``[1, 28, 28]`` or ``[64]``.
+        num_classes: number of classes (or clusters).
+        batch_size: training mini-batch size; ``0`` or ``-1`` means the whole training split in one batch.
+        seed: seed of the training-order shuffle.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        reader: Callable[[], dict[str, Split]] | None,
+        input_shape: Sequence[int],
+        num_classes: int,
+        batch_size: int = 128,
+        source: str = "real",
+        fake_size: int = 300,
+        seed: int = 0,
+        eval_batch_size: int = 4096,
+    ):
+        super().__init__()
+        if source not in ("real", "fake"):
+            raise ValueError(f"source must be 'real' or 'fake', got {source!r}")
+        if batch_size == 0 or batch_size < -1:
+            raise ValueError(f"batch_size must be a positive integer (or -1 for full batch), got {batch_size}")
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        self.name, self.reader, self.source = name, reader, source
+        self.input_shape = tuple(int(s) for s in input_shape)
+        self.num_classes, self.batch_size, self.fake_size = int(num_classes), int(batch_size), int(fake_size)
+        self.seed, self.eval_batch_size = seed, eval_batch_size
+        self.splits: dict[str, Split] = {}
+
+    def prepare_data(self) -> None:
+        self.load()
+
+    def load(self) -> dict[str, Split]:
+        """Read (or synthesise) the splits once; safe to call repeatedly."""
+        if not self.splits:
+            if self.source == "fake":
+                splits = {
+                    s: make_fake(self.input_shape, self.num_classes, self.fake_size, seed=i)
+                    for i, s in enumerate(("train", "val", "test"))
+                }
+            else:
+                if self.reader is None:
+                    raise ValueError(f"dataset {self.name!r} has no reader for source='real'")
+                splits = self.reader()
+            self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
+        return self.splits
+
+    def setup(self, stage: str | None = None) -> None:
+        self.load()
+        # Keep the data where the model trains, so a batch is one index operation with no host-device copy.
+        if self.trainer is not None:
+            device = self.trainer.strategy.root_device
+            self.splits = {s: {k: v.to(device) for k, v in d.items()} for s, d in self.splits.items()}
+
+    def split(self, name: str) -> Split:
+        return self.load()[name]
+
+    def _batches(self, name: str, train: bool) -> TensorBatches:
+        split = self.split(name)
+        n = len(split["labels"])
+        size = n if (train and self.batch_size == -1) else (self.batch_size if train else self.eval_batch_size)
+        return TensorBatches(split, min(size, n), shuffle=train, seed=self.seed)
+
+    def train_dataloader(self) -> TensorBatches:
+        return self._batches("train", train=True)
+
+    def val_dataloader(self) -> TensorBatches:
+        return self._batches("val", train=False)
+
+    def test_dataloader(self) -> TensorBatches:
+        return self._batches("test", train=False)
