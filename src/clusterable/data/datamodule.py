@@ -97,6 +97,7 @@ class InMemoryDataModule(L.LightningDataModule):
         num_classes: number of classes (or clusters).
         batch_size: training mini-batch size; ``0`` or ``-1`` means the whole training split in one batch.
         seed: seed of the training-order shuffle.
+        root: the dataset's folder, for readers of files on disk (their config passes it on as ``${..root}``).
     """
 
     def __init__(
@@ -110,6 +111,7 @@ class InMemoryDataModule(L.LightningDataModule):
         fake_size: int = 300,
         seed: int = 0,
         eval_batch_size: int = 4096,
+        root: str | None = None,
     ):
         super().__init__()
         if source not in ("real", "fake"):
@@ -121,7 +123,7 @@ class InMemoryDataModule(L.LightningDataModule):
         self.name, self.reader, self.source = name, reader, source
         self.input_shape = tuple(int(s) for s in input_shape)
         self.num_classes, self.batch_size, self.fake_size = int(num_classes), int(batch_size), int(fake_size)
-        self.seed, self.eval_batch_size = seed, eval_batch_size
+        self.seed, self.eval_batch_size, self.root = seed, eval_batch_size, root
         self.splits: dict[str, Split] = {}
 
     def prepare_data(self) -> None:
