@@ -64,11 +64,13 @@ class RepresentationModule(L.LightningModule):
                 raise NonFiniteLossError(self.current_epoch, loss)
             self.log_dict(means)
         if hasattr(self.head, "update_clusters"):
-            self.head.update_clusters(*self._train_split_embeddings())
+            embeddings, split = self._train_split_embeddings()
+            self.head.update_clusters(embeddings, **split)
 
     def on_train_start(self) -> None:
         if hasattr(self.head, "init_clusters"):
-            self.head.init_clusters(*self._train_split_embeddings())
+            embeddings, split = self._train_split_embeddings()
+            self.head.init_clusters(embeddings, **split)
 
     @torch.no_grad()
     def embed(self, inputs: Tensor, batch_size: int = 4096) -> Tensor:

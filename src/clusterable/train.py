@@ -104,6 +104,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         start = time.perf_counter()
         metrics = evaluate(module, datamodule.splits, evaluators, cfg.eval_stages, run_dir, cfg.seed)
         metrics["model/params"] = count_parameters(encoder, head)
+        # The last epoch's training losses (the CSRL paper reports the final training loss as de-noising MSE).
+        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})
         payload["timing"]["eval_s"] = time.perf_counter() - start
         payload.update(status="ok", metrics=metrics)
         for lg in loggers:

@@ -13,6 +13,7 @@ A reader is a callable ``reader() -> {"train": split, "val": split, "test": spli
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 
 import lightning as L
@@ -21,17 +22,18 @@ import torch
 Split = dict[str, torch.Tensor]
 
 
-def make_fake(input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0) -> Split:
+def make_fake(input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0, sample_seed: int = 0) -> Split:
     """A synthetic stand-in of the same shape and class count: one Gaussian blob per class.
 
     Returns a split with ``inputs`` (n, *input_shape) in [0, 1] and balanced ``labels`` (n,).
-    The blobs are separable, so a smoke run's metrics move the way real ones would.
+    ``seed`` fixes the blobs' means, ``sample_seed`` the samples drawn around them (one per split). The blobs
+    are separable, so a smoke run's metrics move the way real ones would.
     """
-    g = torch.Generator().manual_seed(seed)
+    dim = math.prod(input_shape)
+    means = torch.rand(num_classes, dim, generator=torch.Generator().manual_seed(seed))
+    g = torch.Generator().manual_seed(seed + 1 + sample_seed)
     labels = torch.arange(n) % num_classes
     labels = labels[torch.randperm(n, generator=g)]
-    dim = math.prod(input_shape)
-    means = torch.rand(num_classes, dim, generator=g)
     inputs = (means[labels] + 0.15 * torch.randn(n, dim, generator=g)).clamp(0, 1)
     return {"inputs": inputs.view(n, *input_shape), "labels": labels}
 
@@ -133,8 +135,10 @@ class InMemoryDataModule(L.LightningDataModule):
         """Read (or synthesise) the splits once; safe to call repeatedly."""
         if not self.splits:
             if self.source == "fake":
+                # Seeded by the dataset's name too, so that two datasets' stand-ins differ (same blobs in every split).
+                base = zlib.crc32(self.name.encode())
                 splits = {
-                    s: make_fake(self.input_shape, self.num_classes, self.fake_size, seed=i)
+                    s: make_fake(self.input_shape, self.num_classes, self.fake_size, seed=base, sample_seed=i)
                     for i, s in enumerate(("train", "val", "test"))
                 }
             else:

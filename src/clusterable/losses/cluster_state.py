@@ -28,6 +28,13 @@ class ClusterState(nn.Module):
         self.register_buffer("centres", torch.zeros(0))
         self.register_buffer("assignment", torch.zeros(0, dtype=torch.long))
 
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:
+        # The buffers' sizes are only known once the training set is seen: take them from the checkpoint.
+        for name in ("centres", "assignment"):
+            if prefix + name in state_dict:
+                setattr(self, name, torch.empty_like(state_dict[prefix + name]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @property
     def initialised(self) -> bool:
         return self.assignment.numel() > 0

@@ -1,0 +1,56 @@
+"""Regenerate a paper's table or figure from run directories, ours beside the published numbers.
+
+    python scripts/make_tables.py corel/table2            # after: python train.py -m experiment=corel/table2
+    python scripts/make_tables.py csrl/fig2 --mode smoke
+
+Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
+the paper's claims checked on our numbers (holds / does not hold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from clusterable.tables.report import load_runs
+
+PAPERS = ("corel", "csrl")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
+    parser.add_argument("--outputs", default="outputs", help="folder holding the multirun directories")
+    parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
+                        help="which runs: full, smoke (debug=smoke), or auto = full if any exist")  # fmt: skip
+    args = parser.parse_args(argv)
+
+    paper, _, name = args.table.partition("/")
+    if paper not in PAPERS:
+        parser.error(f"unknown paper {paper!r}; choose from {', '.join(PAPERS)}")
+    module = importlib.import_module(f"clusterable.tables.{paper}")
+    if name not in module.SOURCES:
+        parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
+
+    experiment = module.SOURCES[name]
+    runs, mode = load_runs(args.outputs, experiment, args.mode)
+    if not runs:
+        print(f"no runs of experiment {experiment!r} under {args.outputs}/ (mode {mode}); run first:\n"
+              f"  python train.py -m experiment={args.table}", file=sys.stderr)  # fmt: skip
+        return 1
+    out_dir = Path(args.outputs) / "tables"
+    table = getattr(module, name)(runs, out_dir)
+    if mode == "smoke":
+        table.notes.insert(0, "SMOKE RUNS (debug=smoke: fake data, a few batches): the numbers test the pipeline only.")
+    stem = f"{paper}_{name}" + ("_smoke" if mode == "smoke" else "")
+    paths = table.write(out_dir, stem)
+    failed = sum(not r.ok for r in runs)
+    print(table.markdown())
+    print(f"\n{len(runs)} runs ({failed} failed) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Every YAML in every config group composes, and what it describes instantiates (and runs one batch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import open_dict
+
+from clusterable.train import CONFIG_DIR
+
+CONF = Path(CONFIG_DIR)
+
+
+def options(group: str) -> list[str]:
+    return sorted(str(p.relative_to(CONF / group).with_suffix("")) for p in (CONF / group).rglob("*.yaml"))
+
+
+def composed(tmp_path: Path, *overrides: str):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(tmp_path)
+        cfg.hydra.job.num = 0
+    HydraConfig.instance().set_config(cfg)  # so ${hydra:...} resolves as in a real run
+    return cfg
+
+
+def build_and_step(cfg) -> dict:
+    """Instantiate dataset (fake), encoder, head and evaluators as train.py does; one training batch through them."""
+    dm = instantiate(cfg.dataset, source="fake", fake_size=40)
+    splits = dm.load()
+    encoder = instantiate(cfg.model, input_shape=dm.input_shape)
+    head = instantiate(cfg.loss, num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim,
+                       input_shape=dm.input_shape)  # fmt: skip
+    for node in (cfg.get("evaluator") or {}).values():
+        assert callable(instantiate(node))
+    batch = next(iter(dm.train_dataloader()))
+    if hasattr(head, "init_clusters"):
+        train = splits["train"]
+        head.init_clusters(encoder(train["inputs"]), index=torch.arange(len(train["labels"])), **train)
+    out = head(encoder(batch["inputs"]), batch["labels"], epoch=0, encoder=encoder,
+               **{k: v for k, v in batch.items() if k != "labels"})  # fmt: skip
+    assert torch.isfinite(out["loss"]), out
+    return out
+
+
+@pytest.mark.parametrize("name", options("dataset"))
+def test_dataset_options(tmp_path, name):
+    cfg = composed(tmp_path, f"dataset={name}")
+    dm = instantiate(cfg.dataset, source="fake", fake_size=30)
+    splits = dm.load()
+    assert tuple(splits["train"]["inputs"].shape[1:]) == dm.input_shape
+    assert int(splits["train"]["labels"].max()) < dm.num_classes
+
+
+@pytest.mark.parametrize("name", options("model"))
+def test_model_options(tmp_path, name):
+    cfg = composed(tmp_path, f"model={name}")
+    encoder = instantiate(cfg.model, input_shape=(1, 28, 28))
+    assert encoder(torch.rand(3, 1, 28, 28)).shape == (3, encoder.embedding_dim)
+
+
+@pytest.mark.parametrize("name", options("loss"))
+def test_loss_options(tmp_path, name):
+    cfg = composed(tmp_path, f"loss={name}")
+    head = instantiate(cfg.loss, num_classes=3, embedding_dim=784, input_shape=(784,))
+    assert isinstance(head, torch.nn.Module)
+
+
+@pytest.mark.parametrize("name", options("evaluator"))
+def test_evaluator_options(tmp_path, name):
+    cfg = composed(tmp_path, f"evaluator=[{name}]")
+    assert callable(instantiate(cfg.evaluator[name]))
+
+
+@pytest.mark.parametrize("group", ["trainer", "logger"])
+def test_trainer_and_logger_options(tmp_path, group):
+    for name in options(group):
+        cfg = composed(tmp_path, f"{group}={name}")
+        if group == "trainer" and cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
+            continue
+        node = cfg[group]
+        built = instantiate(node) if group == "trainer" else [instantiate(n) for n in node.values()]
+        assert built is not None
+
+
+@pytest.mark.parametrize("name", options("debug"))
+def test_debug_options_with_default_run(tmp_path, name):
+    build_and_step(composed(tmp_path, f"debug={name}"))
+
+
+@pytest.mark.parametrize("name", options("experiment"))
+def test_experiments_compose_and_run_a_batch(tmp_path, name):
+    cfg = composed(tmp_path, f"experiment={name}", "debug=smoke")
+    assert cfg.name and cfg.mode == "smoke"
+    params = cfg.hydra.sweeper.params
+    assert params, f"{name} defines no sweep grid"
+    # Every value of every swept key must compose and build with the rest of the experiment.
+    for key, values in params.items():
+        if key == "seed":
+            continue
+        for value in str(values).split(","):
+            build_and_step(composed(tmp_path, f"experiment={name}", "debug=smoke", f"{key}={value}"))
+
+
+def test_default_config_values():
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train")
+    assert cfg.dataset.name == "digits" and cfg.trainer.accelerator == "cpu"
+    assert cfg.loss._target_.endswith("GaussianCOREL") and cfg.model._target_.endswith("FFNN")
+    assert cfg.dataset.batch_size == 128 and cfg.optimizer._target_ == "torch.optim.Adam"
