@@ -1,0 +1,170 @@
+"""Benchmarks: ratios and timings measured in one process; the last line printed is one JSON object.
+
+    python scripts/bench.py                  # every case
+    python scripts/bench.py --only startup   # one case
+
+Cases (goals from the issues):
+  train_overhead         one epoch through the framework (LightningModule + Trainer + in-memory batches) against a
+                         plain PyTorch loop; 2x500 LeakyReLU FFNN + CCE, 55,000 x 784 random data, batch 128. <= 1.2
+  train_overhead_digits  the same on the default run (digits, Gaussian-COREL, its epochs); reported
+  startup               `python train.py --help` minus `python -c pass`, seconds. <= 1.5
+  clustering_eval       the clustering evaluator (k-means + GMM + silhouettes) on 10,000 x 64. <= 0.5 s
+  cluster_heads         one epoch of ptae against ae3 at k = 3, 10, 50 clusters; and the stacked per-cluster
+                        layer against a Python loop over clusters
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES: dict[str, Callable[[], dict]] = {}
+
+
+def case(fn: Callable[[], dict]) -> Callable[[], dict]:
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Minimum wall time of ``repeats`` calls (the least disturbed by the rest of the machine)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _plain_loop(encoder, head, split: dict, batch_size: int, epochs: int, lr: float = 1e-3) -> None:
+    """The baseline: index-sliced batches from in-memory tensors, forward, backward, Adam step."""
+    opt = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=lr)
+    x, y = split["inputs"], split["labels"]
+    for _ in range(epochs):
+        order = torch.randperm(len(y))
+        for i in range(0, len(y), batch_size):
+            idx = order[i : i + batch_size]
+            loss = head(encoder(x[idx]), y[idx])["loss"]
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+
+def _framework(encoder, head, splits: dict, batch_size: int, epochs: int, lr: float = 1e-3) -> None:
+    """The framework's training path, as train.py runs it, without checkpoints, loggers or validation."""
+    import functools
+
+    import lightning as L
+
+    from clusterable.data import InMemoryDataModule
+    from clusterable.module import RepresentationModule
+
+    dm = InMemoryDataModule("bench", lambda: splits, splits["train"]["inputs"].shape[1:], 10, batch_size)
+    module = RepresentationModule(encoder, head, functools.partial(torch.optim.Adam, lr=lr))
+    trainer = L.Trainer(
+        accelerator="cpu", devices=1, max_epochs=epochs, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(module, datamodule=dm)
+
+
+def _overhead(splits: dict, make: Callable[[], tuple], batch_size: int, epochs: int) -> tuple[float, float]:
+    torch.manual_seed(0)
+    _plain_loop(*make(), splits["train"], batch_size, 1)  # warm-up: allocator, kernels, imports
+    _framework(*make(), splits, batch_size, 1)
+    # Alternate the two so that a busy moment of the machine does not land on one side only.
+    plain, framework = [], []
+    for _ in range(3):
+        plain.append(best_of(lambda: _plain_loop(*make(), splits["train"], batch_size, epochs), 1))
+        framework.append(best_of(lambda: _framework(*make(), splits, batch_size, epochs), 1))
+    return min(plain), min(framework)
+
+
+@case
+def train_overhead() -> dict:
+    from clusterable.losses import CCELoss
+    from clusterable.models import FFNN
+
+    g = torch.Generator().manual_seed(0)
+    split = {"inputs": torch.rand(55_000, 784, generator=g), "labels": torch.randint(0, 10, (55_000,), generator=g)}
+    splits = {"train": split, "val": split, "test": split}
+
+    def make():
+        enc = FFNN((784,), hidden=(500, 500))
+        return enc, CCELoss(num_classes=10, embedding_dim=enc.embedding_dim)
+
+    plain, framework = _overhead(splits, make, 128, 1)
+    return {"train_overhead_ratio": framework / plain, "train_overhead_plain_s": plain,
+            "train_overhead_framework_s": framework}  # fmt: skip
+
+
+@case
+def train_overhead_digits() -> dict:
+    from omegaconf import OmegaConf
+
+    from clusterable.data.digits import read_digits
+    from clusterable.losses import GaussianCOREL
+    from clusterable.models import FFNN
+
+    cfg = OmegaConf.load(ROOT / "conf" / "trainer" / "default.yaml")
+    splits = read_digits()
+
+    def make():
+        enc = FFNN((64,), hidden=(500, 500))
+        return enc, GaussianCOREL(num_classes=10, embedding_dim=enc.embedding_dim)
+
+    plain, framework = _overhead(splits, make, 128, int(cfg.max_epochs))
+    return {"train_overhead_digits_ratio": framework / plain, "train_overhead_digits_plain_s": plain,
+            "train_overhead_digits_framework_s": framework, "train_overhead_digits_epochs": int(cfg.max_epochs)}  # fmt: skip
+
+
+@case
+def startup() -> dict:
+    def run(*args: str) -> None:
+        subprocess.run([sys.executable, *args], cwd=ROOT, check=True, capture_output=True)
+
+    base = best_of(lambda: run("-c", "pass"))
+    help_s = best_of(lambda: run("train.py", "--help"))
+    return {"startup_extra_s": help_s - base, "startup_help_s": help_s, "startup_python_s": base}
+
+
+@case
+def clustering_eval() -> dict:
+    from sklearn.datasets import make_blobs
+
+    from clusterable.evaluation.clustering import cluster_metrics
+
+    x, y = make_blobs(10_000, 64, centers=10, cluster_std=4.0, random_state=0)
+    x = torch.tensor(x, dtype=torch.float32)
+    cluster_metrics(x[:2000], torch.tensor(y[:2000]))  # warm-up
+    seconds = best_of(lambda: cluster_metrics(x, torch.tensor(y)))
+    return {"clustering_eval_s": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=sorted(CASES), help="run one case")
+    args = parser.parse_args()
+    torch.set_num_threads(max(torch.get_num_threads(), 1))
+    results: dict = {"torch_threads": torch.get_num_threads()}
+    for name, fn in CASES.items():
+        if args.only and name != args.only:
+            continue
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        out = fn()
+        for k, v in out.items():
+            print(f"[bench]   {k}: {v:.4g}" if isinstance(v, float) else f"[bench]   {k}: {v}", file=sys.stderr)
+        results.update(out)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Tensorized restricted Boltzmann machine TRBM (Sabanayagam et al. 2024, §VI; REFERENCE §4.2).
+
+One Bernoulli RBM per cluster j, with energy ``E_j(v, h) = -v.b_j - h.c_j - v^T W_j h``, stored as stacked
+tensors ``W`` (C, d, h), visible biases ``b`` (C, d) and hidden biases ``c`` (C, h). Every computation runs
+all clusters with one batched matmul and picks each point's cluster afterwards: no loop over clusters. Pair
+this head with the identity encoder (``conf/model/identity.yaml``) and inputs in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from clusterable.losses.cluster_state import ClusterState
+
+CHUNK = 4096  # rows per block when scoring a whole split under all C clusters (bounds memory)
+
+
+def _pick(per_cluster: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+    """(C, N, ...) -> (N, ...): row i taken from cluster ``cluster[i]``."""
+    return per_cluster[cluster, torch.arange(len(cluster), device=per_cluster.device)]
+
+
+def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    # Explicit uniforms (not torch.bernoulli) so that a reference can replay the same draws row by row.
+    return (torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device) < p).to(p.dtype)
+
+
+class TensorizedRBM(nn.Module):
+    """Cluster-specific Bernoulli RBMs with a hard assignment S of the training set (a clustering head).
+
+    Free energy (the negative unnormalised log-likelihood, ``p_j(v) = exp(-F_j(v)) / A_j``):
+        ``F_j(v) = -v.b_j - sum_k log(1 + exp(c_jk + (v W_j)_k))``
+    Training (TRBM objective: maximise ``sum_i S_ij log p_j(x_i)``) by contrastive divergence CD-k: from each
+    data point ``v`` run k block-Gibbs steps ``h ~ p_j(h|v), v ~ p_j(v|h)`` under its cluster's RBM to get
+    ``v_model``; the surrogate ``mean_i F_j(v_i) - F_j(v_model_i)`` with ``v_model`` detached has exactly the
+    CD-k gradient ``-(<v p(h|v)>_data - <v p(h|v)>_model)`` (likewise for the biases), so Adam on it performs
+    CD-k.
+
+    Inputs are used as Bernoulli probabilities, not binarised: the data term is the free energy of the grey
+    values (deterministic), while the Gibbs chain samples binary states. The authors' tensorised code also
+    skips the binarisation (it feeds ``x - c_j``; we do not centre, as the visible biases play that role and a
+    Bernoulli RBM needs v in [0, 1]). The paper gives each cluster its own visible bias (``a_j`` in the
+    energy); the authors' code shares one.
+
+    Assignment (Lloyd step and eq. 2): ``argmin_j F_j(x)``, the cluster whose RBM gives the point the lowest
+    free energy. The log partition functions ``log A_j`` are left out (intractable: a sum over 2^h states; the
+    authors leave them out too), so this compares unnormalised likelihoods.
+
+    Args:
+        input_shape: shape of one input; d = prod(input_shape) visible units.
+        num_classes: C, the number of clusters, at least 2.
+        hidden: h, hidden units per RBM (paper: 500).
+        k: Gibbs steps of CD-k (paper: 1).
+        seed: ``random_state`` of the k-means++ seeding (authors: 20).
+    """
+
+    def __init__(
+        self,
+        input_shape: Sequence[int],
+        num_classes: int,
+        hidden: int = 500,
+        k: int = 1,
+        seed: int = 20,
+        **kwargs,
+    ):
+        super().__init__()
+        d = math.prod(int(s) for s in input_shape)
+        if d < 1:
+            raise ValueError(
+                f"input_shape must be a non-empty list of positive integers, got {list(input_shape)}"
+            )
+        if hidden < 1:
+            raise ValueError(f"hidden must be >= 1, got {hidden}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        c = int(num_classes)
+        self.input_dim, self.hidden, self.k, self.num_clusters = d, int(hidden), int(k), c
+        # N(0, 0.01^2) weights and zero biases, as the authors' code (and Hinton's practical guide).
+        self.weight = nn.Parameter(0.01 * torch.randn(c, d, self.hidden))
+        self.visible_bias = nn.Parameter(torch.zeros(c, d))
+        self.hidden_bias = nn.Parameter(torch.zeros(c, self.hidden))
+        self.state = ClusterState(c, seed=seed)
+
+    def _visible(self, x: torch.Tensor) -> torch.Tensor:
+        v = x.flatten(1)
+        if v.shape[1] != self.input_dim:
+            raise ValueError(f"inputs must have {self.input_dim} features once flattened, got {v.shape[1]}")
+        lo, hi = float(v.min()), float(v.max())
+        if lo < 0 or hi > 1:
+            raise ValueError(
+                "TensorizedRBM needs inputs in [0, 1] (Bernoulli visible units), got values in "
+                f"[{lo:g}, {hi:g}]; scale the data (e.g. pixels / 255)"
+            )
+        return v
+
+    def _cluster(self, v: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+        if not self.state.initialised:
+            raise RuntimeError(
+                "the cluster assignment is empty: call init_clusters(...) on the training split first"
+            )
+        if index is None:
+            with torch.no_grad():
+                return self._free_energy(v).argmin(dim=1)
+        return self.state.assignment[index]
+
+    # ---- the C RBMs ----------------------------------------------------------------------------------------
+
+    def _free_energy(self, v: torch.Tensor) -> torch.Tensor:
+        visible = v @ self.visible_bias.T  # (N, C)
+        # (N, d) @ (C, d, h) broadcasts to (C, N, h): every cluster's hidden pre-activations at once.
+        hidden = F.softplus(torch.matmul(v, self.weight) + self.hidden_bias.unsqueeze(1)).sum(-1)
+        return -visible - hidden.T
+
+    def free_energy(self, x: torch.Tensor) -> torch.Tensor:
+        """``F_j(x_i)`` (N, C) for inputs ``x`` (N, d) in [0, 1]."""
+        return self._free_energy(self._visible(x))
+
+    per_cluster_loss = free_energy
+
+    def hidden_probs(self, v: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        """``p_j(h = 1 | v) = sigmoid(c_j + v W_j)`` (N, h) under each point's cluster ``cluster`` (N,)."""
+        return torch.sigmoid(_pick(torch.matmul(v, self.weight), cluster) + self.hidden_bias[cluster])
+
+    def visible_probs(self, h: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        """``p_j(v = 1 | h) = sigmoid(b_j + W_j h)`` (N, d) under each point's cluster ``cluster`` (N,)."""
+        return torch.sigmoid(
+            _pick(torch.matmul(h, self.weight.transpose(1, 2)), cluster) + self.visible_bias[cluster]
+        )
+
+    @torch.no_grad()
+    def gibbs(
+        self,
+        v: torch.Tensor,
+        cluster: torch.Tensor,
+        k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """k block-Gibbs steps from ``v`` (N, d) under each point's RBM; returns the binary ``v_k`` (N, d).
+
+        Each step draws ``h`` (N, h) then ``v`` (N, d) from uniforms of ``generator`` (on ``v``'s device).
+        """
+        for _ in range(self.k if k is None else k):  # a loop over Gibbs steps: each needs the previous one
+            h = _bernoulli(self.hidden_probs(v, cluster), generator)
+            v = _bernoulli(self.visible_probs(h, cluster), generator)
+        return v
+
+    def forward(
+        self, embeddings: torch.Tensor, labels: torch.Tensor, index: torch.Tensor | None = None, **batch
+    ) -> dict[str, torch.Tensor]:
+        """CD-k surrogate of the batch under the stored assignment.
+
+        ``embeddings`` (N, d) flattened inputs in [0, 1]; ``index`` (N,) their rows in the training split,
+        which select their clusters in S (without ``index``: the lowest free energy). Returns ``loss`` =
+        ``mean F(v_data) - F(v_model)``, the two mean free energies ``fe_data``, ``fe_model`` and ``recon``,
+        the squared error of the one-step mean-field reconstruction, summed over pixels and averaged over the
+        batch (the usual RBM progress monitor).
+        """
+        v = self._visible(embeddings)
+        cluster = self._cluster(v, index)
+        v_model = self.gibbs(v, cluster)
+        energies = (
+            self._free_energy(torch.cat([v, v_model])).gather(1, cluster.repeat(2).unsqueeze(1)).squeeze(1)
+        )
+        fe_data, fe_model = energies.chunk(2)
+        with torch.no_grad():
+            recon = (self.visible_probs(self.hidden_probs(v, cluster), cluster) - v).pow(2).sum(1).mean()
+        return {
+            "loss": (fe_data - fe_model).mean(),
+            "fe_data": fe_data.mean(),
+            "fe_model": fe_model.mean(),
+            "recon": recon,
+        }
+
+    # ---- clustering-head contract --------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _scores(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self._free_energy(block) for block in self._visible(x).split(CHUNK)])
+
+    @torch.no_grad()
+    def init_clusters(self, embeddings: torch.Tensor, **split) -> None:
+        """S by k-means++ seeds and nearest seed; centres = members' means (as the authors' code)."""
+        v = self._visible(embeddings)
+        self.state.init_kmeanspp(v)
+        self.state.centres = self.state.cluster_means(v, self.state.assignment, self.state.centres)
+
+    @torch.no_grad()
+    def update_clusters(self, embeddings: torch.Tensor, **split) -> None:
+        """Lloyd step on the whole training split: ``S_i = argmin_j F_j(x_i)``, centres = members' means."""
+        self.state.lloyd_step(self._scores(embeddings), self._visible(embeddings))
+
+    @torch.no_grad()
+    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        """Eq. 2: the cluster (N,) whose RBM gives each point the lowest free energy."""
+        return self._scores(embeddings).argmin(dim=1)
+
+    @torch.no_grad()
+    def embed(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        """Hidden probabilities ``p(h = 1 | x)`` (N, h) under each point's eq.-2 cluster."""
+        return self.hidden_probs(self._visible(embeddings), self.assign(embeddings))
+
+    @torch.no_grad()
+    def reconstruct(self, x: torch.Tensor, cluster: int | torch.Tensor | None = None) -> torch.Tensor:
+        """One mean-field Gibbs step ``p(v | p(h | x))`` (N, d) (the paper's Fig. 5).
+
+        ``cluster``: None = each point's eq.-2 cluster; an int = that cluster's RBM for every point (Fig. 5
+        shows each cluster's reconstructions of all inputs); or a tensor (N,) of clusters.
+        """
+        v = self._visible(x)
+        if cluster is None:
+            cluster = self.assign(v)
+        elif isinstance(cluster, int):
+            if not 0 <= cluster < self.num_clusters:
+                raise ValueError(f"cluster must be in [0, {self.num_clusters - 1}], got {cluster}")
+            cluster = torch.full((v.shape[0],), cluster, dtype=torch.long, device=v.device)
+        return self.visible_probs(self.hidden_probs(v, cluster), cluster)
