@@ -94,7 +94,10 @@ def train_overhead() -> dict:
     from clusterable.models import FFNN
 
     g = torch.Generator().manual_seed(0)
-    split = {"inputs": torch.rand(55_000, 784, generator=g), "labels": torch.randint(0, 10, (55_000,), generator=g)}
+    split = {
+        "inputs": torch.rand(55_000, 784, generator=g),
+        "labels": torch.randint(0, 10, (55_000,), generator=g),
+    }
     splits = {"train": split, "val": split, "test": split}
 
     def make():
@@ -122,8 +125,12 @@ def train_overhead_digits() -> dict:
         return enc, GaussianCOREL(num_classes=10, embedding_dim=enc.embedding_dim)
 
     plain, framework = _overhead(splits, make, 128, int(cfg.max_epochs))
-    return {"train_overhead_digits_ratio": framework / plain, "train_overhead_digits_plain_s": plain,
-            "train_overhead_digits_framework_s": framework, "train_overhead_digits_epochs": int(cfg.max_epochs)}  # fmt: skip
+    return {
+        "train_overhead_digits_ratio": framework / plain,
+        "train_overhead_digits_plain_s": plain,
+        "train_overhead_digits_framework_s": framework,
+        "train_overhead_digits_epochs": int(cfg.max_epochs),
+    }
 
 
 @case
@@ -150,7 +157,9 @@ def clustering_eval() -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", choices=sorted(CASES), help="run one case")
     args = parser.parse_args()
     torch.set_num_threads(max(torch.get_num_threads(), 1))
@@ -161,7 +170,9 @@ def main() -> None:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         out = fn()
         for k, v in out.items():
-            print(f"[bench]   {k}: {v:.4g}" if isinstance(v, float) else f"[bench]   {k}: {v}", file=sys.stderr)
+            print(
+                f"[bench]   {k}: {v:.4g}" if isinstance(v, float) else f"[bench]   {k}: {v}", file=sys.stderr
+            )
         results.update(out)
     print(json.dumps(results))
 

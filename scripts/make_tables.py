@@ -20,7 +20,9 @@ PAPERS = ("corel", "csrl")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
     parser.add_argument("--outputs", default="outputs", help="folder holding the multirun directories")
     parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
@@ -43,12 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.outputs) / "tables"
     table = getattr(module, name)(runs, out_dir)
     if mode == "smoke":
-        table.notes.insert(0, "SMOKE RUNS (debug=smoke: fake data, a few batches): the numbers test the pipeline only.")
+        table.notes.insert(
+            0, "SMOKE RUNS (debug=smoke: fake data, a few batches): the numbers test the pipeline only."
+        )
     stem = f"{paper}_{name}" + ("_smoke" if mode == "smoke" else "")
     paths = table.write(out_dir, stem)
     failed = sum(not r.ok for r in runs)
     print(table.markdown())
-    print(f"\n{len(runs)} runs ({failed} failed) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
+    print(
+        f"\n{len(runs)} runs ({failed} failed) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}"
+    )
     return 0
 
 

@@ -32,7 +32,9 @@ def cli(tmp_path: Path):
             capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
         if check and proc.returncode != 0:
-            raise AssertionError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"{script} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     run.outputs = outputs  # type: ignore[attr-defined]

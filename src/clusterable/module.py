@@ -42,7 +42,12 @@ class RepresentationModule(L.LightningModule):
         embeddings = self.encoder(batch["inputs"])
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
-            embeddings, batch["labels"], inputs=batch["inputs"], epoch=self.current_epoch, encoder=self.encoder, **extra
+            embeddings,
+            batch["labels"],
+            inputs=batch["inputs"],
+            epoch=self.current_epoch,
+            encoder=self.encoder,
+            **extra,
         )
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -84,7 +89,10 @@ class RepresentationModule(L.LightningModule):
     def _train_split_embeddings(self) -> tuple[Tensor, dict]:
         split = self.trainer.datamodule.split("train")
         split = {k: v.to(self.device) for k, v in split.items()}
-        return self.embed(split["inputs"]), {"index": torch.arange(len(split["labels"]), device=self.device), **split}
+        return self.embed(split["inputs"]), {
+            "index": torch.arange(len(split["labels"]), device=self.device),
+            **split,
+        }
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         n = len(batch["labels"])
@@ -93,7 +101,9 @@ class RepresentationModule(L.LightningModule):
             labelled = batch["labels"] >= 0
             acc = (logits.argmax(1)[labelled] == batch["labels"][labelled]).float().mean()
             self.log("val/acc", acc, batch_size=int(labelled.sum()), prog_bar=True)
-        if not hasattr(self.head, "assign"):  # a clustering head's loss is defined on the training assignment only
+        if not hasattr(
+            self.head, "assign"
+        ):  # a clustering head's loss is defined on the training assignment only
             self.log("val/loss", self._head(batch)["loss"], batch_size=n)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:

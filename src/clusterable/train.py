@@ -77,7 +77,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             input_shape=datamodule.input_shape,
         )  # fmt: skip
         module = RepresentationModule(encoder, head, build(cfg.optimizer, "optimizer"))
-        evaluators = {name: hydra.utils.instantiate(node) for name, node in (cfg.get("evaluator") or {}).items()}
+        evaluators = {
+            name: hydra.utils.instantiate(node) for name, node in (cfg.get("evaluator") or {}).items()
+        }
         loggers = [hydra.utils.instantiate(node) for node in (cfg.logger or {}).values()]
         checkpoint = ModelCheckpoint(
             dirpath=run_dir / "checkpoints", filename="best", monitor=cfg.checkpoint.monitor,
@@ -148,7 +150,9 @@ def _print_summary(run_dir: Path, payload: dict[str, Any]) -> None:
     width = max((len(k) for k, _ in rows), default=10)
     lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
     status = payload["status"] if payload["status"] == "ok" else f"failed: {payload['error']}"
-    print("\n".join([f"run: {status}", *lines, f"best epoch: {payload['best_epoch']}", f"run dir: {run_dir}"]))
+    print(
+        "\n".join([f"run: {status}", *lines, f"best epoch: {payload['best_epoch']}", f"run dir: {run_dir}"])
+    )
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")

@@ -22,7 +22,9 @@ import torch
 Split = dict[str, torch.Tensor]
 
 
-def make_fake(input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0, sample_seed: int = 0) -> Split:
+def make_fake(
+    input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0, sample_seed: int = 0
+) -> Split:
     """A synthetic stand-in of the same shape and class count: one Gaussian blob per class.
 
     Returns a split with ``inputs`` (n, *input_shape) in [0, 1] and balanced ``labels`` (n,).
@@ -38,7 +40,9 @@ def make_fake(input_shape: Sequence[int], num_classes: int, n: int, seed: int = 
     return {"inputs": inputs.view(n, *input_shape), "labels": labels}
 
 
-def split_off(split: Split, fraction_or_count: float, seed: int, stratify: bool = True) -> tuple[Split, Split]:
+def split_off(
+    split: Split, fraction_or_count: float, seed: int, stratify: bool = True
+) -> tuple[Split, Split]:
     """Split ``split`` into (rest, held_out), seeded and (by default) stratified by label.
 
     ``fraction_or_count`` < 1 is a fraction of the samples, otherwise a count.
@@ -119,7 +123,9 @@ class InMemoryDataModule(L.LightningDataModule):
         if source not in ("real", "fake"):
             raise ValueError(f"source must be 'real' or 'fake', got {source!r}")
         if batch_size == 0 or batch_size < -1:
-            raise ValueError(f"batch_size must be a positive integer (or -1 for full batch), got {batch_size}")
+            raise ValueError(
+                f"batch_size must be a positive integer (or -1 for full batch), got {batch_size}"
+            )
         if num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
         self.name, self.reader, self.source = name, reader, source
@@ -161,7 +167,9 @@ class InMemoryDataModule(L.LightningDataModule):
     def _batches(self, name: str, train: bool) -> TensorBatches:
         split = self.split(name)
         n = len(split["labels"])
-        size = n if (train and self.batch_size == -1) else (self.batch_size if train else self.eval_batch_size)
+        size = (
+            n if (train and self.batch_size == -1) else (self.batch_size if train else self.eval_batch_size)
+        )
         return TensorBatches(split, min(size, n), shuffle=train, seed=self.seed)
 
     def train_dataloader(self) -> TensorBatches:

@@ -44,8 +44,12 @@ class ClusterState(nn.Module):
         """k-means++ seeds as centres, each point to its nearest seed. ``x``: (N, d)."""
         n = x.shape[0]
         if not self.num_clusters <= n:
-            raise ValueError(f"num_clusters ({self.num_clusters}) must not exceed the number of samples ({n})")
-        seeds, _ = kmeans_plusplus(x.detach().cpu().double().numpy(), self.num_clusters, random_state=self.seed)
+            raise ValueError(
+                f"num_clusters ({self.num_clusters}) must not exceed the number of samples ({n})"
+            )
+        seeds, _ = kmeans_plusplus(
+            x.detach().cpu().double().numpy(), self.num_clusters, random_state=self.seed
+        )
         seeds = torch.as_tensor(seeds, dtype=x.dtype, device=x.device)
         self.centres = seeds
         self.assignment = torch.cdist(x, seeds).argmin(dim=1)
@@ -66,7 +70,9 @@ class ClusterState(nn.Module):
         self.centres = self.cluster_means(x, new, self.centres)
         return changed
 
-    def cluster_means(self, x: torch.Tensor, assignment: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+    def cluster_means(
+        self, x: torch.Tensor, assignment: torch.Tensor, fallback: torch.Tensor
+    ) -> torch.Tensor:
         """(C, d) mean of the points of each cluster; an empty cluster keeps its ``fallback`` centre."""
         c = self.num_clusters
         sums = torch.zeros(c, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, assignment, x)

@@ -72,6 +72,11 @@ class LinearAE(nn.Module):
         """The encoder's output (N, m) for inputs (N, d); evaluators run k-means on it."""
         return self.encoder(embeddings.flatten(1))
 
+    @torch.no_grad()
+    def reconstruct(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        """``AE(x)`` (N, d) for inputs (N, d): the de-noised points when the inputs are noisy."""
+        return self.decoder(self.encoder(embeddings.flatten(1)))
+
     def forward(
         self, embeddings: torch.Tensor, labels: torch.Tensor, targets: torch.Tensor | None = None, **batch
     ) -> dict[str, torch.Tensor]:

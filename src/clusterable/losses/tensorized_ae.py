@@ -170,6 +170,19 @@ class TensorizedAE(nn.Module):
         return self.per_cluster_loss(embeddings, targets).argmin(dim=1)
 
     @torch.no_grad()
+    def reconstruct(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        """``c_s + AE_s(x - c_s)`` (N, d) for inputs (N, d), ``s`` = eq. 2's cluster scored on the input alone.
+
+        No target is used (a new noisy point has none), so this is the de-noised point at inference time.
+        """
+        x = embeddings.flatten(1)
+        mse, penalty, z = self.terms(x)
+        cluster = (mse + self.lam * penalty).argmin(dim=1)
+        rows = torch.arange(len(cluster), device=x.device)
+        recon = self._chain(z, self.decoder)[cluster, rows]  # (N, d): each point under its own cluster
+        return recon + self._centres().to(x.dtype)[cluster]
+
+    @torch.no_grad()
     def embed(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **batch) -> torch.Tensor:
         """Each point's embedding (N, 1) under its eq.-2 cluster."""
         mse, penalty, z = self.terms(embeddings, targets)

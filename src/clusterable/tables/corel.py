@@ -14,7 +14,12 @@ import yaml
 
 from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
 
-LOSSES = {"cce": "CCE", "center": "Center", "cosine_corel": "Cosine-COREL", "gaussian_corel": "Gaussian-COREL"}
+LOSSES = {
+    "cce": "CCE",
+    "center": "Center",
+    "cosine_corel": "Cosine-COREL",
+    "gaussian_corel": "Gaussian-COREL",
+}
 MODELS = {"ffnn": "FFNN", "cnn": "CNN"}
 DATASETS = {"mnist": "MNIST", "fashion_mnist": "Fashion"}
 # Figures 2 and Tables 3-4 are drawn from the runs of Table 1 and Table 2 (their configs share the sweep).
@@ -77,8 +82,14 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
     """Tables 3-4: k-means / GMM clustering of test representations (Fashion-MNIST; AGNews not run)."""
     metrics = {"acc": "Acc", "ari": "ARI", "v_measure": "V-M", "silhouette": "Sil."}
     runs = [r for r in runs if r.params.get("dataset") == "fashion_mnist"]
-    header = ["Model", "Loss"] + [f"{meth} {name}" for meth in ("K-Means", "GMM") for name in metrics.values()]
-    table = {(meth, k): cells(runs, ("model", "loss"), f"test/{meth}/{k}") for meth in ("kmeans", "gmm") for k in metrics}
+    header = ["Model", "Loss"] + [
+        f"{meth} {name}" for meth in ("K-Means", "GMM") for name in metrics.values()
+    ]
+    table = {
+        (meth, k): cells(runs, ("model", "loss"), f"test/{meth}/{k}")
+        for meth in ("kmeans", "gmm")
+        for k in metrics
+    }
     rows = []
     for m, mname in MODELS.items():
         for loss, lname in LOSSES.items():
@@ -103,9 +114,18 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
                 max(mean("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel")) for m in MODELS), _gt),
         _drop_claim({m: (drop(m, "cce"), drop(m, "cosine_corel")) for m in MODELS}),
     ]  # fmt: skip
-    notes = [n for n in [_na_note(), "Table 4 is Fashion-MNIST; Table 3 (AGNews) is not run.",
-                         "Acc is Hungarian-matched; silhouette on a seeded sample of 2,000 test points."] if n]  # fmt: skip
-    return Table("COREL Tables 3-4: clustering the test representations (Fashion-MNIST)", header, rows, notes, claims)
+    notes = [
+        n
+        for n in [
+            _na_note(),
+            "Table 4 is Fashion-MNIST; Table 3 (AGNews) is not run.",
+            "Acc is Hungarian-matched; silhouette on a seeded sample of 2,000 test points.",
+        ]
+        if n
+    ]
+    return Table(
+        "COREL Tables 3-4: clustering the test representations (Fashion-MNIST)", header, rows, notes, claims
+    )
 
 
 def _drop_claim(drops: dict[str, tuple[float, float]]) -> Claim:
@@ -140,7 +160,10 @@ def table1(runs: list[Run], out_dir: Path) -> Table:
         return 100 * (max(means) - min(means)) if means else math.nan
 
     def at(d: str, m: str, loss: str, lam: float) -> float:
-        c = next((c for (dd, mm, ll, la), c in val.items() if (dd, mm, ll) == (d, m, loss) and float(la) == lam), None)
+        c = next(
+            (c for (dd, mm, ll, la), c in val.items() if (dd, mm, ll) == (d, m, loss) and float(la) == lam),
+            None,
+        )
         return c.mean if c and c.values else math.nan
 
     settings = [(d, m) for d in DATASETS for m in MODELS]
@@ -222,7 +245,9 @@ def fig1(runs: list[Run], out_dir: Path) -> Table:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return Table("COREL Figure 1: MNIST CNN latent spaces", ["Loss", "test acc (%)", "run"], rows, [], [], [path])
+    return Table(
+        "COREL Figure 1: MNIST CNN latent spaces", ["Loss", "test acc (%)", "run"], rows, [], [], [path]
+    )
 
 
 def _gt(a: float, b: float) -> bool:

@@ -101,13 +101,17 @@ class Claim:
         return f"- [{verdict}] {self.text}" + (f" ({self.detail})" if self.detail else "")
 
 
-def check(text: str, pairs: Iterable[tuple[str, float, float]], relation: Callable[[float, float], bool]) -> Claim:
+def check(
+    text: str, pairs: Iterable[tuple[str, float, float]], relation: Callable[[float, float], bool]
+) -> Claim:
     """A claim that ``relation(a, b)`` holds for every named pair; NaN values make it uncheckable."""
     pairs = list(pairs)
     if not pairs or any(math.isnan(a) or math.isnan(b) for _, a, b in pairs):
         return Claim(text, None, "numbers missing")
     failing = [name for name, a, b in pairs if not relation(a, b)]
-    return Claim(text, not failing, f"fails for {', '.join(failing)}" if failing else f"{len(pairs)} of {len(pairs)}")
+    return Claim(
+        text, not failing, f"fails for {', '.join(failing)}" if failing else f"{len(pairs)} of {len(pairs)}"
+    )
 
 
 @dataclass
