@@ -90,3 +90,16 @@ def test_rerunning_a_sweep_skips_finished_runs(cli):
     assert proc.stdout.count("metrics.json says ok") == 2
     assert {p: (p.stat().st_mtime_ns, p.read_text()) for p in files} == before
     assert {p: p.stat().st_mtime_ns for p in cli.outputs.rglob("*.ckpt")} == ckpts
+
+
+def test_wandb_runs_are_closed_after_every_job_even_a_failed_one(cli):
+    # A W&B run left open would be reused by the next job of the sweep (one offline run folder for both).
+    nan_loss = Path(__file__).parent / "helpers" / "conf"
+    cli("train.py", "-m", f"hydra.searchpath=[file://{nan_loss}]", "loss=nan_after,cce", "logger=wandb",
+        "name=wandb", "dataset.source=fake", *FAST)  # fmt: skip
+    folders = {}
+    for path in metrics_files(cli.outputs):
+        offline = list((path.parent / "wandb").glob("offline-run-*"))
+        assert len(offline) == 1, path.parent
+        folders[json.loads(path.read_text())["status"]] = offline[0].name
+    assert set(folders) == {"ok", "failed"} and len(set(folders.values())) == 2

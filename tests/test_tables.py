@@ -1,0 +1,107 @@
+"""Paper tables: the smoke pipeline end to end, and each table's numbers and claims on hand-made runs."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from clusterable.rundir import write_metrics
+from clusterable.tables import corel
+from clusterable.tables.report import Cell, Run, cells, load_runs
+
+
+def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
+    cli("train.py", "-m", "experiment=corel/table2", "debug=smoke")
+    proc = cli("scripts/make_tables.py", "corel/table2")
+    out = proc.stdout
+    assert "SMOKE RUNS" in out and "32 runs (0 failed)" in out
+    rows = [line for line in out.splitlines() if line.startswith("| FFNN") or line.startswith("| CNN")]
+    assert len(rows) == 8
+    for row in rows:
+        assert "missing" not in row and "failed" not in row and row.count("±") == 2
+        assert row.count("n/a") == 2 and row.rstrip().endswith("not run |")
+    assert "numbers stripped" in out  # why the paper column is n/a
+    claims = [line for line in out.splitlines() if line.startswith("- [")]
+    assert len(claims) == 4 and "Gaussian-COREL beats CCE in every setting" in claims[0]
+    assert all(c.startswith(("- [holds]", "- [does not hold]")) for c in claims)  # every number was there
+    tables = cli.outputs / "tables"
+    for ext in ("md", "tex", "csv"):
+        assert (tables / f"corel_table2_smoke.{ext}").stat().st_size > 0
+    # Tables 3-4 come from the same runs: nothing is trained again.
+    proc = cli("train.py", "-m", "experiment=corel/table3_4", "debug=smoke")
+    assert proc.stdout.count("metrics.json says ok") == 16 and "run: ok" not in proc.stdout
+    proc = cli("scripts/make_tables.py", "corel/table3_4")
+    assert "K-Means Acc" in proc.stdout and "missing" not in proc.stdout
+
+
+def test_make_tables_without_runs_says_what_to_run(cli):
+    proc = cli("scripts/make_tables.py", "corel/table2", check=False)
+    assert proc.returncode == 1 and "python train.py -m experiment=corel/table2" in proc.stderr
+    proc = cli("scripts/make_tables.py", "corel/table9", check=False)
+    assert proc.returncode == 2 and "table2" in proc.stderr
+
+
+def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], extra=None) -> list[Run]:
+    """Run directories with metrics.json files as train.py writes them; ``None`` as an accuracy = a failed run."""
+    runs = []
+    for (d, m, loss), values in accs.items():
+        for seed, acc in enumerate(values):
+            params = {"dataset": d, "model": m, "loss": loss, "seed": str(seed)}
+            path = (
+                tmp_path
+                / "multirun"
+                / "full"
+                / "corel"
+                / "table2"
+                / ",".join(f"{k}={v}" for k, v in params.items())
+            )
+            metrics = {"test/acc": acc, **(extra(d, m, loss, acc) if extra and acc is not None else {})}
+            write_metrics(path, {
+                "status": "ok" if acc is not None else "failed", "error": None, "experiment": "corel/table2",
+                "mode": "full", "overrides": [f"{k}={v}" for k, v in params.items()], "seed": seed,
+                "metrics": metrics if acc is not None else {},
+            })  # fmt: skip
+    runs, mode = load_runs(tmp_path, "corel/table2")
+    assert mode == "full"
+    return runs
+
+
+def settings():
+    return itertools.product(corel.DATASETS, corel.MODELS)
+
+
+def test_table2_numbers_and_claims(tmp_path):
+    base = {"cce": 0.90, "center": 0.91, "cosine_corel": 0.92, "gaussian_corel": 0.95}
+    accs = {(d, m, loss): [acc, acc + 0.02] for d, m in settings() for loss, acc in base.items()}
+    accs[("mnist", "cnn", "center")] = [0.93, None]  # one failed seed
+    table = corel.table2(fake_runs(tmp_path, accs), tmp_path / "tables")
+    row = next(r for r in table.rows if r[:2] == ["CNN", "Center"])
+    assert row[2] == "93.00 ± 0.00 (1 failed)" and row[4] == "92.00 ± 1.41"
+    verdicts = [c.holds for c in table.claims]
+    assert verdicts == [True, True, True, True]
+    accs[("fashion_mnist", "ffnn", "gaussian_corel")] = [0.80, 0.81]  # now below CCE there
+    verdicts = [c.holds for c in corel.table2(fake_runs(tmp_path / "b", accs), tmp_path).claims]
+    assert verdicts == [False, False, True, True]
+
+
+def test_table3_4_silhouette_and_accuracy_drop_claims(tmp_path):
+    def extra(d, m, loss, acc):
+        sil = 0.6 if loss == "cosine_corel" else 0.3
+        drop = 0.20 if loss == "cce" else 0.01
+        return {f"test/{meth}/{k}": v for meth in ("kmeans", "gmm")
+                for k, v in {"acc": acc - drop, "ari": 0.5, "v_measure": 0.6, "silhouette": sil}.items()}  # fmt: skip
+
+    accs = {("fashion_mnist", m, loss): [0.9, 0.9] for m in corel.MODELS for loss in corel.LOSSES}
+    table = corel.table3_4(fake_runs(tmp_path, accs, extra), tmp_path)
+    assert [c.holds for c in table.claims] == [True, True]
+    assert "CCE -20.0" in table.claims[1].detail
+
+
+def test_cells_mean_std_and_missing():
+    cell = Cell([0.5, 0.7])
+    assert cell.text(100) == "60.00 ± 14.14" and Cell().text() == "missing" and Cell([], 2).text() == "failed"
+    assert cell.sem == pytest.approx(cell.std / 2**0.5)
+    run = Run(Path("."), {"loss": "cce"}, {"status": "failed", "metrics": {}})
+    assert cells([run], ("loss",), "test/acc")[("cce",)].failed == 1
