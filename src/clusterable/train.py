@@ -121,8 +121,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         write_metrics(run_dir, payload)
         _close(loggers, ok=False)
         sys.exit(f"error: {e}")
-    except BaseException as e:  # also KeyboardInterrupt: leave a record of why the run stopped
-        payload["error"] = f"{type(e).__name__}: {e}"
+    except BaseException as e:  # also Ctrl+C (Lightning turns it into SystemExit): record why the run stopped
+        interrupted = isinstance(e, KeyboardInterrupt | SystemExit)
+        payload["error"] = "interrupted" if interrupted else f"{type(e).__name__}: {e}"
         write_metrics(run_dir, payload)
         _close(loggers, ok=False)
         raise
