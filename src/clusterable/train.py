@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     import lightning as L
     import torch
+
+    # Lightning's per-run banner (accelerator lines, tips) repeats for every job of a sweep; warnings still show.
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")  # inside Lightning, not ours
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from clusterable.callbacks import EpochTimer
