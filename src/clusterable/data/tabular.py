@@ -5,6 +5,9 @@ the same points) with ``labels`` = classes. With ``denoise=True`` the ``inputs``
 ``noise * N(0, 1)`` from a generator seeded with ``noise_seed`` and the ``targets`` are the clean points (the
 authors draw this noise from NumPy's unseeded global generator; we seed it so runs repeat). The authors
 shuffle the rows once per repetition with ``torch.randperm``; here rows stay in file order.
+
+The image subsets can also hold out unseen test points (``test_per_class``: the TVAE figures embed new
+points) and scale the pixels (``scale``: the TVAE, TCL and TRBM models read [0, 1] inputs).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import load_digits, load_iris
-from torchvision.datasets import MNIST
 
 from clusterable.data import mnist
 from clusterable.data.datamodule import Split
@@ -89,22 +91,64 @@ def _relabel(y: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     return lookup[y]
 
 
+def _image_subset(
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray] | None,
+    classes: Sequence[int],
+    per_class: int,
+    test_per_class: int | None,
+    scale: float,
+    denoise: bool,
+    noise: float,
+    noise_seed: int,
+) -> dict[str, Split]:
+    """The first ``per_class`` images of each class of ``train`` (x (N, ...), y (N,)) in every split, or, with
+    ``test_per_class``, as the training split and the first ``test_per_class`` of each class of ``test`` (None:
+    the ones right after the training images in ``train``) as validation and test. Pixels divided by
+    ``scale``; labels are positions in ``classes``."""
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    if test_per_class is not None and test_per_class < 1:
+        raise ValueError(f"test_per_class must be >= 1 or null, got {test_per_class}")
+    x, y = train
+    if test_per_class is not None and test is None:
+        # One pass over `train` so that the test images are the ones after each class's training images.
+        rows = first_per_class(y, classes, per_class + test_per_class).reshape(len(classes), -1)
+        rows, test_rows = rows[:, :per_class].ravel(), rows[:, per_class:].ravel()
+        test = (x[test_rows], y[test_rows])
+    else:
+        rows = first_per_class(y, classes, per_class)
+        if test is not None and test_per_class is not None:  # a separate file: its first images per class
+            keep = first_per_class(test[1], classes, test_per_class)
+            test = (test[0][keep], test[1][keep])
+    x_train = x[rows].reshape(len(rows), -1) / scale
+    splits = _splits(x_train, _relabel(y[rows], classes), denoise, noise, noise_seed)
+    if test_per_class is None:
+        return splits
+    x_test = test[0].reshape(len(test[0]), -1) / scale
+    # Another noise draw for the unseen points (seed + 1), so that they are not the training points' noise.
+    held = _splits(x_test, _relabel(test[1], classes), denoise, noise, noise_seed + 1)["test"]
+    return {"train": splits["train"], "val": held, "test": held}
+
+
 def read_digits_subset(
     classes: Sequence[int] = (0, 1, 2, 3, 4),
     per_class: int = 170,
     denoise: bool = False,
     noise: float = 0.1,
     noise_seed: int = 0,
+    test_per_class: int | None = None,
+    scale: float = 1.0,
 ) -> dict[str, Split]:
     """An offline stand-in for the MNIST subset: scikit-learn's 8x8 digits, first ``per_class`` of each class.
 
-    Raw pixel values (0..16), ``inputs`` (C * per_class, 64), ``labels`` = the class's position in
-    ``classes``. The smallest digits class has 174 images (class 0: 178), so the MNIST subset's 200 per
-    class is not possible: the default 170 works for any choice of classes.
+    Raw pixel values (0..16) divided by ``scale``, ``inputs`` (C * per_class, 64), ``labels`` = the class's
+    position in ``classes``. The smallest digits class has 174 images (class 0: 178), so the MNIST subset's
+    200 per class is not possible: the default 170 works for any choice of classes. ``test_per_class``: hold
+    out the next ``test_per_class`` images of each class as validation and test (None: train = val = test).
     """
     x, y = load_digits(return_X_y=True)
-    rows = first_per_class(y, classes, per_class)
-    return _splits(x[rows], _relabel(y[rows], classes), denoise, noise, noise_seed)
+    return _image_subset((x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed)
 
 
 def read_mnist_subset(
@@ -115,32 +159,56 @@ def read_mnist_subset(
     denoise: bool = False,
     noise: float = 0.1,
     noise_seed: int = 0,
+    variant: str = "mnist",
+    train_file: str = "test",
+    test_per_class: int | None = None,
+    scale: float = 1.0,
 ) -> dict[str, Split]:
     """The paper's MNIST subset: the TEST split's first ``per_class`` images of each class, in file order.
 
     Reads torchvision's layout, ``<root>/MNIST/raw/t10k-images-idx3-ubyte`` etc. (downloaded there when
-    ``download`` and a network allow). ``inputs`` (C * per_class, 784) are raw 0..255 pixel values, not
-    normalised (authors' code); ``labels`` = the class's position in ``classes``.
+    ``download`` and a network allow). ``inputs`` (C * per_class, 784) are raw 0..255 pixel values divided by
+    ``scale`` (1: not normalised, the authors' AE code); ``labels`` = the class's position in ``classes``.
+
+    ``variant``: ``"mnist"`` or ``"fashion_mnist"`` (``<root>/FashionMNIST/raw``). ``train_file``: ``"test"``
+    or ``"train"``, the file the training points come from. ``test_per_class``: None puts the points in every
+    split (the AE figures); an integer holds out the first ``test_per_class`` images of each class of the test
+    file as validation and test (after the training ones when those come from the test file too).
 
     Raises ``clusterable.data.mnist.DatasetNotFoundError`` (a FileNotFoundError) naming the files and the
     folder when they are missing and cannot be downloaded.
     """
+    if train_file not in ("train", "test"):
+        raise ValueError(f"train_file must be 'train' or 'test', got {train_file!r}")
+    cls = mnist._dataset_class(variant)
     # File checks, .gz unpacking, the download's timeout and the error message are mnist.py's, so every MNIST
     # reader fails the same way. (Its helpers are private; a public ``ensure_files`` there would be cleaner.)
-    raw = mnist.raw_folder(root)
-    mnist._decompress_archives(raw, mnist.expected_files())
-    missing, reason = mnist._missing_files(raw, "mnist"), None
+    raw = mnist.raw_folder(root, variant)
+    mnist._decompress_archives(raw, mnist.expected_files(variant))
+    missing, reason = mnist._missing_files(raw, variant), None
     if missing and download:
         try:
             with mnist._socket_timeout(mnist.DOWNLOAD_TIMEOUT_S):
-                MNIST(str(root), train=False, download=True)
+                cls(str(root), train=False, download=True)
         except (RuntimeError, OSError) as err:  # URLError is an OSError
             reason = mnist._last_line(err)
-        missing = mnist._missing_files(raw, "mnist")
+        missing = mnist._missing_files(raw, variant)
     if missing:
-        raise mnist.DatasetNotFoundError(mnist._not_found_message("mnist", raw, missing, reason)) from None
-    data = MNIST(str(root), train=False)
-    y = data.targets.numpy()
-    rows = first_per_class(y, classes, per_class)
-    x = data.data.numpy()[rows].reshape(len(rows), -1)
-    return _splits(x, _relabel(y[rows], classes), denoise, noise, noise_seed)
+        raise mnist.DatasetNotFoundError(mnist._not_found_message(variant, raw, missing, reason)) from None
+
+    def arrays(train: bool) -> tuple[np.ndarray, np.ndarray]:
+        data = cls(str(root), train=train)
+        return data.data.numpy(), data.targets.numpy()
+
+    held = None if test_per_class is None or train_file == "test" else arrays(False)
+    return _image_subset(
+        arrays(train_file == "train"),
+        held,
+        classes,
+        per_class,
+        test_per_class,
+        scale,
+        denoise,
+        noise,
+        noise_seed,
+    )

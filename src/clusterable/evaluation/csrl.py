@@ -4,7 +4,7 @@ Numbers: ``csrl_clustering`` (ARI of the learned assignment, or of k-means on th
 on the raw inputs; Figs. 2/7 left) and ``denoise`` (reconstruction MSE against the clean points; Figs. 2/7
 centre). Pictures, written into the run directory with the arrays they show (``.npz``) so that a table script
 can compose several runs' panels without the model: ``tvae_latents`` (Figs. 3, 9-11), ``trbm_reconstructions``
-(Figs. 5, 13) and ``elastic_pairs`` (Fig. 12). Fig. 4 is ``latent_plot`` with ``method: tsne``.
+(Fig. 5) and ``elastic_pairs`` (Fig. 12). Fig. 4 is ``latent_plot`` with ``method: tsne``.
 
 Figures are drawn on bare ``matplotlib.figure.Figure`` objects with the Agg canvas (no pyplot state).
 """
@@ -100,7 +100,9 @@ def denoise(
     if targets is None:
         return {}
     if not hasattr(head, "reconstruct"):
-        raise ValueError(f"the denoise evaluator needs a head with reconstruct(x); {type(head).__name__} has none")
+        raise ValueError(
+            f"the denoise evaluator needs a head with reconstruct(x); {type(head).__name__} has none"
+        )
     clean = targets.flatten(1).to(encoder_output.dtype)
     recon = head.reconstruct(encoder_output)
     noisy = split["inputs"].flatten(1).to(clean.dtype)
@@ -155,14 +157,16 @@ def purity(clusters: np.ndarray, labels: np.ndarray) -> float:
     return float(counts.max(axis=1).sum() / len(labels))
 
 
-def draw_latents(mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray, num_clusters: int, title: str) -> Figure:
-    """One panel per cluster: the 2-D latent means ``mu`` (N, >=2) of its points, coloured by class, over the
-    N(0, I) prior's 1, 2 and 3 sigma circles (the paper's Fig. 3, middle and bottom rows)."""
-    fig = _figure(3.2 * num_clusters, 3.4)
-    axes = np.atleast_1d(fig.subplots(1, num_clusters, squeeze=False)[0])
+def plot_latents(axes, mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray) -> None:
+    """Into ``axes`` (one per cluster): the 2-D latent means ``mu`` (N, >=2) of the cluster's points, coloured
+    by class, with the N(0, I) prior's 1, 2 and 3 sigma circles (the paper's Fig. 3, middle and bottom rows).
+
+    The axes fit the points (the same limits in every panel), so a collapsed latent space (all means near 0)
+    still shows its structure; the circles give the scale where they fall inside."""
     classes = np.unique(labels)
     cmap = colormaps["tab10" if len(classes) <= 10 else "tab20"]
-    lim = max(3.5, float(np.nanmax(np.abs(mu[:, :2]))) * 1.05) if len(mu) else 3.5
+    finite = mu[:, :2][np.isfinite(mu[:, :2]).all(axis=1)]
+    lim = max(1.1 * float(np.abs(finite).max()) if len(finite) else 3.5, 1e-3)
     theta = np.linspace(0, 2 * np.pi, 200)
     for j, ax in enumerate(axes):
         for r in (1, 2, 3):
@@ -171,10 +175,21 @@ def draw_latents(mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray, num_c
         for i, c in enumerate(classes):
             pts = mu[mine & (labels == c)]
             ax.scatter(pts[:, 0], pts[:, 1], s=5, color=cmap(i), label=str(c))
-        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=f"cluster {j} ({int(mine.sum())} pts)")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    axes[-1].legend(title="class", fontsize="x-small", markerscale=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.set(
+            xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=f"cluster {j} ({int(mine.sum())} pts)"
+        )
+        ax.tick_params(labelsize="x-small")
+    axes[-1].legend(
+        title="class", fontsize="x-small", markerscale=2, loc="center left", bbox_to_anchor=(1.01, 0.5)
+    )
+
+
+def draw_latents(
+    mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray, num_clusters: int, title: str
+) -> Figure:
+    """``plot_latents`` on a new figure with one panel per cluster."""
+    fig = _figure(3.2 * num_clusters, 3.5)
+    plot_latents(fig.subplots(1, num_clusters, squeeze=False)[0], mu, clusters, labels)
     fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     return fig
@@ -269,11 +284,11 @@ def trbm_reconstructions(
     rows = _first_per_class(y, per_class)
     shown_x, shown_recon = _numpy(x)[rows], _numpy(recon)[:, rows]
     np.savez(run_dir / f"trbm_reconstructions_{stage}.npz", inputs=shown_x, recon=shown_recon, labels=y[rows])
-    fig = _figure(2.6 * (c + 1), 3.0)
-    axes = np.atleast_1d(fig.subplots(1, c + 1, squeeze=False)[0])
-    _show(axes[0], image_grid(shown_x, per_class), "inputs")
-    for j in range(c):
-        _show(axes[j + 1], image_grid(shown_recon[j], per_class), f"reconstruction, cluster {j}")
+    grids = [image_grid(shown_x, per_class)] + [image_grid(r, per_class) for r in shown_recon]
+    fig = _figure(2.6 * (c + 1), 2.6 * grids[0].shape[0] / grids[0].shape[1] + 0.7)
+    titles = ["inputs"] + [f"reconstruction, cluster {j}" for j in range(c)]
+    for ax, grid, title in zip(fig.subplots(1, c + 1, squeeze=False)[0], grids, titles, strict=True):
+        _show(ax, grid, title)
     fig.tight_layout()
     fig.savefig(run_dir / f"trbm_reconstructions_{stage}.png")
     return out
@@ -319,11 +334,14 @@ def elastic_pairs(
         return out
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    arrays = {k: _numpy(v).reshape(n, -1) for k, v in (("anchor", anchor), ("positive", positive), ("negative", negative))}
+    arrays = {
+        k: _numpy(v).reshape(n, -1)
+        for k, v in (("anchor", anchor), ("positive", positive), ("negative", negative))
+    }
     np.savez(run_dir / f"tcl_elastic_{stage}.npz", **arrays)
-    fig = _figure(6.5, 2.2 * n / 2 + 0.6)
-    for ax, (name, images) in zip(fig.subplots(1, 3), arrays.items(), strict=True):
-        _show(ax, image_grid(images, 1), name)
+    fig = _figure(1.2 * n + 0.4, 4.2)
+    for ax, (name, images) in zip(fig.subplots(3, 1), arrays.items(), strict=True):
+        _show(ax, image_grid(images, n), name)
     fig.tight_layout()
     fig.savefig(run_dir / f"tcl_elastic_{stage}.png")
     return out

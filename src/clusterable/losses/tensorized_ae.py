@@ -1,10 +1,12 @@
 """Cluster-specific linear autoencoders TAE1, TAE2 and PTAE (Sabanayagam et al. 2024, eq. 3; REFERENCE §4.2).
 
-One autoencoder per cluster j, applied to the point centred on the cluster's mean, ``x~_j = x - c_j``. All
-clusters are computed at once: every per-cluster layer is a stacked weight (C, in, out) applied with a
-batched matmul to the (C, N, in) activations, so the forward, its backward and the Lloyd step have no loop
-over clusters. Pair this head with the identity encoder (``conf/model/identity.yaml``): the head owns the
-whole network.
+One autoencoder per cluster j, applied to the point centred on the cluster's mean, ``x~_j = x - c_j``. Every
+per-cluster layer is a stacked weight (C, in, out); nothing loops over clusters:
+- a training step needs each point under its own cluster only: the point is centred once and each
+  per-cluster layer applies the point's own slice (gathered), so PTAE's step costs what AE3's does;
+- the Lloyd step and eq. 2 need every point under every cluster: batched matmuls on (C, N, in) activations,
+  and for PTAE, whose outer layers are shared, no (C, N, d) tensor at all (linearity, see ``terms``).
+Pair this head with the identity encoder (``conf/model/identity.yaml``): the head owns the whole network.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ class TensorizedAE(nn.Module):
         if arch not in ARCHS:
             raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {arch!r}")
         if num_classes < 2:
-            raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+            raise ValueError(
+                f"num_classes must be >= 2 (the number of clusters, dataset.num_classes), got {num_classes}"
+            )
         self.arch, self.lam, self.num_clusters = arch, check_lam(lam), int(num_classes)
         d, c = input_dim(input_shape), self.num_clusters
         self.input_dim, self.embedding_dim = d, 1
@@ -95,24 +99,77 @@ class TensorizedAE(nn.Module):
         return self.state.centres
 
     @staticmethod
-    def _chain(h: torch.Tensor, weights: nn.ParameterList) -> torch.Tensor:
-        # (C, N, in) @ (C, in, out) is a batched matmul; a shared (in, out) weight broadcasts over clusters.
-        for w in weights:
-            h = torch.matmul(h, w)
-        return h
+    def _layer_all(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """(C, N, in) @ (C, in, out): a batched matmul; a shared (in, out) weight broadcasts over clusters."""
+        return torch.matmul(h, w)
+
+    @staticmethod
+    def _layer_own(h: torch.Tensor, w: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        """(N, in) rows, each through its own cluster's slice of a stacked weight, or a shared (in, out) one."""
+        return h @ w if w.dim() == 2 else torch.bmm(h.unsqueeze(1), w[cluster]).squeeze(1)
+
+    def own_cluster(
+        self, x: torch.Tensor, cluster: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each point under its own cluster only: ``z`` (N, 1), ``AE_s(x - c_s)`` (N, d) and ``c_s`` (N, d).
+
+        ``x`` (N, d), ``cluster`` (N,) long. Costs one centred copy of ``x`` and the small per-cluster slices.
+        """
+        c = self._centres().to(x.dtype)[cluster]
+        h = x - c
+        for w in self.encoder:
+            h = self._layer_own(h, w, cluster)
+        z = h
+        for w in self.decoder:
+            h = self._layer_own(h, w, cluster)
+        return z, h, c
 
     def terms(self, x: torch.Tensor, target: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Per cluster: reconstruction MSE (N, C), penalty ``||z||^2`` (N, C) and embeddings z (C, N, 1).
 
-        ``x`` (N, d) inputs, ``target`` (N, d) what to reconstruct (None: ``x``).
+        ``x`` (N, d) inputs, ``target`` (N, d) what to reconstruct (None: ``x``). The first layer uses
+        ``(x - c_j) W = x W - c_j W``, so the (C, N, d) centred copies are never built. With a per-cluster
+        output layer (TAE) the (C, N, d) reconstructions are formed; with a shared one (PTAE), ``a_j = h_j W``,
+        the squared error is expanded, ``||a_j - (t - c_j)||^2 = h_j (W W^T) h_j^T - 2 h_j W (t - c_j)^T +
+        ||t - c_j||^2``: O(N d (m + C)) instead of O(C N d).
         """
         x = x.flatten(1)
         target = x if target is None else target.flatten(1)
-        centres = self._centres().to(x.dtype).unsqueeze(1)  # (C, 1, d)
-        z = self._chain(x.unsqueeze(0) - centres, self.encoder)  # (C, N, 1)
-        recon = self._chain(z, self.decoder)  # (C, N, d)
-        mse = (recon - (target.unsqueeze(0) - centres)).pow(2).mean(dim=2)
+        c = self._centres().to(x.dtype)  # (C, d)
+        first = self.encoder[0]
+        h = self._layer_all(x, first) - self._layer_all(c.unsqueeze(1), first)  # (C, N, out) - (C, 1, out)
+        for w in self.encoder[1:]:
+            h = self._layer_all(h, w)
+        z = h  # (C, N, 1)
+        for w in self.decoder[:-1]:
+            h = self._layer_all(h, w)
+        last = self.decoder[-1]
+        if last.dim() == 3:
+            recon = self._layer_all(h, last)  # (C, N, d)
+            mse = (recon - (target.unsqueeze(0) - c.unsqueeze(1))).pow(2).mean(dim=2)
+        else:
+            mse = self._shared_output_sse(h, last, target, c) / x.shape[1]
         return mse.T, z.pow(2).sum(dim=2).T, z
+
+    @staticmethod
+    def _shared_output_sse(
+        h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, c: torch.Tensor
+    ) -> torch.Tensor:
+        """``||h_j w - (t - c_j)||^2`` (C, N) for activations ``h`` (C, N, m), shared ``w`` (m, d), targets ``t``
+        (N, d) and centres ``c`` (C, d), without forming any (C, N, d) tensor.
+
+        The products with the targets run once, in the working precision; the small (N, m), (C, N) and
+        (C, N, m) terms are combined in float64, where the expansion's cancellation is harmless.
+        """
+        tw = (t @ w.T).double()  # (N, m)
+        tc = (c @ t.T).double()  # (C, N)
+        tt = torch.linalg.vector_norm(t, dim=1).double().square()  # (N,)
+        h64, w64, c64 = h.double(), w.double(), c.double()
+        recon_sq = ((h64 @ (w64 @ w64.T)) * h64).sum(-1)  # ||h_j w||^2
+        cross = (h64 * (tw.unsqueeze(0) - (c64 @ w64.T).unsqueeze(1))).sum(-1)  # (h_j w) . (t - c_j)
+        resid_sq = tt - 2 * tc + (c64 * c64).sum(1, keepdim=True)  # ||t - c_j||^2
+        # Rounding can leave a perfect reconstruction's error a hair below 0.
+        return (recon_sq - 2 * cross + resid_sq).clamp(min=0).to(h.dtype)
 
     def per_cluster_loss(self, x: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
         """``l_j(x_i, t_i)`` (N, C) for inputs ``x`` (N, d) and targets (N, d) (None: ``x``)."""
@@ -133,14 +190,17 @@ class TensorizedAE(nn.Module):
         their clusters in S (without ``index``: eq. 2's argmin); ``targets`` (N, *input_shape) or None.
         Returns ``loss = recon + lam * reg``, ``recon`` the mean MSE and ``reg`` the mean ``||z||^2``.
         """
-        mse, penalty, _ = self.terms(embeddings, targets)
+        x = embeddings.flatten(1)
+        target = x if targets is None else targets.flatten(1)
         if index is None:
-            cluster = (mse + self.lam * penalty).detach().argmin(dim=1)
+            with torch.no_grad():
+                cluster = self.per_cluster_loss(x, target).argmin(dim=1)
         else:
             cluster = self.state.assignment[index]
-        recon = mse.gather(1, cluster.unsqueeze(1)).mean()
-        reg = penalty.gather(1, cluster.unsqueeze(1)).mean()
-        return {"loss": recon + self.lam * reg, "recon": recon, "reg": reg}
+        z, recon, c = self.own_cluster(x, cluster)
+        mse = (recon - (target - c)).pow(2).mean()
+        reg = z.pow(2).sum(dim=1).mean()
+        return {"loss": mse + self.lam * reg, "recon": mse, "reg": reg}
 
     # ---- clustering-head contract -------------------------------------------------------------------------
 
@@ -176,11 +236,8 @@ class TensorizedAE(nn.Module):
         No target is used (a new noisy point has none), so this is the de-noised point at inference time.
         """
         x = embeddings.flatten(1)
-        mse, penalty, z = self.terms(x)
-        cluster = (mse + self.lam * penalty).argmin(dim=1)
-        rows = torch.arange(len(cluster), device=x.device)
-        recon = self._chain(z, self.decoder)[cluster, rows]  # (N, d): each point under its own cluster
-        return recon + self._centres().to(x.dtype)[cluster]
+        _, recon, c = self.own_cluster(x, self.per_cluster_loss(x).argmin(dim=1))
+        return recon + c
 
     @torch.no_grad()
     def embed(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **batch) -> torch.Tensor:

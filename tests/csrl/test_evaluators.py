@@ -1,0 +1,249 @@
+"""The CSRL evaluators on hand-made cases, the heads' ``reconstruct`` against naive loops, and the table logic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+from clusterable.evaluation.csrl import (
+    csrl_clustering,
+    denoise,
+    elastic_pairs,
+    image_grid,
+    purity,
+    trbm_reconstructions,
+    tvae_latents,
+)
+from clusterable.losses.linear_ae import LinearAE
+from clusterable.losses.tensorized_ae import TensorizedAE
+from clusterable.tables.csrl import ae_results, kmeans_raw, select_lr
+from clusterable.tables.report import Run
+
+
+def blobs(n_per: int = 20, k: int = 3, d: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """k far-apart Gaussian blobs in d dimensions: (k * n_per, d) points and their labels."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(k).repeat_interleave(n_per)
+    return 10.0 * torch.eye(k, d)[labels] + 0.1 * torch.randn(len(labels), d, generator=g), labels
+
+
+class AssignHead(torch.nn.Module):
+    """A clustering head whose eq.-2 assignment is given."""
+
+    def __init__(self, assignment: torch.Tensor):
+        super().__init__()
+        self.assignment = assignment
+
+    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        return self.assignment
+
+
+def test_clustering_scores_the_heads_assignment_when_it_has_one():
+    x, y = blobs()
+    wrong = torch.tensor([0, 1, 2] * 20)  # uncorrelated with the blobs
+    out = csrl_clustering(x, y, head=AssignHead(wrong), encoder_output=x, split={"inputs": x}, inputs=x)
+    assert out["ari"] == pytest.approx(adjusted_rand_score(y.numpy(), wrong.numpy()))
+    assert out["kmeans_raw/ari"] == pytest.approx(1.0)  # k-means on the raw, separable inputs
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the collapsed case
+def test_clustering_runs_kmeans_on_the_representation_without_assign():
+    x, y = blobs()
+    collapsed = torch.zeros(len(y), 2)  # a representation that lost the clusters
+    out = csrl_clustering(collapsed, y, head=torch.nn.Identity(), inputs=x)
+    assert out["ari"] == pytest.approx(0.0, abs=1e-9)
+    assert csrl_clustering(x, y, head=None)["ari"] == pytest.approx(1.0)
+
+
+def test_clustering_leaves_unlabelled_points_out():
+    x, y = blobs()
+    y = y.clone()
+    y[:5] = -1
+    pred = y.clamp(min=0)
+    pred[:5] = 2  # the unlabelled points' predictions must not count
+    out = csrl_clustering(x, y, head=AssignHead(pred), encoder_output=x, split={})
+    assert out["ari"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        csrl_clustering(x, torch.zeros(len(y), dtype=torch.long))
+
+
+class ShiftHead(torch.nn.Module):
+    """Reconstructs x + 0.5: a known de-noising error."""
+
+    def reconstruct(self, x: torch.Tensor, **batch) -> torch.Tensor:
+        return x + 0.5
+
+
+def test_denoise_is_the_mse_of_the_reconstruction_against_the_clean_points():
+    clean = torch.randn(10, 3)
+    noisy = clean + 0.1
+    split = {"inputs": noisy, "targets": clean, "labels": torch.zeros(10, dtype=torch.long)}
+    out = denoise(noisy, split["labels"], head=ShiftHead(), encoder_output=noisy, split=split)
+    assert out["denoise/mse"] == pytest.approx(0.6**2)
+    assert out["denoise/noise_mse"] == pytest.approx(0.1**2)
+    assert (
+        denoise(noisy, split["labels"], head=ShiftHead(), encoder_output=noisy, split={"inputs": noisy}) == {}
+    )
+    with pytest.raises(ValueError, match="reconstruct"):
+        denoise(noisy, split["labels"], head=torch.nn.Identity(), encoder_output=noisy, split=split)
+
+
+def test_linear_ae_reconstruct_is_decoder_of_encoder():
+    head = LinearAE("ae2", input_shape=(5,), num_classes=2)
+    x = torch.randn(7, 5)
+    with torch.no_grad():
+        expected = head.decoder[1](head.decoder[0](head.encoder[1](head.encoder[0](x))))
+    torch.testing.assert_close(head.reconstruct(x), expected)
+
+
+@pytest.mark.parametrize("arch", ["tae1", "tae2", "ptae"])
+def test_tensorized_reconstruct_matches_a_loop_over_points_and_clusters(arch):
+    torch.manual_seed(0)
+    x, _ = blobs(n_per=5, k=3, d=5)
+    head = TensorizedAE(arch, input_shape=(5,), num_classes=3)
+    head.init_clusters(x)
+    out = head.reconstruct(x)
+    expected = []
+    with torch.no_grad():
+        for point in x:  # naive reference: every cluster's autoencoder on the centred point, keep the best
+            best = None
+            for j in range(3):
+                h = point - head.state.centres[j]
+                for w in head.encoder:
+                    h = h @ (w[j] if w.dim() == 3 else w)
+                z = h
+                for w in head.decoder:
+                    h = h @ (w[j] if w.dim() == 3 else w)
+                loss = float((h - (point - head.state.centres[j])).pow(2).mean() + head.lam * z.pow(2).sum())
+                if best is None or loss < best[0]:
+                    best = (loss, h + head.state.centres[j])
+            expected.append(best[1])
+    torch.testing.assert_close(out, torch.stack(expected))
+
+
+def test_purity_and_image_grid():
+    assert purity(np.array([0, 0, 1, 1]), np.array([5, 5, 7, 7])) == 1.0
+    assert purity(np.array([0, 0, 0, 0]), np.array([5, 5, 7, 7])) == 0.5
+    assert purity(np.array([0, 1, 1]), np.array([-1, 3, 4])) == 0.5  # unlabelled left out
+    grid = image_grid(np.arange(5 * 4, dtype=float).reshape(5, 4), columns=3)  # 2x2 images, 2 rows of 3
+    assert grid.shape == (2 * 3 - 1, 3 * 3 - 1)
+    np.testing.assert_array_equal(grid[:2, :2], [[0, 1], [2, 3]])
+    assert np.isnan(grid[2]).all() and np.isnan(grid[3:, 6:]).all()  # gutter and the missing sixth image
+
+
+class TVAEStub(torch.nn.Module):
+    num_clusters = 2
+
+    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        return (embeddings[:, 0] > 0).long()
+
+    def sample(self, n: int, generator: torch.Generator | None = None, uncentre: bool = True) -> torch.Tensor:
+        return torch.rand(self.num_clusters, n, 16, generator=generator)
+
+
+def test_tvae_latents_writes_the_panels_and_scores_purity(tmp_path: Path):
+    mu = torch.tensor([[-1.0, 0.0], [-2.0, 1.0], [1.0, 0.0], [2.0, 1.0]])
+    labels = torch.tensor([0, 0, 1, 0])
+    out = tvae_latents(mu, labels, head=TVAEStub(), encoder_output=mu, stage="train", run_dir=tmp_path,
+                       samples_per_cluster=4)  # fmt: skip
+    assert out == {"tvae/purity": pytest.approx(0.75)}
+    saved = np.load(tmp_path / "tvae_latent_train.npz")
+    np.testing.assert_array_equal(saved["cluster"], [0, 0, 1, 1])
+    assert np.load(tmp_path / "tvae_samples.npz")["images"].shape == (2, 4, 16)
+    assert (tmp_path / "tvae_latent_train.png").stat().st_size > 0 and (
+        tmp_path / "tvae_samples.png"
+    ).is_file()
+
+
+class RBMStub(torch.nn.Module):
+    """Cluster j reconstructs points of class j perfectly and everything else as zeros."""
+
+    num_clusters = 2
+
+    def __init__(self, classes: torch.Tensor):
+        super().__init__()
+        self.classes = classes
+
+    def assign(self, x: torch.Tensor, **batch) -> torch.Tensor:
+        return self.classes
+
+    def reconstruct(self, x: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        own = cluster == self.classes.repeat(len(x) // len(self.classes))
+        return torch.where(own.unsqueeze(1), x, torch.zeros_like(x))
+
+
+def test_trbm_reconstructions_compare_own_and_other_clusters(tmp_path: Path):
+    x = torch.rand(6, 9)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    out = trbm_reconstructions(
+        x, labels, head=RBMStub(labels), encoder_output=x, run_dir=tmp_path, per_class=2
+    )
+    assert out["trbm/mse_own"] == pytest.approx(0.0)
+    assert out["trbm/mse_other"] == pytest.approx(float(x.pow(2).mean()))
+    saved = np.load(tmp_path / "trbm_reconstructions_test.npz")
+    assert saved["recon"].shape == (2, 4, 9) and list(saved["labels"]) == [0, 0, 1, 1]
+
+
+class TCLStub(torch.nn.Module):
+    alpha, sigma = 34.0, 4.0
+
+    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
+        return torch.tensor([0, 0, 1, 1, 0])
+
+
+def test_elastic_pairs_take_the_negative_from_another_cluster(tmp_path: Path):
+    images = torch.rand(5, 1, 28, 28)
+    out = elastic_pairs(images.flatten(1), torch.zeros(5, dtype=torch.long), head=TCLStub(),
+                        encoder_output=images.flatten(1), inputs=images, run_dir=tmp_path, num_examples=3)  # fmt: skip
+    assert out["tcl/elastic_change"] > 0
+    saved = np.load(tmp_path / "tcl_elastic_test.npz")
+    np.testing.assert_array_equal(
+        saved["negative"], images[[2, 2, 0]].flatten(1).numpy()
+    )  # first other-cluster point
+    assert saved["positive"].shape == (3, 784)
+
+
+def run(params: dict[str, str], metrics: dict[str, float], ok: bool = True) -> Run:
+    return Run(Path("."), params, {"status": "ok" if ok else "failed", "metrics": metrics})
+
+
+def test_lr_selection_keeps_the_best_mean_and_kmeans_counts_each_seed_once():
+    runs = [run({"dataset": "d", "loss": "ae1", "optimizer.lr": lr, "seed": s}, {"test/ari": v})
+            for lr, vals in (("0.1", (0.2, 0.4)), ("0.01", (0.5, 0.5))) for s, v in enumerate(vals)]  # fmt: skip
+    runs.append(run({"dataset": "d", "loss": "ae1", "optimizer.lr": "0.001", "seed": "0"}, {}, ok=False))
+    chosen = select_lr(runs, "test/ari", "max")[("d", "ae1")]
+    assert (chosen.lr, chosen.cell.mean) == ("0.01", 0.5)
+    assert select_lr(runs, "test/ari", "min")[("d", "ae1")].lr == "0.1"
+    pool = [run({"dataset": "d", "loss": m, "seed": s}, {"test/kmeans_raw/ari": v})
+            for m in ("ae1", "ptae") for s, v in (("0", 0.6), ("1", 0.8))]  # fmt: skip
+    assert kmeans_raw(pool)["d"].values == [0.6, 0.8]
+
+
+def test_missing_mnist_is_replaced_by_the_digits_stand_in_or_reported():
+    runs = [run({"dataset": "digits_subset", "loss": "ae1", "task": "clustering", "optimizer.lr": "0.1"}, {})]
+    res = ae_results(runs, ("parallel_lines", "mnist_subset"))
+    assert res.order == ["parallel_lines", "digits_subset"]
+    assert res.missing == ["parallel_lines"] and res.datasets == ["digits_subset"]
+
+
+def test_ptae_per_cluster_losses_stay_accurate_on_raw_pixel_values():
+    # PTAE's Lloyd step expands ||h W - (t - c_j)||^2 instead of forming (C, N, d) tensors: at MNIST's raw
+    # 0..255 scale (||t||^2 ~ 1e7) the cancellation must not move the losses the assignment compares.
+    torch.manual_seed(0)
+    x = 255 * torch.rand(60, 784)
+    head = TensorizedAE("ptae", (784,), num_classes=3)
+    head.init_clusters(x)
+    with torch.no_grad():
+        fast = head.per_cluster_loss(x)
+        w0, w1, w2, w3 = (w.double() for w in (*head.encoder, *head.decoder))
+        exact = []
+        for j, c in enumerate(head.state.centres.double()):  # the direct formula, one cluster at a time
+            z = (x.double() - c) @ w0 @ w1[j]
+            exact.append(((z @ w2[j] @ w3 - (x.double() - c)) ** 2).mean(1) + head.lam * (z**2).sum(1))
+        exact = torch.stack(exact, dim=1)
+    torch.testing.assert_close(fast.double(), exact, rtol=1e-5, atol=1e-3)
+    assert torch.equal(fast.argmin(dim=1), exact.argmin(dim=1))
