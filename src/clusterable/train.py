@@ -75,7 +75,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_config(cfg)
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
-        datamodule.load()
+        try:
+            datamodule.load()
+        except ValueError as e:
+            raise ConfigError(f"dataset.{e}") from None
         encoder = build(cfg.model, "model", input_shape=datamodule.input_shape)
         head = build(
             cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
@@ -88,7 +91,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         loggers = [hydra.utils.instantiate(node) for node in (cfg.logger or {}).values()]
         checkpoint = ModelCheckpoint(
             dirpath=run_dir / "checkpoints", filename="best", monitor=cfg.checkpoint.monitor,
-            mode=cfg.checkpoint.mode, save_top_k=1,
+            mode=cfg.checkpoint.mode, save_top_k=1 if cfg.checkpoint.monitor else 0,
         )  # fmt: skip
         timer = EpochTimer()
         trainer = hydra.utils.instantiate(

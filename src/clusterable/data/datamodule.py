@@ -149,8 +149,17 @@ class InMemoryDataModule(L.LightningDataModule):
                 }
             else:
                 if self.reader is None:
-                    raise ValueError(f"dataset {self.name!r} has no reader for source='real'")
-                splits = self.reader()
+                    raise ValueError(f"reader is missing: dataset {self.name!r} has none for source='real'")
+                try:
+                    splits = self.reader()
+                except ValueError as e:  # the reader's own argument, named as the config has it
+                    raise ValueError(f"reader.{e}") from None
+            n_train = len(splits["train"]["labels"])
+            if self.num_classes > n_train:
+                raise ValueError(
+                    f"num_classes ({self.num_classes}, the number of classes or clusters) must not exceed the "
+                    f"number of training samples ({n_train})"
+                )
             self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
         return self.splits
 
