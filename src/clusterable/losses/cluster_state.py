@@ -39,6 +39,14 @@ class ClusterState(nn.Module):
     def initialised(self) -> bool:
         return self.assignment.numel() > 0
 
+    def require(self) -> ClusterState:
+        """``self``, once ``init_kmeanspp`` has run; a clear error before (a head used before training)."""
+        if not self.initialised:
+            raise RuntimeError(
+                "the cluster assignment is empty: call init_clusters(...) on the training split first"
+            )
+        return self
+
     @torch.no_grad()
     def init_kmeanspp(self, x: torch.Tensor) -> None:
         """k-means++ seeds as centres, each point to its nearest seed. ``x``: (N, d)."""

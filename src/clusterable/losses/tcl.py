@@ -242,11 +242,7 @@ class TensorizedContrastive(nn.Module):
     # ---- clustering-head contract --------------------------------------------------------------------------
 
     def _assignment(self) -> torch.Tensor:
-        if not self.state.initialised:
-            raise RuntimeError(
-                "the cluster assignment is empty: call init_clusters(...) on the training split first"
-            )
-        return self.state.assignment
+        return self.state.require().assignment
 
     @torch.no_grad()
     def _project_all(self, embeddings: torch.Tensor) -> torch.Tensor:

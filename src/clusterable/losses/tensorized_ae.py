@@ -92,11 +92,7 @@ class TensorizedAE(nn.Module):
     # ---- the C autoencoders, all at once -------------------------------------------------------------------
 
     def _centres(self) -> torch.Tensor:
-        if not self.state.initialised:
-            raise RuntimeError(
-                "the cluster assignment is empty: call init_clusters(...) on the training split first"
-            )
-        return self.state.centres
+        return self.state.require().centres
 
     @staticmethod
     def _layer_all(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -99,10 +99,7 @@ class TensorizedRBM(nn.Module):
         return v
 
     def _cluster(self, v: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
-        if not self.state.initialised:
-            raise RuntimeError(
-                "the cluster assignment is empty: call init_clusters(...) on the training split first"
-            )
+        self.state.require()
         if index is None:
             with torch.no_grad():
                 return self._free_energy(v).argmin(dim=1)

@@ -116,11 +116,7 @@ class TensorizedVAE(nn.Module):
     # ---- the C VAEs ----------------------------------------------------------------------------------------
 
     def _centres(self) -> torch.Tensor:
-        if not self.state.initialised:
-            raise RuntimeError(
-                "the cluster assignment is empty: call init_clusters(...) on the training split first"
-            )
-        return self.state.centres
+        return self.state.require().centres
 
     def _points(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
