@@ -49,7 +49,7 @@ class ClusterState(nn.Module):
 
     @torch.no_grad()
     def init_kmeanspp(self, x: torch.Tensor) -> None:
-        """k-means++ seeds as centres, each point to its nearest seed. ``x``: (N, d)."""
+        """Each point to its nearest k-means++ seed, then centres = members' means (authors' code). x: (N, d)."""
         n = x.shape[0]
         if not self.num_clusters <= n:
             raise ValueError(
@@ -59,8 +59,8 @@ class ClusterState(nn.Module):
             x.detach().cpu().double().numpy(), self.num_clusters, random_state=self.seed
         )
         seeds = torch.as_tensor(seeds, dtype=x.dtype, device=x.device)
-        self.centres = seeds
         self.assignment = torch.cdist(x, seeds).argmin(dim=1)
+        self.centres = self.cluster_means(x, self.assignment, seeds)
 
     @torch.no_grad()
     def lloyd_step(self, losses: torch.Tensor, x: torch.Tensor) -> int:

@@ -276,7 +276,6 @@ class TensorizedContrastive(nn.Module):
         """
         points = embeddings if inputs is None else inputs.flatten(1).to(embeddings.dtype)
         self.state.init_kmeanspp(points)
-        self.state.centres = self.state.cluster_means(points, self.state.assignment, self.state.centres)
         self._set_directions(self._project_all(embeddings))
 
     @torch.no_grad()

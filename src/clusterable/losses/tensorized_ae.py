@@ -212,7 +212,6 @@ class TensorizedAE(nn.Module):
         """
         points = self._target(embeddings, targets)
         self.state.init_kmeanspp(points)
-        self.state.centres = self.state.cluster_means(points, self.state.assignment, self.state.centres)
 
     @torch.no_grad()
     def update_clusters(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split) -> None:

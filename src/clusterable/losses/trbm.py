@@ -184,7 +184,6 @@ class TensorizedRBM(nn.Module):
         """S by k-means++ seeds and nearest seed; centres = members' means (as the authors' code)."""
         v = self._visible(embeddings)
         self.state.init_kmeanspp(v)
-        self.state.centres = self.state.cluster_means(v, self.state.assignment, self.state.centres)
 
     @torch.no_grad()
     def update_clusters(self, embeddings: torch.Tensor, **split) -> None:

@@ -211,7 +211,6 @@ class TensorizedVAE(nn.Module):
         """S by k-means++ seeds and nearest seed; centres = members' means (as the authors' code)."""
         x = self._points(embeddings)
         self.state.init_kmeanspp(x)
-        self.state.centres = self.state.cluster_means(x, self.state.assignment, self.state.centres)
 
     @torch.no_grad()
     def update_clusters(self, embeddings: torch.Tensor, **split) -> None:
