@@ -91,7 +91,7 @@ def _overhead(splits: dict, make: Callable[[], tuple], batch_size: int, epochs: 
 
 @case
 def train_overhead() -> dict:
-    from clusterable.losses import CCELoss
+    from clusterable.heads import CCELoss
     from clusterable.models import FFNN
 
     g = torch.Generator().manual_seed(0)
@@ -115,7 +115,7 @@ def train_overhead_digits() -> dict:
     from omegaconf import OmegaConf
 
     from clusterable.data.digits import read_digits
-    from clusterable.losses import GaussianCOREL
+    from clusterable.heads import GaussianCOREL
     from clusterable.models import FFNN
 
     cfg = OmegaConf.load(ROOT / "conf" / "trainer" / "default.yaml")
@@ -202,8 +202,8 @@ def _stacked_vs_loop(k: int, rows: int = 512, fan_in: int = 200, fan_out: int = 
 
 @case
 def cluster_heads() -> dict:
-    from clusterable.losses.linear_ae import LinearAE
-    from clusterable.losses.tensorized_ae import TensorizedAE
+    from clusterable.heads.linear_ae import LinearAE
+    from clusterable.heads.tensorized_ae import TensorizedAE
 
     n, d, batch_size = 20_000, 64, 256  # MNIST-subset-like width, a mini-batch epoch of 79 steps
     out: dict = {}

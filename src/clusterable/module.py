@@ -22,7 +22,7 @@ class RepresentationModule(L.LightningModule):
 
     Args:
         encoder: see ``clusterable.models``; must have ``embedding_dim``.
-        head: see ``clusterable.losses``. If it has ``lr`` (not None) its parameters get their own optimizer group
+        head: see ``clusterable.heads``. If it has ``lr`` (not None) its parameters get their own optimizer group
             with that learning rate. Heads that hold a cluster assignment (``init_clusters``/``update_clusters``)
             get the whole training split once before training and after every training epoch (a Lloyd step).
         optimizer: partial optimizer constructor, e.g. ``functools.partial(torch.optim.Adam, lr=1e-3)``.

@@ -18,8 +18,8 @@ from clusterable.evaluation.csrl import (
     trbm_reconstructions,
     tvae_latents,
 )
-from clusterable.losses.linear_ae import LinearAE
-from clusterable.losses.tensorized_ae import TensorizedAE
+from clusterable.heads.linear_ae import LinearAE
+from clusterable.heads.tensorized_ae import TensorizedAE
 from clusterable.tables.csrl import ae_results, kmeans_raw, select_lr
 from clusterable.tables.report import Run
 

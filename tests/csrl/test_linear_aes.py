@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 from sklearn.metrics import adjusted_rand_score
 
 from clusterable.data.synthetic import read_synthetic
-from clusterable.losses.linear_ae import LinearAE
-from clusterable.losses.tensorized_ae import TensorizedAE
+from clusterable.heads.linear_ae import LinearAE
+from clusterable.heads.tensorized_ae import TensorizedAE
 from clusterable.models.identity import Identity
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

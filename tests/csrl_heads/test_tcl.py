@@ -12,7 +12,7 @@ import torchvision.transforms.v2.functional as TF
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from clusterable.losses.tcl import (
+from clusterable.heads.tcl import (
     TensorizedContrastive,
     apply_displacement,
     elastic_displacement,

@@ -11,7 +11,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from clusterable.losses.trbm import TensorizedRBM
+from clusterable.heads.trbm import TensorizedRBM
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

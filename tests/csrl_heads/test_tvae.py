@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch.distributions import Normal, kl_divergence
 
-from clusterable.losses.tvae import TensorizedVAE
+from clusterable.heads.tvae import TensorizedVAE
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from clusterable.losses import CCELoss
+from clusterable.heads import CCELoss
 
 
 class NaNAfter(CCELoss):

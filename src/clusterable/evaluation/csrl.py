@@ -317,7 +317,7 @@ def elastic_pairs(
     ``anchor``, ``positive``, ``negative``, each (n, d)). Returns ``tcl/elastic_change``: the mean absolute
     pixel change of the transformation (0 would mean the positives are copies of the anchors).
     """
-    from clusterable.losses.tcl import _as_images, elastic
+    from clusterable.heads.tcl import _as_images, elastic
 
     alpha = float(head.alpha if alpha is None else alpha)
     sigma = float(head.sigma if sigma is None else sigma)

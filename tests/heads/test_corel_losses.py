@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from clusterable.losses import CCELoss, CenterLoss, CosineCOREL, GaussianCOREL
+from clusterable.heads import CCELoss, CenterLoss, CosineCOREL, GaussianCOREL
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "loss"
 K, D = 3, 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from clusterable.losses.cce import CCELoss, check_lam, labelled_mean
+from clusterable.heads.cce import CCELoss, check_lam, labelled_mean
 
 
 class CenterLoss(CCELoss):

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.losses.cluster_state import ClusterState
+from clusterable.heads.cluster_state import ClusterState
 
 CHUNK = 4096  # rows per block when scoring a whole split under all C clusters (bounds memory)
 

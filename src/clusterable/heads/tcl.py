@@ -15,8 +15,8 @@ import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torch import nn
 
-from clusterable.losses.cluster_state import ClusterState
-from clusterable.losses.tvae import stacked_linear
+from clusterable.heads.cluster_state import ClusterState
+from clusterable.heads.tvae import stacked_linear
 
 CHUNK = 4096  # rows per block when scoring a whole split under all C heads (bounds memory)
 

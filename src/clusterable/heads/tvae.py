@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.losses.cluster_state import ClusterState
+from clusterable.heads.cluster_state import ClusterState
 
 RECONS = ("bce", "mse")
 CHUNK = 4096  # rows per block when scoring a whole split under all C clusters (bounds memory)

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from clusterable.losses.cluster_state import ClusterState
-from clusterable.losses.linear_ae import check_lam, input_dim
+from clusterable.heads.cluster_state import ClusterState
+from clusterable.heads.linear_ae import check_lam, input_dim
 
 ARCHS = ("tae1", "tae2", "ptae")
 

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.losses.cce import check_head_args, check_lam, labelled_mean
+from clusterable.heads.cce import check_head_args, check_lam, labelled_mean
 
 
 class CosineCOREL(nn.Module):

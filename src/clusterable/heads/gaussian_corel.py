@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from clusterable.losses.cce import check_head_args, check_lam, labelled_mean
+from clusterable.heads.cce import check_head_args, check_lam, labelled_mean
 
 
 class GaussianCOREL(nn.Module):
