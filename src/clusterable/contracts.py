@@ -1,0 +1,165 @@
+"""The contracts between the parts of a run, as code: encoders, loss heads, clustering heads and evaluators.
+
+Everything that the LightningModule, the evaluation runner and ``train.py`` expect of a part is written here,
+once, as a small ``typing.Protocol``; those modules test ``isinstance(part, Contract)`` instead of probing for
+attributes, and ``require`` refuses a part that does not satisfy its contract with one line at build time.
+``docs/design.md`` describes the same contracts in prose.
+
+Shapes: N samples, D = ``embedding_dim`` (the encoder's output), K classes, C clusters.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from torch import Tensor, nn
+
+
+class ContractError(TypeError):
+    """A part built from the config does not satisfy the contract its config group promises."""
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """``conf/model``: ``forward(x) -> (N, embedding_dim)`` for inputs ``x`` (N, *input_shape)."""
+
+    embedding_dim: int
+
+    def forward(self, x: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class Head(Protocol):
+    """``conf/loss``: ``forward(embeddings (N, D), labels (N,), **batch) -> {part: scalar}``.
+
+    ``loss_parts`` names the scalars ``forward`` returns, ``"loss"`` (the one minimised) first; each is logged as
+    ``train/<part>`` once an epoch and checked for divergence. ``labels == -1`` marks an unlabelled sample.
+    ``batch`` carries ``inputs``, ``index`` (rows in the split), ``targets`` (if the split has them), ``epoch``
+    and ``encoder`` (so a head can embed views it makes itself).
+    """
+
+    loss_parts: tuple[str, ...]
+
+    def forward(self, embeddings: Tensor, labels: Tensor, **batch: Any) -> dict[str, Tensor]: ...
+
+
+@runtime_checkable
+class ClassifyingHead(Protocol):
+    """A head that predicts classes: ``logits(embeddings (N, D)) -> (N, K)``; the prediction is its argmax.
+
+    The module logs ``val/acc`` for such heads; heads built on class vectors keep them in ``weight`` (K, D).
+    """
+
+    def logits(self, embeddings: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class RepresentingHead(Protocol):
+    """A head that learns the representation itself (autoencoders, cluster-specific models):
+    ``embed(embeddings (N, D), **split) -> (N, D')``; evaluators see that instead of the encoder output."""
+
+    def embed(self, embeddings: Tensor, **split: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class ClusteringHead(Protocol):
+    """A head that alternates gradient steps with a hard cluster assignment of the training split.
+
+    ``init_clusters`` runs once before training and ``update_clusters`` (a Lloyd step) after every training
+    epoch, both with the whole training split's encoder output and tensors (``clusterable.module.ClusterUpdates``
+    calls them); ``assign`` gives new points their cluster (N,).
+    """
+
+    def init_clusters(self, embeddings: Tensor, **split: Tensor) -> None: ...
+
+    def update_clusters(self, embeddings: Tensor, **split: Tensor) -> None: ...
+
+    def assign(self, embeddings: Tensor, **split: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class ReconstructingHead(Protocol):
+    """A head that reconstructs its inputs: ``reconstruct(embeddings (N, D)) -> (N, d)`` (de-noising)."""
+
+    def reconstruct(self, embeddings: Tensor, **batch: Any) -> Tensor: ...
+
+
+@runtime_checkable
+class OwnLearningRate(Protocol):
+    """A head whose parameters get their own optimizer group; ``lr`` None means the optimizer's rate."""
+
+    lr: float | None
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """What an evaluator may use besides the embeddings and labels of the split it scores.
+
+    Attributes:
+        stage: the split's name (``val``, ``test``, ...); the runner prefixes metric names with it.
+        split: the split's tensors: ``inputs`` (N, ...), ``labels`` (N,), ``targets`` if any.
+        head: the trained loss head.
+        encoder_output: (N, D) the encoder's output; the embeddings are ``head.embed`` of it for a
+            ``RepresentingHead``, else the same tensor.
+        train_embeddings, train_labels: (M, D'), (M,) the training split's representation and labels.
+        run_dir: the run directory (plots go there), or None.
+        seed: the run's seed, for evaluators that sample or fit.
+    """
+
+    stage: str
+    split: dict[str, Tensor]
+    head: nn.Module
+    encoder_output: Tensor
+    train_embeddings: Tensor
+    train_labels: Tensor
+    run_dir: Path | None = None
+    seed: int = 0
+
+    @property
+    def inputs(self) -> Tensor:
+        return self.split["inputs"]
+
+
+class Evaluator(Protocol):
+    """``conf/evaluator`` (a ``_partial_`` function): ``(embeddings (N, D'), labels (N,), context) -> {name: value}``.
+
+    Names carry no stage prefix (the runner adds ``"{stage}/"``); options come from the config as keyword
+    arguments bound by the partial.
+    """
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]: ...
+
+
+EVALUATOR_ARGS = ("embeddings", "labels", "context")
+
+
+def require(part: object, contract: type, what: str) -> None:
+    """Raise ``ContractError`` (one line naming ``what`` and the missing members) unless ``part`` satisfies it."""
+    if isinstance(part, contract):
+        return
+    members = [m for m in _members(contract) if not hasattr(part, m)]
+    raise ContractError(
+        f"{what}: {type(part).__name__} is not a {contract.__name__} (missing: {', '.join(members) or '?'})"
+    )
+
+
+def require_evaluator(fn: object, what: str) -> None:
+    """Raise ``ContractError`` unless ``fn`` can be called as ``fn(embeddings, labels, context)``."""
+    try:
+        params = inspect.signature(fn).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ContractError(f"{what}: {fn!r} is not a function") from None
+    missing = [name for name in EVALUATOR_ARGS if name not in params]
+    if missing:
+        raise ContractError(
+            f"{what}: an evaluator takes (embeddings, labels, context); it lacks {', '.join(missing)}"
+        )
+
+
+def _members(contract: type) -> list[str]:
+    names = set(getattr(contract, "__annotations__", {}))
+    names |= {n for n, v in vars(contract).items() if callable(v) and not n.startswith("_")}
+    return sorted(names)
