@@ -13,6 +13,7 @@ A reader is a callable ``reader() -> {"train": split, "val": split, "test": spli
 from __future__ import annotations
 
 import math
+import numbers
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 
@@ -20,6 +21,7 @@ import lightning as L
 import torch
 
 Split = dict[str, torch.Tensor]
+SPLITS = ("train", "val", "test")
 
 
 def make_fake(
@@ -71,20 +73,51 @@ class TensorBatches:
 
     Yields dicts with the split's tensors sliced plus ``index`` (B,), the rows' positions in the split
     (heads that keep per-sample state, such as a cluster assignment, need it).
+
+    Under data-parallel training (``world_size`` > 1) every rank draws the same permutation each epoch (the
+    same ``seed``, one draw an epoch), pads it to a multiple of ``world_size`` by repeating its first rows, and
+    takes every ``world_size``-th row from position ``rank`` on (what torch's ``DistributedSampler`` does). So
+    the ranks see disjoint shares of every epoch (apart from the padding) and the same number of batches;
+    ``batch_size`` is per rank. With ``world_size`` 1 the whole split is iterated, without padding.
     """
 
-    def __init__(self, split: Split, batch_size: int, shuffle: bool, seed: int = 0, drop_last: bool = False):
+    def __init__(
+        self,
+        split: Split,
+        batch_size: int,
+        shuffle: bool,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"rank must be in [0, world_size) and world_size >= 1, got {rank} and {world_size}"
+            )
         self.split, self.batch_size, self.shuffle, self.drop_last = split, batch_size, shuffle, drop_last
+        self.rank, self.world_size = rank, world_size
         self.generator = torch.Generator().manual_seed(seed)
 
+    @property
+    def rows_per_rank(self) -> int:
+        """How many rows this rank iterates each epoch: the split's size divided by ``world_size``, rounded up."""
+        return math.ceil(len(self.split["labels"]) / self.world_size)
+
     def __len__(self) -> int:
-        n = len(self.split["labels"])
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        m = self.rows_per_rank
+        return m // self.batch_size if self.drop_last else math.ceil(m / self.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         n = len(self.split["labels"])
         device = self.split["labels"].device
         order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        if self.world_size > 1 and n > 0:
+            padding = self.rows_per_rank * self.world_size - n
+            order = torch.cat([order, order.repeat(math.ceil(padding / n))[:padding]])
+            order = order[self.rank :: self.world_size]
         order = order.to(device)
         for b in range(len(self)):
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]
@@ -95,15 +128,21 @@ class InMemoryDataModule(L.LightningDataModule):
     """Holds the train/val/test splits as tensors on the training device.
 
     Args:
-        name: dataset name, recorded in the run.
+        name: dataset name, recorded in the run (and the seed of the fake source's blobs).
         reader: callable returning the splits (see module docstring); used when ``source == "real"``.
+        input_shape: shape of one input, e.g. ``[1, 28, 28]`` or ``[64]``; the reader's ``inputs`` must match.
+        num_classes: number of classes (or clusters); every label must be below it (or ``-1``, unlabelled).
+        batch_size: training mini-batch size (per rank under data-parallel training); ``-1`` means the whole
+            training split (each rank's share of it) in one batch.
         source: ``"real"`` reads the dataset; ``"fake"`` builds a synthetic stand-in with the same
             ``input_shape`` and ``num_classes`` (``fake_size`` samples per split), so every command runs offline.
-        input_shape: shape of one input, e.g. ``[1, 28, 28]`` or ``[64]``.
-        num_classes: number of classes (or clusters).
-        batch_size: training mini-batch size; ``0`` or ``-1`` means the whole training split in one batch.
+        fake_size: samples per split of the fake source.
         seed: seed of the training-order shuffle.
+        eval_batch_size: mini-batch size of the validation and test loaders.
         root: the dataset's folder, for readers of files on disk (their config passes it on as ``${..root}``).
+
+    Raises:
+        ValueError: a value out of range; the message starts with the parameter's name.
     """
 
     def __init__(
@@ -122,30 +161,48 @@ class InMemoryDataModule(L.LightningDataModule):
         super().__init__()
         if source not in ("real", "fake"):
             raise ValueError(f"source must be 'real' or 'fake', got {source!r}")
-        if batch_size == 0 or batch_size < -1:
+        if not _is_int(batch_size) or batch_size == 0 or batch_size < -1:
             raise ValueError(
                 f"batch_size must be a positive integer (or -1 for full batch), got {batch_size}"
             )
-        if num_classes < 1:
+        if not _is_int(num_classes) or num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        shape = list(input_shape) if isinstance(input_shape, Sequence) else None
+        if not shape or not all(_is_int(d) and d >= 1 for d in shape):
+            raise ValueError(f"input_shape must be a non-empty list of positive integers, got {input_shape}")
+        if not _is_int(fake_size) or fake_size < 1:
+            raise ValueError(
+                f"fake_size must be a positive integer (samples per fake split), got {fake_size}"
+            )
+        if not _is_int(eval_batch_size) or eval_batch_size < 1:
+            raise ValueError(f"eval_batch_size must be a positive integer, got {eval_batch_size}")
+        if not _is_int(seed):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
         self.name, self.reader, self.source = name, reader, source
-        self.input_shape = tuple(int(s) for s in input_shape)
+        self.input_shape = tuple(int(s) for s in shape)
         self.num_classes, self.batch_size, self.fake_size = int(num_classes), int(batch_size), int(fake_size)
-        self.seed, self.eval_batch_size, self.root = seed, eval_batch_size, root
+        self.seed, self.eval_batch_size, self.root = int(seed), int(eval_batch_size), root
         self.splits: dict[str, Split] = {}
 
     def prepare_data(self) -> None:
         self.load()
 
     def load(self) -> dict[str, Split]:
-        """Read (or synthesise) the splits once; safe to call repeatedly."""
+        """Read (or synthesise) the splits once; safe to call repeatedly.
+
+        Raises:
+            ValueError: the reader rejected one of its arguments (the message then starts with ``reader.``), or
+                the splits do not fit this module's settings: a label ``>= num_classes`` or ``< -1``, inputs not
+                of ``input_shape``, tensors of different lengths in one split.
+            clusterable.data.errors.DatasetError: the reader's files are missing or corrupt.
+        """
         if not self.splits:
             if self.source == "fake":
                 # Seeded by the dataset's name too, so that two datasets' stand-ins differ (same blobs in every split).
                 base = zlib.crc32(self.name.encode())
                 splits = {
                     s: make_fake(self.input_shape, self.num_classes, self.fake_size, seed=base, sample_seed=i)
-                    for i, s in enumerate(("train", "val", "test"))
+                    for i, s in enumerate(SPLITS)
                 }
             else:
                 if self.reader is None:
@@ -154,6 +211,7 @@ class InMemoryDataModule(L.LightningDataModule):
                     splits = self.reader()
                 except ValueError as e:  # the reader's own argument, named as the config has it
                     raise ValueError(f"reader.{e}") from None
+            self._check(splits)
             n_train = len(splits["train"]["labels"])
             if self.num_classes > n_train:
                 raise ValueError(
@@ -162,6 +220,48 @@ class InMemoryDataModule(L.LightningDataModule):
                 )
             self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
         return self.splits
+
+    def _check(self, splits: dict[str, Split]) -> None:
+        """The splits match the module's settings: one line naming the setting (or the reader), the split and what
+        was found. Costs one max and min over the labels."""
+        if not isinstance(splits, dict) or not set(SPLITS) <= set(splits):
+            found = sorted(splits) if isinstance(splits, dict) else type(splits).__name__
+            raise ValueError(f"reader must return the splits 'train', 'val' and 'test', got {found}")
+        for s in SPLITS:
+            split = splits[s]
+            if not {"inputs", "labels"} <= set(split):
+                raise ValueError(
+                    f"reader must return splits with 'inputs' and 'labels', but split '{s}' has {sorted(split)}"
+                )
+            lengths = {k: len(v) for k, v in split.items()}
+            if len(set(lengths.values())) > 1:
+                listed = ", ".join(f"{k} {n:,}" for k, n in lengths.items())
+                raise ValueError(
+                    f"reader returned split '{s}' with tensors of different lengths (rows): {listed}"
+                )
+            found = tuple(split["inputs"].shape[1:])
+            if found != self.input_shape:
+                raise ValueError(
+                    f"input_shape is {list(self.input_shape)} but the inputs of split '{s}' have rows of shape "
+                    f"{list(found)}"
+                )
+            labels = split["labels"]
+            if labels.dim() != 1:
+                raise ValueError(
+                    f"reader returned labels of shape {list(labels.shape)} in split '{s}', expected (N,)"
+                )
+            if labels.numel() == 0:
+                continue
+            high, low = int(labels.max()), int(labels.min())
+            if high >= self.num_classes:
+                raise ValueError(
+                    f"num_classes is {self.num_classes} but the labels of split '{s}' go up to {high}"
+                )
+            if low < -1:
+                raise ValueError(
+                    f"reader returned labels down to {low} in split '{s}'; labels are class ids in "
+                    f"[0, num_classes) or -1 (unlabelled)"
+                )
 
     def setup(self, stage: str | None = None) -> None:
         self.load()
@@ -174,12 +274,17 @@ class InMemoryDataModule(L.LightningDataModule):
         return self.load()[name]
 
     def _batches(self, name: str, train: bool) -> TensorBatches:
+        """The loader of split ``name``; with a trainer attached, this rank's share of it (see ``TensorBatches``)."""
         split = self.split(name)
-        n = len(split["labels"])
-        size = (
-            n if (train and self.batch_size == -1) else (self.batch_size if train else self.eval_batch_size)
+        rank, world_size = 0, 1
+        if self.trainer is not None:
+            rank, world_size = int(self.trainer.global_rank), int(self.trainer.world_size)
+        per_rank = math.ceil(len(split["labels"]) / world_size)
+        size = self.batch_size if train else self.eval_batch_size
+        size = per_rank if (train and size == -1) else min(size, per_rank)
+        return TensorBatches(
+            split, max(size, 1), shuffle=train, seed=self.seed, rank=rank, world_size=world_size
         )
-        return TensorBatches(split, min(size, n), shuffle=train, seed=self.seed)
 
     def train_dataloader(self) -> TensorBatches:
         return self._batches("train", train=True)
@@ -189,3 +294,8 @@ class InMemoryDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> TensorBatches:
         return self._batches("test", train=False)
+
+
+def _is_int(value: object) -> bool:
+    """An integer and not a bool (``True`` is an ``int`` in Python, never a count here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

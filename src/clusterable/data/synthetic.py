@@ -1,10 +1,13 @@
-"""The synthetic Gaussian-line datasets of the cluster-specific AE papers (REFERENCE §4.1).
+"""The synthetic Gaussian-line datasets of the cluster-specific AE papers (Sabanayagam et al. 2024, §III-B and
+appendix §VIII-B; the authors' code: github.com/mahalakshmi-sabanayagam/cluster_specific_representation,
+``src/data.py``).
 
 Each cluster i is ``n / C`` points from ``N(mu_i, Sigma_i)`` in ``dim(mu)`` dimensions, followed by 3
 "dummy" columns of ``N(0, 0.1^2)`` noise, so ``d = dim(mu) + 3``. Rows are ordered by cluster (label i).
-The draws replay the authors' ``sample_data`` (``csr/src/data.py``, identical in ``tae/data.py``) on NumPy's
-legacy global generator seeded with 0, in their order: for each cluster, its Gaussian block, then its dummy
-block; after all clusters, the additive noise of the noisy copy. So the points are the authors' exact points.
+The draws replay the authors' ``sample_data`` (``src/data.py``, identical in ``data.py`` of
+github.com/mahalakshmi-sabanayagam/tensorized, Esser et al. 2023) on NumPy's legacy global generator seeded
+with 0, in their order: for each cluster, its Gaussian block, then its dummy block; after all clusters, the
+additive noise of the noisy copy. So the points are the authors' exact points.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import torch
 
 from clusterable.data.datamodule import Split
 
-# name -> (cluster means, cluster covariances, n), from csr/src/data.py. The authors add
+# name -> (cluster means, cluster covariances, n), from the authors' src/data.py. They add
 # `np.random.normal(0, 0, ...)` to some of them: exactly zero, drawn before the seed is set, so left out.
 _DEFINITIONS: dict[str, tuple[list[list[float]], list[list[list[float]]], int]] = {
     "parallel_lines": ([[-1, -1], [4, -2]], [[[5, 4.95], [4.95, 5]], [[5, 4.95], [4.95, 5]]], 150),

@@ -1,4 +1,8 @@
-"""The small real datasets of the CSRL paper (REFERENCE §4.1): iris, penguins, MNIST subset; a digits subset.
+"""The small real datasets of the CSRL paper: iris, penguins, an MNIST subset; and a digits subset.
+
+Sabanayagam et al. 2024: §III-B (footnote 4: MNIST classes 0-4, 200 each; penguins), appendix §VIII-B (iris),
+§IV-B (TVAE: MNIST digits {0, 1, 9}), §VI-B (TRBM: digits {0, 1}); the authors' code is
+github.com/mahalakshmi-sabanayagam/cluster_specific_representation (``src/data.py``, ``src/train.py``).
 
 Like the synthetic data, each reader puts all points in train = val = test (the paper trains and evaluates on
 the same points) with ``labels`` = classes. With ``denoise=True`` the ``inputs`` are the points plus
@@ -18,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_digits, load_iris
 
+from clusterable.arrays import first_per_class
 from clusterable.data import mnist
 from clusterable.data.datamodule import Split
 from clusterable.data.synthetic import full_splits
@@ -30,6 +35,8 @@ def _splits(x: np.ndarray, y: np.ndarray, denoise: bool, noise: float, noise_see
     """All points in every split; with ``denoise``, seeded Gaussian noise on the inputs, clean targets."""
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
+    if noise_seed < 0:
+        raise ValueError(f"noise_seed must be >= 0, got {noise_seed}")
     x = np.asarray(x, dtype=np.float64)
     if not denoise:
         return full_splits(x, y)
@@ -66,24 +73,6 @@ def read_penguins(denoise: bool = False, noise: float = 0.1, noise_seed: int = 0
     return _splits(x, y, denoise, noise, noise_seed)
 
 
-def first_per_class(labels: np.ndarray, classes: Sequence[int], per_class: int) -> np.ndarray:
-    """Row indices of the first ``per_class`` rows of each class, class by class (the authors' subsampling).
-
-    Raises ValueError when a class has fewer rows than ``per_class``.
-    """
-    if per_class < 1:
-        raise ValueError(f"per_class must be >= 1, got {per_class}")
-    if len(classes) < 1:
-        raise ValueError("classes must name at least one class")
-    picked = []
-    for c in classes:  # a handful of classes, not a hot path
-        rows = np.flatnonzero(labels == c)
-        if len(rows) < per_class:
-            raise ValueError(f"per_class must be <= {len(rows)} (the size of class {c}), got {per_class}")
-        picked.append(rows[:per_class])
-    return np.concatenate(picked)
-
-
 def _relabel(y: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     """Class ids -> their positions in ``classes`` (0..C-1), so labels always match ``num_classes``."""
     lookup = np.full(int(max(max(classes), y.max())) + 1, -1, dtype=np.int64)
@@ -111,6 +100,12 @@ def _image_subset(
     if test_per_class is not None and test_per_class < 1:
         raise ValueError(f"test_per_class must be >= 1 or null, got {test_per_class}")
     x, y = train
+    present = {int(c) for c in np.unique(y)}
+    if len(set(classes)) != len(classes) or not set(classes) <= present:
+        raise ValueError(
+            f"classes must be distinct labels of the data ({', '.join(map(str, sorted(present)))}), "
+            f"got {list(classes)}"
+        )
     if test_per_class is not None and test is None:
         # One pass over `train` so that the test images are the ones after each class's training images.
         rows = first_per_class(y, classes, per_class + test_per_class).reshape(len(classes), -1)
@@ -175,26 +170,15 @@ def read_mnist_subset(
     split (the AE figures); an integer holds out the first ``test_per_class`` images of each class of the test
     file as validation and test (after the training ones when those come from the test file too).
 
-    Raises ``clusterable.data.mnist.DatasetNotFoundError`` (a FileNotFoundError) naming the files and the
-    folder when they are missing and cannot be downloaded.
+    Raises ``clusterable.data.errors.DatasetNotFoundError`` (a FileNotFoundError) naming the files and the
+    folder when they are missing and cannot be downloaded, and ``clusterable.data.errors.CorruptFileError``
+    naming a truncated or garbled file (see ``mnist.ensure_files``).
     """
     if train_file not in ("train", "test"):
         raise ValueError(f"train_file must be 'train' or 'test', got {train_file!r}")
-    cls = mnist._dataset_class(variant)
-    # File checks, .gz unpacking, the download's timeout and the error message are mnist.py's, so every MNIST
-    # reader fails the same way. (Its helpers are private; a public ``ensure_files`` there would be cleaner.)
-    raw = mnist.raw_folder(root, variant)
-    mnist._decompress_archives(raw, mnist.expected_files(variant))
-    missing, reason = mnist._missing_files(raw, variant), None
-    if missing and download:
-        try:
-            with mnist._socket_timeout(mnist.DOWNLOAD_TIMEOUT_S):
-                cls(str(root), train=False, download=True)
-        except (RuntimeError, OSError) as err:  # URLError is an OSError
-            reason = mnist._last_line(err)
-        missing = mnist._missing_files(raw, variant)
-    if missing:
-        raise mnist.DatasetNotFoundError(mnist._not_found_message(variant, raw, missing, reason)) from None
+    # mnist.ensure_files: the same .gz unpacking, download, corruption checks and messages as read_mnist.
+    mnist.ensure_files(root, variant, download)
+    cls = mnist.VARIANTS[variant]  # a valid variant: ensure_files checked it
 
     def arrays(train: bool) -> tuple[np.ndarray, np.ndarray]:
         data = cls(str(root), train=train)
