@@ -1,15 +1,30 @@
-"""A run directory's ``metrics.json``: the one file tables are built from (DESIGN.md contract)."""
+"""A run directory: its ``metrics.json`` (the one file tables are built from), what the run really was
+(``provenance`` and ``mode``), and when a finished run may be reused by a re-run of its sweep."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.json"
+# Trainer limits that make a run less than a full one; the values that still mean "everything".
+LIMITS = {
+    "limit_train_batches": (1.0,),
+    "limit_val_batches": (1.0, 0, 0.0),  # 0: no validation loop at all, as experiments without one set
+    "limit_test_batches": (1.0,),
+    "fast_dev_run": (False, 0),
+    "overfit_batches": (0, 0.0),
+    "max_steps": (-1, None),
+    "max_time": (None,),
+}
+# Keys that do not change what a run computes: a finished run is reused whatever they are now.
+IGNORED_IN_COMPARISON = ("logger", "paths", "trainer.enable_progress_bar", "trainer.enable_model_summary")
 
 
 def _plain(value: Any) -> Any:
@@ -26,13 +41,16 @@ def _plain(value: Any) -> Any:
 
 
 def write_metrics(run_dir: str | Path, payload: dict[str, Any]) -> Path:
-    """Write ``metrics.json`` atomically (temporary file in the same folder, then rename).
+    """Write ``metrics.json`` atomically (temporary file in the same folder, then rename), mode 0644 less umask.
 
     A run killed mid-write leaves either the old file or the new one, never half a file.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".metrics-", suffix=".json")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o644 & ~umask)  # mkstemp makes 0600: tables and colleagues must be able to read it
     with os.fdopen(fd, "w") as f:
         json.dump(_plain(payload), f, indent=2, sort_keys=True)
     path = run_dir / METRICS_FILE
@@ -49,12 +67,6 @@ def read_metrics(run_dir: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def is_done(run_dir: str | Path) -> bool:
-    """True when the run finished with ``status: ok`` (a re-run sweep skips it)."""
-    m = read_metrics(run_dir)
-    return m is not None and m.get("status") == "ok"
-
-
 def find_runs(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every run directory below ``root`` with a readable metrics.json, sorted by path."""
     out = []
@@ -63,3 +75,64 @@ def find_runs(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
         if m is not None:
             out.append((path.parent, m))
     return out
+
+
+def provenance(config: Mapping[str, Any], debug: str | None) -> dict[str, Any]:
+    """What a run really was: its data source, its ``debug`` group and the trainer limits that were set.
+
+    ``config`` is the composed config (resolved or not); ``debug`` the selected debug option or None.
+    """
+    trainer = config.get("trainer") or {}
+    limits = {k: trainer[k] for k in LIMITS if k in trainer and trainer[k] is not None}
+    source = (config.get("dataset") or {}).get("source", "real")
+    return {"data_source": source, "debug": debug, "limits": limits, "max_epochs": trainer.get("max_epochs")}
+
+
+def run_mode(prov: Mapping[str, Any]) -> str:
+    """``full`` for a run on real data with no debug group and no limit that cuts it short, else ``smoke``.
+
+    Smoke runs are never stored where full runs live (the mode is part of the sweep folder) and never enter a
+    full table.
+    """
+    # Type matters: limit_train_batches=1.0 is every batch, limit_train_batches=1 is one batch.
+    cut = any(not any(type(v) is type(f) and v == f for f in LIMITS[k]) for k, v in prov["limits"].items())
+    return "full" if prov["data_source"] == "real" and prov["debug"] is None and not cut else "smoke"
+
+
+def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``key: old -> new`` for every leaf that differs between two resolved configs, ignoring
+    ``IGNORED_IN_COMPARISON``; empty when the run would compute the same thing."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        path = f"{prefix}{key}"
+        if path in IGNORED_IN_COMPARISON:
+            continue
+        a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changes += config_changes(a, b, f"{path}.")
+        elif a != b:
+            changes.append(f"{path}: {a} -> {b}")
+    return changes
+
+
+def clean_cell(run_dir: Path, keep: tuple[str, ...]) -> None:
+    """Remove everything an earlier attempt left in ``run_dir`` (checkpoints, logs, plots, metrics.json) but the
+    names in ``keep`` (what Hydra wrote for the attempt under way), so that nothing stale survives into it."""
+    if not run_dir.is_dir():
+        return
+    for entry in run_dir.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def remove_if_empty(path: Path) -> None:
+    """Delete ``path`` if it is an empty file (a log nobody wrote to)."""
+    try:
+        if path.is_file() and path.stat().st_size == 0:
+            path.unlink()
+    except OSError:
+        pass

@@ -1,58 +1,182 @@
-"""The Hydra entry point: seed, instantiate, fit, pick the best checkpoint, evaluate, write metrics.json.
+"""The Hydra entry point: check the config, build the parts, fit, test the best checkpoint, write metrics.json.
 
-Heavy imports (torch, Lightning) happen inside ``run`` so that ``python train.py --help`` stays fast.
+A run never ends in a traceback for a mistake in its input: every config, contract or data error becomes one
+line (``error: loss.lam must be in [0, 1], got 1.5``), the cell is recorded ``failed`` and a sweep goes on to the
+next cell; the exit status is non-zero when any run failed. Heavy imports (torch, Lightning) happen inside
+``run`` so that ``python train.py --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 import time
+import traceback
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.rundir import is_done, read_metrics, write_metrics
+from clusterable import hydra_callbacks
+from clusterable.config import ConfigError, build, check_node, check_value
+from clusterable.contracts import ContractError
+from clusterable.rundir import (
+    clean_cell,
+    config_changes,
+    provenance,
+    read_metrics,
+    remove_if_empty,
+    run_mode,
+    write_metrics,
+)
 
 log = logging.getLogger("clusterable")
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+# The framework's arguments to the parts it builds (each gets those its signature takes) and calls.
+EVALUATOR_CALL = ("embeddings", "labels", "context")
+OPTIMIZER_CALL = ("params",)
+# The top-level keys no constructor sees, with their types (the config group nodes are checked against their
+# targets' signatures instead).
+TOP_LEVEL = {
+    "seed": int,
+    "name": str,
+    "eval_stages": list[str],
+    "optimized_metric": str | None,
+    "divergence_limit": float,
+    "torch_threads": int | None,
+    "checkpoint.monitor": str | None,
+    "checkpoint.mode": Literal["min", "max"],
+}
 
 
-class ConfigError(ValueError):
-    """A configuration value is out of range; raised before any training."""
+def _mode(*, _root_: DictConfig) -> str:
+    """``${run_mode:}``: ``full`` or ``smoke`` from the composed config (``rundir.run_mode``). Sweep folders
+    use it, so a debug or fake-data run never shares a cell with a full one."""
+    choices = _root_.hydra.runtime.choices if "hydra" in _root_ else HydraConfig.get().runtime.choices
+    return run_mode(provenance(_root_, choices.get("debug")))
 
 
-def build(node: DictConfig, group: str, **kwargs: Any) -> Any:
-    """``instantiate(node, **kwargs)``, re-raising a constructor's ValueError/TypeError as one line naming the group:
-    ``loss.lam must be in [0, 1], got 1.5``."""
-    try:
-        return hydra.utils.instantiate(node, **kwargs)
-    except InstantiationException as e:
-        if isinstance(e.__cause__, ValueError | TypeError):
-            raise ConfigError(f"{group}.{e.__cause__}") from None
-        raise
+OmegaConf.register_new_resolver("run_mode", _mode, replace=True)
 
 
 def check_config(cfg: DictConfig) -> None:
-    """The generic keys no constructor sees before training starts."""
+    """The keys that no constructor sees, checked before any training: types, seeds, learning rate, epochs."""
+    for key, hint in TOP_LEVEL.items():
+        check_value(key, _select(cfg, key), hint)
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"seed must be an integer in [0, 2^32), got {cfg.seed}")
+    if not cfg.divergence_limit > 0:
+        raise ConfigError(f"divergence_limit must be > 0, got {cfg.divergence_limit}")
+    if cfg.torch_threads is not None and cfg.torch_threads < 1:
+        raise ConfigError(f"torch_threads must be >= 1 or null, got {cfg.torch_threads}")
+    check_node(cfg.optimizer, "optimizer", provided=OPTIMIZER_CALL)
     if not cfg.optimizer.lr > 0:
         raise ConfigError(f"optimizer.lr must be > 0, got {cfg.optimizer.lr}")
-    if not (isinstance(cfg.trainer.max_epochs, int) and cfg.trainer.max_epochs >= 1):
-        raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {cfg.trainer.max_epochs}")
+    max_epochs = cfg.trainer.get("max_epochs")
+    if not (isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs >= 1):
+        raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {max_epochs!r}")
+    for name, node in (cfg.get("evaluator") or {}).items():
+        check_node(node, f"evaluator.{name}", provided=EVALUATOR_CALL)
+
+
+def _select(cfg: DictConfig, key: str) -> Any:
+    value = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _is_rank_zero() -> bool:
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
+
+
+def _torch_threads(cfg: DictConfig) -> int | None:
+    """``torch_threads``, or, when local jobs run side by side (joblib launcher), the cores divided among them:
+    OpenMP threads of parallel jobs contend badly on a small machine."""
+    if cfg.torch_threads is not None:
+        return int(cfg.torch_threads)
+    launcher = HydraConfig.get().launcher
+    if "joblib" not in str(launcher.get("_target_", "")):
+        return None
+    cores = os.cpu_count() or 1
+    n_jobs = int(launcher.get("n_jobs") or -1)
+    jobs = n_jobs if n_jobs > 0 else max(1, cores + 1 + n_jobs)
+    return max(1, cores // jobs)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the metrics.json payload."""
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    if is_done(run_dir):
-        print(f"skip {run_dir}: metrics.json says ok")
-        return read_metrics(run_dir)  # type: ignore[return-value]
+    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``/``failed``).
 
+    Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
+    """
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    rank_zero = _is_rank_zero()
+    debug = hc.runtime.choices.get("debug")
+    prov = provenance(cfg, debug)
+    payload: dict[str, Any] = {
+        "status": "failed", "error": None, "overrides": list(hc.overrides.task), "seed": cfg.get("seed"),
+        "experiment": cfg.get("name"), "mode": run_mode(prov), "provenance": prov, "metrics": {},
+        "best_epoch": None, "timing": {},
+    }  # fmt: skip
+    try:
+        payload["config"] = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
+        payload["config"] = OmegaConf.to_container(cfg, resolve=False)
+        return _finish(run_dir, hc, payload, f"config: {e}".splitlines()[0], rank_zero)
+
+    if rank_zero:
+        previous = read_metrics(run_dir)
+        if previous is not None and previous.get("status") == "ok":
+            changes = config_changes(previous.get("config") or {}, payload["config"])
+            if not changes:
+                print(f"skip {run_dir}: metrics.json says ok and its config is the one asked for")
+                hydra_callbacks.record_outcome(run_dir, "skipped", None)
+                return previous
+            shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
+            print(f"rerun {run_dir}: its finished run had another config ({shown})")
+        # A new attempt starts from a clean cell: no checkpoint, log or plot of an earlier one survives.
+        clean_cell(run_dir, keep=(".hydra", f"{hc.job.name}.log"))
+
+    loggers: list = []
+    error = None
+    try:
+        payload = _train_and_evaluate(cfg, run_dir, payload, loggers, rank_zero)
+    except (ConfigError, ContractError) as e:
+        error = str(e)
+    except BaseException as e:
+        from clusterable.data.errors import DatasetError
+        from clusterable.module import DivergedError
+
+        if isinstance(e, DivergedError):
+            payload["failed_epoch"] = e.epoch
+            error = str(e)
+        elif isinstance(e, DatasetError):
+            error = str(e)
+        elif isinstance(e, KeyboardInterrupt | SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
+            _finish(run_dir, hc, payload, "interrupted", rank_zero, loggers)
+            if rank_zero:
+                print(f"interrupted: {run_dir} recorded as failed; run the same command again to redo it",
+                      file=sys.stderr)  # fmt: skip
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores further Ctrl-C
+            raise KeyboardInterrupt from None
+        else:  # a bug rather than bad input: keep the traceback, but as a file, and let the sweep go on
+            trace = run_dir / "traceback.txt"
+            if rank_zero:
+                trace.write_text(traceback.format_exc())
+            error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
+    return _finish(run_dir, hc, payload, error, rank_zero, loggers)
+
+
+def _train_and_evaluate(
+    cfg: DictConfig, run_dir: Path, payload: dict[str, Any], loggers: list, rank_zero: bool
+) -> dict[str, Any]:
     import lightning as L
     import torch
 
@@ -62,82 +186,111 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from clusterable.callbacks import EpochTimer
-    from clusterable.data.mnist import DatasetNotFoundError
+    from clusterable.contracts import Encoder, Head, require, require_evaluator
     from clusterable.evaluation.runner import evaluate
-    from clusterable.module import NonFiniteLossError, RepresentationModule, count_parameters
+    from clusterable.module import RepresentationModule, count_parameters
 
-    payload: dict[str, Any] = {
-        "status": "failed", "error": None, "overrides": list(HydraConfig.get().overrides.task), "seed": cfg.seed,
-        "experiment": cfg.name, "mode": cfg.mode, "metrics": {}, "best_epoch": None, "timing": {},
-    }  # fmt: skip
-    loggers: list = []
+    check_config(cfg)
+    if payload["mode"] != cfg.mode:
+        raise ConfigError(f"mode is derived from the run (data source, debug group, limits): {payload['mode']}, "
+                          f"not {cfg.mode}; do not set it")  # fmt: skip
+    threads = _torch_threads(cfg)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
     try:
-        check_config(cfg)
-        L.seed_everything(cfg.seed, workers=True, verbose=False)
-        datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
-        try:
-            datamodule.load()
-        except ValueError as e:
-            raise ConfigError(f"dataset.{e}") from None
-        encoder = build(cfg.model, "model", input_shape=datamodule.input_shape)
-        head = build(
-            cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
-            input_shape=datamodule.input_shape,
-        )  # fmt: skip
-        module = RepresentationModule(encoder, head, build(cfg.optimizer, "optimizer"))
-        evaluators = {
-            name: hydra.utils.instantiate(node) for name, node in (cfg.get("evaluator") or {}).items()
-        }
-        loggers = [hydra.utils.instantiate(node) for node in (cfg.logger or {}).values()]
-        checkpoint = ModelCheckpoint(
-            dirpath=run_dir / "checkpoints", filename="best", monitor=cfg.checkpoint.monitor,
-            mode=cfg.checkpoint.mode, save_top_k=1 if cfg.checkpoint.monitor else 0,
-        )  # fmt: skip
-        timer = EpochTimer()
-        trainer = hydra.utils.instantiate(
-            cfg.trainer, logger=loggers or False, callbacks=[checkpoint, timer], default_root_dir=str(run_dir)
+        datamodule.load()
+    except ValueError as e:
+        raise ConfigError(f"dataset.{e}") from None
+    unknown = [s for s in cfg.eval_stages if s not in datamodule.splits]
+    if unknown:
+        raise ConfigError(
+            f"eval_stages: no split named {unknown[0]!r}; the dataset has: {', '.join(datamodule.splits)}"
         )
 
-        start = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule)
-        payload["timing"]["fit_s"] = time.perf_counter() - start
-        payload["timing"]["epoch_s"] = timer.mean_epoch_s
+    encoder = build(cfg.model, "model", input_shape=datamodule.input_shape)
+    require(encoder, Encoder, f"model={HydraConfig.get().runtime.choices.get('model')}")
+    head = build(
+        cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
+        input_shape=datamodule.input_shape,
+    )  # fmt: skip
+    require(head, Head, f"loss={HydraConfig.get().runtime.choices.get('loss')}")
+    optimizer = build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL)
+    module = RepresentationModule(encoder, head, optimizer, cfg.divergence_limit)
+    evaluators = {
+        name: build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL)
+        for name, node in (cfg.get("evaluator") or {}).items()
+    }
+    for name, fn in evaluators.items():
+        require_evaluator(fn, f"evaluator.{name}")
 
-        # The paper's protocol: test the weights of the epoch with the best validation score.
-        if checkpoint.monitor and checkpoint.best_model_path:
-            state = torch.load(checkpoint.best_model_path, map_location=module.device, weights_only=False)
-            module.load_state_dict(state["state_dict"])
-            payload["best_epoch"] = int(state["epoch"])
-        else:
-            payload["best_epoch"] = trainer.current_epoch - 1
+    validates = cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(datamodule.splits["val"]["labels"]) > 0
+    monitor = cfg.checkpoint.monitor
+    if monitor is not None and monitor not in module.logged_keys(validates):
+        logged = ", ".join(module.logged_keys(validates))
+        raise ConfigError(f"checkpoint.monitor: {monitor!r} is never logged by this run "
+                          f"(loss={HydraConfig.get().runtime.choices.get('loss')}); it logs {logged}, or use null "
+                          "for the last epoch")  # fmt: skip
 
-        start = time.perf_counter()
-        metrics = evaluate(module, datamodule.splits, evaluators, cfg.eval_stages, run_dir, cfg.seed)
-        metrics["model/params"] = count_parameters(encoder, head)
-        # The last epoch's training losses (the CSRL paper reports the final training loss as de-noising MSE).
-        metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})
-        payload["timing"]["eval_s"] = time.perf_counter() - start
-        payload.update(status="ok", metrics=metrics)
-        for lg in loggers:
-            lg.log_metrics({k: v for k, v in metrics.items() if v == v}, step=trainer.global_step)
-    except NonFiniteLossError as e:
-        # Recorded as a failed cell; the sweep goes on.
-        payload.update(error=str(e), failed_epoch=e.epoch)
-        log.error("run failed: %s", e)
-    except (ConfigError, DatasetNotFoundError) as e:
-        payload["error"] = str(e)
-        write_metrics(run_dir, payload)
-        _close(loggers, ok=False)
-        sys.exit(f"error: {e}")
-    except BaseException as e:  # also Ctrl+C (Lightning turns it into SystemExit): record why the run stopped
-        interrupted = isinstance(e, KeyboardInterrupt | SystemExit)
-        payload["error"] = "interrupted" if interrupted else f"{type(e).__name__}: {e}"
-        write_metrics(run_dir, payload)
-        _close(loggers, ok=False)
-        raise
-    write_metrics(run_dir, payload)
+    for name, node in (cfg.logger or {}).items():
+        loggers.append(build(node, f"logger.{name}"))
+    checkpoint = ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode,
+        save_top_k=1 if monitor else 0,
+    )  # fmt: skip
+    timer = EpochTimer()
+    trainer = build(
+        cfg.trainer,
+        "trainer",
+        logger=loggers or False,
+        callbacks=[checkpoint, timer],
+        default_root_dir=str(run_dir),
+    )
+
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule)
+    payload["timing"]["fit_s"] = time.perf_counter() - start
+    payload["timing"]["epoch_s"] = timer.mean_epoch_s
+    if not rank_zero:
+        payload["status"] = "ok"
+        return payload
+
+    # The COREL protocol: test the weights of the epoch with the best validation score.
+    if checkpoint.monitor and checkpoint.best_model_path:
+        state = torch.load(checkpoint.best_model_path, map_location=module.device, weights_only=False)
+        module.load_state_dict(state["state_dict"])
+        payload["best_epoch"] = int(state["epoch"])
+    else:
+        payload["best_epoch"] = trainer.current_epoch - 1
+
+    start = time.perf_counter()
+    metrics = evaluate(module, datamodule.splits, evaluators, cfg.eval_stages, run_dir, cfg.seed)
+    metrics["model/params"] = count_parameters(encoder, head)
+    # The last epoch's training losses (the CSRL paper reports the final training loss as de-noising MSE).
+    metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})
+    payload["timing"]["eval_s"] = time.perf_counter() - start
+    payload.update(status="ok", metrics=metrics)
+    for lg in loggers:
+        lg.log_metrics({k: v for k, v in metrics.items() if v == v}, step=trainer.global_step)
+    return payload
+
+
+def _finish(
+    run_dir: Path, hc: Any, payload: dict[str, Any], error: str | None, rank_zero: bool, loggers: list = ()
+) -> dict[str, Any]:
+    """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary."""
+    if error is not None:
+        payload.update(status="failed", error=error)
     _close(loggers, ok=payload["status"] == "ok")
-    _print_summary(run_dir, payload)
+    remove_if_empty(run_dir / f"{hc.job.name}.log")
+    if not rank_zero:
+        return payload
+    write_metrics(run_dir, payload)
+    if error != "interrupted":
+        hydra_callbacks.record_outcome(run_dir, payload["status"], payload["error"])
+        _print_summary(run_dir, payload, hc.mode == RunMode.RUN)
     return payload
 
 
@@ -153,21 +306,73 @@ def _close(loggers: list, ok: bool) -> None:
             lg.finalize("success" if ok else "failed")
 
 
-def _print_summary(run_dir: Path, payload: dict[str, Any]) -> None:
+def _print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None:
+    """Metrics and run directory on stdout; a failure is one ``error:`` line on stderr (a sweep's cells say
+    ``failed:`` on stdout and the sweep lists them at its end)."""
+    if payload["status"] != "ok":
+        if single:
+            print(f"run dir: {run_dir}")
+            print(f"error: {payload['error']}", file=sys.stderr)
+            hydra_callbacks.exit_status["code"] = 1
+        else:
+            print(f"failed: {run_dir.name}: {payload['error']}")
+        return
     metrics = payload["metrics"]
     rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]
     width = max((len(k) for k, _ in rows), default=10)
     lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
-    status = payload["status"] if payload["status"] == "ok" else f"failed: {payload['error']}"
-    print(
-        "\n".join([f"run: {status}", *lines, f"best epoch: {payload['best_epoch']}", f"run dir: {run_dir}"])
-    )
+    print("\n".join(["run: ok", *lines, f"best epoch: {payload['best_epoch']}", f"run dir: {run_dir}"]))
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
-def main(cfg: DictConfig) -> float | None:
-    """Returns the value of ``cfg.optimized_metric`` (for hyperparameter sweepers)."""
-    OmegaConf.resolve(cfg)
+def hydra_main(cfg: DictConfig) -> float | None:
+    """One job. Returns the value of ``cfg.optimized_metric`` (for hyperparameter sweepers)."""
     payload = run(cfg)
-    value = payload.get("metrics", {}).get(cfg.get("optimized_metric"))
-    return float(value) if value is not None else None
+    value = payload.get("metrics", {}).get(str(cfg.get("optimized_metric")))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
+    """One line naming an unknown option of a config group on the command line (``evaluator=[nonexistent]``,
+    ``experiment=corel/nonexistent``) and the available ones, or None. Hydra's parser reads the overrides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups = {p.name for p in Path(config_dir).iterdir() if p.is_dir() and p.name != "hydra"}
+    try:
+        overrides = OverridesParser.create().parse_overrides(
+            [a for a in args if "=" in a and not a.startswith("-")]
+        )
+    except Exception:
+        return None  # Hydra reports syntax errors itself
+    for override in overrides:
+        group = override.key_or_group
+        if group not in groups or override.is_delete() or override.package is not None:
+            continue
+        if override.is_sweep_override():
+            names = list(override.sweep_string_iterator())
+        else:
+            value = override.value()
+            names = (
+                [str(v) for v in value] if isinstance(value, list) else [] if value is None else [str(value)]
+            )
+        for name in names:
+            if not (Path(config_dir) / group / f"{name}.yaml").is_file():
+                available = sorted(str(p.relative_to(Path(config_dir) / group).with_suffix(""))
+                                   for p in (Path(config_dir) / group).rglob("*.yaml"))  # fmt: skip
+                return f"{group}: no option {name!r}; available: {', '.join(available)}"
+    return None
+
+
+def main() -> None:
+    """``python train.py ...``: exit status 0 when every run is ok, 1 when one failed, 2 for an unknown option,
+    130 after Ctrl-C."""
+    hydra_callbacks.exit_status["code"] = 0
+    problem = check_group_options(sys.argv[1:])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        hydra_main()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(hydra_callbacks.exit_status["code"])

@@ -1,0 +1,181 @@
+"""Configs checked before anything runs, against the code they configure.
+
+Every config node with a ``_target_`` is compared with its target's signature: a key that is not a parameter
+fails with one line naming it and the accepted ones, a value of the wrong type (checked by ``typeguard``
+against the parameter's type hint) fails with one line naming the key, the value and the expected type, and a
+parameter without a default that nobody sets is named too. The framework's own arguments (``num_classes``,
+``embedding_dim``, ``input_shape`` ...) are passed only to constructors whose signature has them (``build``).
+Ranges stay where they belong, in the constructors (``ValueError("lam must be in [0, 1], got 1.5")``), and
+``build`` prefixes the config path. There is no config parser here: Hydra composes, signatures and type hints
+say what is accepted.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import difflib
+import inspect
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Union
+
+import hydra
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type or out of range; raised before any training."""
+
+
+# Hydra's own keys in a node (`_target_`, `_partial_`, ...): not constructor arguments.
+def _is_hydra_key(key: str) -> bool:
+    return key.startswith("_") and key.endswith("_")
+
+
+def target_of(node: DictConfig, path: str) -> Any:
+    """The class or function named by ``node._target_``; ConfigError if it cannot be imported."""
+    try:
+        return hydra.utils.get_object(node._target_)
+    except Exception as e:  # ImportError, AttributeError, ValueError: Hydra's message is several lines
+        raise ConfigError(f"{path}._target_: cannot import {node._target_!r} ({type(e).__name__})") from None
+
+
+def _signature(target: Any) -> tuple[Mapping[str, inspect.Parameter], dict[str, Any]]:
+    """Parameters and resolved type hints of a class's constructor or of a function (hints {} if unresolvable)."""
+    params = inspect.signature(target).parameters
+    try:
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    except Exception:  # a hint naming something imported only for type checkers: check keys, not types
+        hints = {}
+    return params, hints
+
+
+def check_node(node: DictConfig, path: str, provided: Iterable[str] = ()) -> None:
+    """Check ``node``'s keys and values against its ``_target_``'s signature, recursing into nested targets.
+
+    Args:
+        node: a config node with ``_target_``.
+        path: its dotted path in the config (``loss``, ``dataset.reader``), for the messages.
+        provided: parameters the framework passes itself when it builds or calls the target (``num_classes``,
+            the evaluators' ``embeddings``...): the config must not set them, and they count as given.
+    Raises:
+        ConfigError: one line naming the key.
+    """
+    target = target_of(node, path)
+    params, hints = _signature(target)
+    provided = set(provided)
+    name = getattr(target, "__qualname__", str(target))
+    variadic = {p.name for p in params.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    accepted = [p for p in params if p not in provided and p not in variadic]
+    for key in node:
+        key = str(key)
+        if _is_hydra_key(key):
+            continue
+        if key in provided:
+            raise ConfigError(f"{path}.{key} is set by the framework; remove it from the config")
+        if key not in params or key in variadic:
+            if takes_any:
+                continue
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(
+                f"{path}.{key} is not an option of {name}{hint}; accepted: {', '.join(accepted) or 'none'}"
+            )
+        if OmegaConf.is_missing(node, key):
+            raise ConfigError(f"{path}.{key} is required (the config leaves it ???)")
+        value = node[key]
+        if isinstance(value, DictConfig) and "_target_" in value:
+            check_node(value, f"{path}.{key}")
+        elif key in hints:
+            check_value(f"{path}.{key}", plain(value), hints[key])
+    required = [
+        p.name
+        for p in params.values()
+        if p.default is p.empty and p.name not in variadic and p.name not in provided and p.name not in node
+    ]
+    if required:
+        raise ConfigError(f"{path}.{required[0]} is required: {name} has no default for it")
+
+
+def plain(value: Any) -> Any:
+    """A config value as plain Python (lists and dicts resolved), for type checks."""
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def check_value(path: str, value: Any, hint: Any) -> None:
+    """ConfigError unless ``value`` has type ``hint``: no string is a boolean or a list, no boolean a number,
+    no float an integer (an integer is a valid float)."""
+    wrong = (isinstance(value, bool) and not _admits(hint, bool)) or (
+        isinstance(value, str) and not _admits(hint, str)
+    )
+    if not wrong:
+        try:
+            check_type(value, hint, collection_check_strategy=CollectionCheckStrategy.ALL_ITEMS)
+        except TypeCheckError:
+            wrong = True
+    if wrong:
+        raise ConfigError(f"{path} must be {describe(hint)}, got {value!r} ({_kind(value)})")
+
+
+def _admits(hint: Any, kind: type) -> bool:
+    """Whether ``hint`` names ``kind`` itself (or Any): ``int`` admits no ``bool``, ``Sequence[str]`` no ``str``."""
+    if hint is Any or hint is object or hint is kind:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_admits(a, kind) for a in typing.get_args(hint))
+    if origin is Literal:
+        return any(isinstance(a, kind) for a in typing.get_args(hint))
+    return False
+
+
+def describe(hint: Any) -> str:
+    """``float | None`` -> "a number or null"; for messages."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(describe(a) for a in args)
+    if hint is type(None):
+        return "null"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (list, tuple, collections.abc.Sequence):
+        return f"a list of {_plural(args[0])}" if args else "a list"
+    if origin in (dict, collections.abc.Mapping):
+        return "a mapping"
+    names = {bool: "a boolean (true or false)", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _plural(hint: Any) -> str:
+    return {int: "integers", float: "numbers", str: "strings", bool: "booleans"}.get(hint, describe(hint))
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def build(node: DictConfig, path: str, call_args: Iterable[str] = (), **available: Any) -> Any:
+    """Check ``node``, then ``instantiate`` it with those of ``available`` that its target's signature takes.
+
+    ``call_args``: for a ``_partial_`` node, the arguments the framework passes when it calls the result later
+    (an evaluator's ``embeddings, labels, context``; an optimizer's ``params``).
+
+    A constructor's ``ValueError`` becomes one line naming the config path: ``loss.lam must be in [0, 1], got 1.5``.
+    """
+    params, _ = _signature(target_of(node, path))
+    given = {k: v for k, v in available.items() if k in params}
+    check_node(node, path, provided=[*given, *call_args])
+    try:
+        return hydra.utils.instantiate(node, **given)
+    except InstantiationException as e:
+        if isinstance(e.__cause__, ValueError | TypeError):
+            raise ConfigError(f"{path}.{e.__cause__}") from None
+        raise

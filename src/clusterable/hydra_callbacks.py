@@ -1,0 +1,83 @@
+"""Hydra callbacks (``hydra.callbacks`` in ``conf/train.yaml``): the output folder is checked before anything
+runs, and a multirun ends with ``N ok, M failed, K skipped``, the failed cells' reasons and a non-zero exit
+status when any cell failed.
+
+Jobs may run in other processes (``hydra/launcher=joblib``, ``submitit_*``), so each job writes its outcome as a
+small file in a folder the sweep names in an environment variable (inherited by the launched processes); the
+summary reads them back in the launching process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
+# The launching process's exit status, read by ``clusterable.train.main`` after Hydra returns.
+exit_status = {"code": 0}
+
+
+def record_outcome(run_dir: Path, status: str, error: str | None) -> None:
+    """Write one job's outcome (``ok``, ``failed`` or ``skipped``) for the sweep summary; no-op outside a sweep."""
+    folder = os.environ.get(RECORDS_ENV)
+    if not folder:
+        return
+    record = {"dir": str(run_dir), "status": status, "error": error}
+    Path(folder, f"{uuid.uuid4().hex}.json").write_text(json.dumps(record))
+
+
+class OutputFolderCheck(Callback):
+    """Fail with one line, before Hydra creates any run folder, when ``paths.output_dir`` cannot be created."""
+
+    def _check(self, config: DictConfig) -> None:
+        folder = Path(str(config.paths.output_dir))
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / f".write-test-{os.getpid()}"
+            probe.touch()
+            probe.unlink()
+        except OSError as e:
+            print(
+                f"error: cannot write to the output folder {folder} (paths.output_dir): {e.strerror}",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from None
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config)
+
+
+class SweepSummary(Callback):
+    """Collect every job's outcome and print the sweep's tally at its end; exit status 1 if any cell failed."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.records = sweep_dir / f".outcomes-{os.getpid()}-{time.time_ns()}"
+        self.records.mkdir(parents=True, exist_ok=True)
+        os.environ[RECORDS_ENV] = str(self.records)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        outcomes = [json.loads(p.read_text()) for p in sorted(self.records.glob("*.json"))]
+        shutil.rmtree(self.records, ignore_errors=True)
+        os.environ.pop(RECORDS_ENV, None)
+        counts = {s: sum(o["status"] == s for o in outcomes) for s in ("ok", "failed", "skipped")}
+        print(
+            f"sweep: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped ({self.records.parent})"
+        )
+        for o in outcomes:
+            if o["status"] == "failed":
+                print(f"failed: {Path(o['dir']).name}: {o['error']}", file=sys.stderr)
+        if counts["failed"]:
+            exit_status["code"] = 1
