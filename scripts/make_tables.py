@@ -4,7 +4,12 @@
     python scripts/make_tables.py csrl/fig2 --mode smoke
 
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
-the paper's claims checked on our numbers (holds / does not hold).
+the paper's claims checked on our numbers (holds / does not hold). A table is built from runs of one mode only
+(full: real data, whole training; smoke: fake data or a few batches, testing the pipeline) and one data source;
+its title says which.
+
+Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, or the selected runs mix modes or data
+sources (one line on stderr naming what is mixed; nothing written).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from clusterable.tables.report import load_runs
+from clusterable.tables.report import MixedRuns, describe, load_runs
 
 PAPERS = ("corel", "csrl")
 
@@ -26,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
     parser.add_argument("--outputs", default="outputs", help="folder holding the multirun directories")
     parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
-                        help="which runs: full, smoke (debug=smoke), or auto = full if any exist")  # fmt: skip
+                        help="which runs: full, smoke (fake data or few batches), auto: full if any")  # fmt: skip
     args = parser.parse_args(argv)
 
     paper, _, name = args.table.partition("/")
@@ -37,17 +42,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
 
     experiment = module.SOURCES[name]
-    runs, mode = load_runs(args.outputs, experiment, args.mode)
+    try:
+        runs, mode = load_runs(args.outputs, experiment, args.mode)
+    except MixedRuns as err:
+        print(f"error: {args.table}: {err}", file=sys.stderr)
+        return 2
     if not runs:
         print(f"no runs of experiment {experiment!r} under {args.outputs}/ (mode {mode}); run first:\n"
               f"  python train.py -m experiment={args.table}", file=sys.stderr)  # fmt: skip
         return 1
     out_dir = Path(args.outputs) / "tables"
     table = getattr(module, name)(runs, out_dir)
-    if mode == "smoke":
-        table.notes.insert(
-            0, "SMOKE RUNS (debug=smoke: fake data, a few batches): the numbers test the pipeline only."
-        )
+    suffix, note = describe(runs, mode)
+    table.title = f"{table.title} — {suffix}"
+    if note:
+        table.notes.insert(0, note)
     stem = f"{paper}_{name}" + ("_smoke" if mode == "smoke" else "")
     paths = table.write(out_dir, stem)
     failed = sum(not r.ok for r in runs)

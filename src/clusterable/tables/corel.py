@@ -7,11 +7,12 @@ function by the table's name (``corel/table2`` -> ``table2``) and the runs by ``
 from __future__ import annotations
 
 import math
+from operator import gt, lt
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from clusterable.tables.common import na_note, paper_value, pyplot, save_figure
 from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
 
 LOSSES = {
@@ -25,23 +26,10 @@ DATASETS = {"mnist": "MNIST", "fashion_mnist": "Fashion"}
 # Figures 2 and Tables 3-4 are drawn from the runs of Table 1 and Table 2 (their configs share the sweep).
 SOURCES = {"table1": "corel/table1", "table2": "corel/table2", "table3_4": "corel/table2",
            "fig1": "corel/fig1", "fig2": "corel/table1"}  # fmt: skip
-# "CCE's k-means accuracy falls well below its test accuracy": the paper's "over X%" is stripped (NF); we call a drop
-# of at least this many percentage points "well below".
+# "CCE's k-means accuracy falls well below its test accuracy": the number in the paper's "over X%" is stripped from
+# the text we have; we call a drop of at least this many percentage points "well below".
 WELL_BELOW_POINTS = 5.0
-
-
-def published() -> dict:
-    return yaml.safe_load((Path(__file__).parent / "published" / "corel.yaml").read_text())
-
-
-def _paper(section: str, key: str) -> str:
-    pub = published()
-    return str(pub[section][key]) if key in pub.get(section, {}) else "n/a"
-
-
-def _na_note() -> str:
-    pub = published()
-    return "" if pub["available"] else f"Paper columns read n/a: {pub['reason']}."
+PAPER = "corel"  # its published numbers: tables/published/corel.yaml
 
 
 def table2(runs: list[Run], out_dir: Path) -> Table:
@@ -56,7 +44,10 @@ def table2(runs: list[Run], out_dir: Path) -> Table:
         for loss, lname in LOSSES.items():
             row = [mname, lname]
             for d in DATASETS:
-                row += [acc.get((d, m, loss), Cell()).text(100), _paper("table2", f"{d}/{m}/{loss}")]
+                row += [
+                    acc.get((d, m, loss), Cell()).text(100),
+                    paper_value(PAPER, "table2", f"{d}/{m}/{loss}"),
+                ]
             rows.append(row + ["not run"])
 
     def mean(d: str, m: str, loss: str) -> float:
@@ -65,16 +56,16 @@ def table2(runs: list[Run], out_dir: Path) -> Table:
     settings = [(d, m) for m in MODELS for d in DATASETS]
     claims = [
         check("Gaussian-COREL beats CCE in every setting",
-              ((f"{m}-{d}", mean(d, m, "gaussian_corel"), mean(d, m, "cce")) for d, m in settings), _gt),
+              ((f"{m}-{d}", mean(d, m, "gaussian_corel"), mean(d, m, "cce")) for d, m in settings), gt),
         check("Gaussian-COREL is the best loss in every setting but FFNN-MNIST",
               ((f"{m}-{d}", mean(d, m, "gaussian_corel"), max(mean(d, m, o) for o in LOSSES if o != "gaussian_corel"))
-               for d, m in settings if (d, m) != ("mnist", "ffnn")), _gt),
+               for d, m in settings if (d, m) != ("mnist", "ffnn")), gt),
         check("Cosine-COREL beats CCE with the CNN on both image datasets",
-              ((f"cnn-{d}", mean(d, "cnn", "cosine_corel"), mean(d, "cnn", "cce")) for d in DATASETS), _gt),
+              ((f"cnn-{d}", mean(d, "cnn", "cosine_corel"), mean(d, "cnn", "cce")) for d in DATASETS), gt),
         check("Center loss beats CCE on both image datasets",
-              ((f"{m}-{d}", mean(d, m, "center"), mean(d, m, "cce")) for d, m in settings), _gt),
+              ((f"{m}-{d}", mean(d, m, "center"), mean(d, m, "cce")) for d, m in settings), gt),
     ]  # fmt: skip
-    notes = [n for n in [_na_note(), "AGNews (text) is a later issue: not run."] if n]
+    notes = [n for n in [na_note(PAPER), "AGNews (text) is a later issue: not run."] if n]
     return Table("COREL Table 2: test accuracy (%), mean ± std over seeds", header, rows, notes, claims)
 
 
@@ -111,13 +102,13 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
     claims = [
         check("Cosine-COREL has the highest k-means silhouette",
               ((m, mean("kmeans", "silhouette", m, "cosine_corel"),
-                max(mean("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel")) for m in MODELS), _gt),
+                max(mean("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel")) for m in MODELS), gt),
         _drop_claim({m: (drop(m, "cce"), drop(m, "cosine_corel")) for m in MODELS}),
     ]  # fmt: skip
     notes = [
         n
         for n in [
-            _na_note(),
+            na_note(PAPER),
             "Table 4 is Fashion-MNIST; Table 3 (AGNews) is not run.",
             "Acc is Hungarian-matched; silhouette on a seeded sample of 2,000 test points.",
         ]
@@ -169,22 +160,19 @@ def table1(runs: list[Run], out_dir: Path) -> Table:
     settings = [(d, m) for d in DATASETS for m in MODELS]
     claims = [
         check("Center loss is relatively insensitive to λ (validation accuracy varies by < 1 point)",
-              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lambda a, b: a < b),
+              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lt),
         check("Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5)",
               ((f"{m}-{d}", best.get((d, m, "gaussian_corel"), (0, math.nan))[1], at(d, m, "gaussian_corel", 0.5))
-               for d, m in settings), _gt),
+               for d, m in settings), gt),
     ]  # fmt: skip
-    notes = [n for n in [_na_note(), "λ grid: 0.05, 0.10, ..., 1.00 (the paper's 20 values are NF)."] if n]
+    grid = "λ grid: 0.05, 0.10, ..., 1.00 (the paper tunes 20 values per setting without listing them)."
+    notes = [n for n in [na_note(PAPER), grid] if n]
     return Table("COREL Table 1: λ chosen by validation accuracy", header, rows, notes, claims)
 
 
 def fig2(runs: list[Run], out_dir: Path) -> Table:
     """Figure 2: validation accuracy against λ on Fashion-MNIST with the CNN (a PNG line plot)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     runs = [r for r in runs if r.params.get("dataset") == "fashion_mnist" and r.params.get("model") == "cnn"]
     val = cells(runs, ("loss", "loss.lam"), "val/acc")
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -207,22 +195,15 @@ def fig2(runs: list[Run], out_dir: Path) -> Table:
     ax.set(xlabel="λ (weight of attraction)", ylabel="validation accuracy (%)", title="Fashion-MNIST, CNN")
     ax.grid(alpha=0.3)
     ax.legend()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "corel_fig2.png"
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = save_figure(fig, out_dir, "corel_fig2", dpi=120)
     return Table("COREL Figure 2: validation accuracy (%) against λ", ["Loss", "λ", "val acc"], rows,
-                 [_na_note()], claims, [path])  # fmt: skip
+                 [na_note(PAPER)], claims, [path])  # fmt: skip
 
 
 def fig1(runs: list[Run], out_dir: Path) -> Table:
     """Figure 1: 2-D projections of the MNIST CNN's test representations, one panel per loss."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = []
     for loss, lname in LOSSES.items():
         run = next((r for r in runs if r.ok and r.params.get("loss") == loss), None)
@@ -240,15 +221,8 @@ def fig1(runs: list[Run], out_dir: Path) -> Table:
             continue
         ax.scatter(data["xy"][:, 0], data["xy"][:, 1], c=data["labels"], cmap="tab10", s=3)
         rows.append([lname, f"{100 * (run.metric('test/acc') or math.nan):.2f}", str(run.path)])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "corel_fig1.png"
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    path = save_figure(fig, out_dir, "corel_fig1")
     return Table(
         "COREL Figure 1: MNIST CNN latent spaces", ["Loss", "test acc (%)", "run"], rows, [], [], [path]
     )
-
-
-def _gt(a: float, b: float) -> bool:
-    return a > b

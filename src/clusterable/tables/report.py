@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,21 +32,87 @@ class Run:
         value = self.payload.get("metrics", {}).get(key)
         return None if value is None else float(value)
 
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Where the run's numbers come from: ``data_source``, ``debug``, ``limits``, ``max_epochs`` ({} if legacy)."""
+        return self.payload.get("provenance") or {}
+
+    @property
+    def mode(self) -> str:
+        """The run's mode: "full" (real data, no debug group, no batch limits) or "smoke"; legacy files: full."""
+        return self.payload.get("mode") or "full"
+
+    @property
+    def data_source(self) -> str:
+        """The run's data: "real" or "fake" (``dataset.source``); legacy files without provenance: real."""
+        return self.provenance.get("data_source") or "real"
+
+
+class MixedRuns(ValueError):
+    """The runs selected for one table mix modes or data sources: no table is built from them."""
+
 
 def load_runs(outputs: str | Path, experiment: str, mode: str = "auto") -> tuple[list[Run], str]:
     """Runs of ``experiment`` below ``outputs``; ``mode`` "auto" takes the full runs if any exist, else smoke runs.
 
-    Returns the runs and the mode they come from.
+    The one place that selects runs for a table. Returns the runs and the mode they come from; raises
+    ``MixedRuns`` (one line: what is mixed, how many of each, where the odd ones lie) when the selected runs mix
+    data sources, so that no table ever averages fake-data runs with real ones.
     """
     runs: dict[str, list[Run]] = {"full": [], "smoke": []}
     for path, payload in find_runs(outputs):
         if payload.get("experiment") != experiment:
             continue
         params = dict(o.split("=", 1) for o in payload.get("overrides", []) if "=" in o)
-        runs.setdefault(payload.get("mode", "full"), []).append(Run(path, params, payload))
+        run = Run(path, params, payload)
+        runs.setdefault(run.mode, []).append(run)
     if mode == "auto":
         mode = "full" if runs["full"] else "smoke"
-    return runs.get(mode, []), mode
+    selected = runs.get(mode, [])
+    require_uniform(selected)
+    return selected, mode
+
+
+def require_uniform(runs: Sequence[Run]) -> None:
+    """Raise ``MixedRuns`` unless every run has the same mode and the same data source."""
+    for what, key, odd in (("modes", "mode", "smoke"), ("data sources", "data_source", "fake")):
+        groups: dict[str, list[Run]] = {}
+        for run in runs:
+            groups.setdefault(getattr(run, key), []).append(run)
+        if len(groups) < 2:
+            continue
+        counts = ", ".join(
+            f"{name}: {len(group)}" for name, group in sorted(groups.items(), key=lambda g: -len(g[1]))
+        )
+        # The runs to move: the fake (smoke) ones if any, else the smallest group.
+        name = odd if odd in groups else min(groups, key=lambda g: len(groups[g]))
+        where = os.path.commonpath([str(r.path) for r in groups[name]])
+        raise MixedRuns(f"the runs mix {what} ({counts}); remove or move the {name} ones ({where})")
+
+
+def describe(runs: Sequence[Run], mode: str) -> tuple[str, str]:
+    """A table title's suffix naming the mode, and a note on where the runs' numbers come from ("" if unknown)."""
+    if mode == "full":
+        suffix = "full runs"
+    else:
+        suffix = "SMOKE runs (fake data / few batches: tests the pipeline only)"
+    parts: list[str] = []
+    for label, values in (
+        ("data", {r.provenance.get("data_source") for r in runs}),
+        ("debug", {r.provenance.get("debug") for r in runs}),
+        ("max_epochs", {r.provenance.get("max_epochs") for r in runs}),
+    ):
+        values.discard(None)
+        if values:
+            parts.append(f"{label}={'/'.join(sorted(map(str, values)))}")
+    limits = sorted({f"trainer.{k}={v}" for r in runs for k, v in (r.provenance.get("limits") or {}).items()})
+    parts += limits
+    if mode == "full":
+        note = f"Full runs ({', '.join(parts)})." if parts else ""
+    else:
+        what = ", ".join(parts) if parts else "debug=smoke: fake data, a few batches"
+        note = f"SMOKE RUNS ({what}): the numbers test the pipeline only."
+    return suffix, note
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""What every paper's tables share: published numbers, cell and run text, saved arrays and figures.
+
+``report`` holds the data model (runs, cells, claims, tables); this module holds the helpers the paper modules
+(``corel``, ``csrl``) build their tables with. Claims compare numbers with ``operator.gt/lt/ge/le``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from clusterable.tables.report import Cell, Run
+
+PUBLISHED = Path(__file__).parent / "published"
+
+
+def published(paper: str) -> dict[str, Any]:
+    """The paper's published numbers, ``tables/published/<paper>.yaml`` (``available``, ``reason``, the maps)."""
+    return yaml.safe_load((PUBLISHED / f"{paper}.yaml").read_text())
+
+
+def paper_value(paper: str, section: str, key: str) -> str:
+    """One published number as text, "n/a" where the paper gives none."""
+    values = published(paper).get(section) or {}
+    return str(values[key]) if key in values else "n/a"
+
+
+def na_note(paper: str) -> str:
+    """Why the paper columns read n/a ("" when the published numbers are available)."""
+    pub = published(paper)
+    return "" if pub.get("available") else f"Paper columns read n/a: {pub['reason']}."
+
+
+def cell_text(cell: Cell | None, digits: int = 3, sci: bool = False) -> str:
+    """Mean ± standard error of a cell (``sci``: 3 significant digits), "missing" or "failed" without values."""
+    if cell is None or not cell.values:
+        return "failed" if cell is not None and cell.failed else "missing"
+    if sci:
+        out = f"{cell.mean:.3g} ± {cell.sem:.2g}"
+        return out + (f" ({cell.failed} failed)" if cell.failed else "")
+    return cell.text(digits=digits, spread="sem")
+
+
+def metric_text(run: Run, key: str, digits: int = 3) -> str:
+    """One metric of one run, "missing" if the run failed or lacks it."""
+    value = run.metric(key) if run.ok else None
+    return "missing" if value is None else f"{value:.{digits}f}"
+
+
+def run_label(run: Run, keys: tuple[str, ...]) -> str:
+    """A run named by the overrides among ``keys`` that it has: "loss.kl_weight=0.2, seed=0"."""
+    return ", ".join(f"{k}={run.params[k]}" for k in keys if k in run.params) or "default"
+
+
+def load_npz(run: Run, name: str) -> dict[str, np.ndarray] | None:
+    """An array file an evaluator saved in the run directory, or None if there is none."""
+    path = run.path / name
+    if not path.is_file():
+        return None
+    with np.load(path) as data:
+        return {k: data[k] for k in data.files}
+
+
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend (tables run headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, out_dir: Path, stem: str, dpi: int = 110) -> Path:
+    """Write ``<out_dir>/<stem>.png`` and close the figure."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{stem}.png"
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
