@@ -18,7 +18,8 @@ from clusterable.models.identity import Identity
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 ARCHS = ("ae1", "ae2", "ae3", "tae1", "tae2", "ptae")
-# REFERENCE §4.2: dataset -> (d, C, #params of AE1, AE2, AE3, TAE1, TAE2, PTAE)
+# dataset -> (d, C, #params of AE1, AE2, AE3, TAE1, TAE2, PTAE): the CSRL paper's Fig. 2 and 7 (right), counted
+# from the authors' code (repository mahalakshmi-sabanayagam/cluster_specific_representation, src/models.py)
 PARAM_COUNTS = {
     "parallel_lines": (5, 2, (10, 24, 28, 20, 48, 28)),
     "orthogonal": (5, 2, (10, 24, 28, 20, 48, 28)),
@@ -31,10 +32,9 @@ PARAM_COUNTS = {
 
 
 def head_from_config(arch: str, d: int, c: int) -> torch.nn.Module:
-    """Build a head as train.py does: instantiate(cfg.loss, num_classes, embedding_dim, input_shape)."""
-    return instantiate(
-        OmegaConf.load(CONF / "loss" / f"{arch}.yaml"), num_classes=c, embedding_dim=d, input_shape=(d,)
-    )
+    """Build a head as train.py does: the framework arguments its constructor takes (``num_classes``,
+    ``input_shape``; these heads own the network, so no ``embedding_dim``)."""
+    return instantiate(OmegaConf.load(CONF / "loss" / f"{arch}.yaml"), num_classes=c, input_shape=(d,))
 
 
 @pytest.mark.parametrize("dataset", PARAM_COUNTS)

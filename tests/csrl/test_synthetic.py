@@ -15,7 +15,9 @@ from sklearn.datasets import load_digits, load_iris
 from clusterable.data import synthetic, tabular
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "dataset"
-# name -> (n, d, C) as in REFERENCE §4.1 (triangle: d = 5 as coded)
+# name -> (n, d, C) as the authors' code generates them (repository
+# mahalakshmi-sabanayagam/cluster_specific_representation, src/data.py; triangle: d = 5 as coded, the paper's
+# appendix B says 6)
 SHAPES = {
     "parallel_lines": (150, 5, 2),
     "orthogonal": (150, 5, 2),
@@ -25,7 +27,7 @@ SHAPES = {
 
 
 def authors_sample_data(mu_list, sigma_list, dummy_dim, n, seed=0, noise=0.1):
-    """The authors' ``sample_data`` (csr/src/data.py), transcribed as the reference for the draw order."""
+    """The authors' ``sample_data`` (``src/data.py``), transcribed as the reference for the draw order."""
     np.random.seed(seed)
     c_size = len(mu_list)
     x = np.zeros((n, len(mu_list[0]) + dummy_dim))

@@ -178,10 +178,7 @@ def test_yamls_instantiate_the_papers_network():
     assert encoder.embedding_dim == 1024
     assert encoder(torch.rand(2, 784)).shape == (2, 1024)
     head = instantiate(
-        OmegaConf.load(CONF / "loss" / "tcl.yaml"),
-        num_classes=5,
-        embedding_dim=encoder.embedding_dim,
-        input_shape=[784],
+        OmegaConf.load(CONF / "loss" / "tcl.yaml"), num_classes=5, embedding_dim=encoder.embedding_dim
     )
     assert isinstance(head, TensorizedContrastive)
     assert (

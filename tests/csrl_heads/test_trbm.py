@@ -142,8 +142,6 @@ def test_errors():
 
 
 def test_yaml_instantiates_the_papers_rbm():
-    head = instantiate(
-        OmegaConf.load(CONF / "loss" / "trbm.yaml"), num_classes=2, embedding_dim=784, input_shape=[784]
-    )
+    head = instantiate(OmegaConf.load(CONF / "loss" / "trbm.yaml"), num_classes=2, input_shape=[784])
     assert isinstance(head, TensorizedRBM)
     assert head.weight.shape == (2, 784, 500) and head.visible_bias.shape == (2, 784) and head.k == 1

@@ -130,9 +130,7 @@ def test_errors():
 
 
 def test_yaml_instantiates_the_papers_network():
-    head = instantiate(
-        OmegaConf.load(CONF / "loss" / "tvae.yaml"), num_classes=3, embedding_dim=784, input_shape=[784]
-    )
+    head = instantiate(OmegaConf.load(CONF / "loss" / "tvae.yaml"), num_classes=3, input_shape=[784])
     assert isinstance(head, TensorizedVAE)
     assert head.mu_weight.shape == (3, 200, 2) and head.dec_weight.shape == (3, 2, 200)
     assert [m.out_features for m in head.encoder if isinstance(m, torch.nn.Linear)] == [400, 200]

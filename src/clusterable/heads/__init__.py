@@ -1,4 +1,12 @@
-"""Loss heads: one file per loss; each is an ``nn.Module`` ``head(embeddings, labels, **batch) -> dict``."""
+"""Loss heads (``conf/loss``): ``nn.Module``s ``head(embeddings, labels, **batch) -> {part: scalar}``.
+
+One file per head, and the contracts they satisfy (``clusterable.contracts``):
+- classifying heads of COREL (Kenyon-Dean et al. 2019) and its baseline: ``cce``, ``center``, ``cosine_corel``,
+  ``gaussian_corel``;
+- the autoencoders and cluster-specific models of Sabanayagam et al. 2024: ``linear_ae`` (AE1-AE3),
+  ``tensorized_ae`` (TAE1, TAE2, PTAE), ``tvae``, ``tcl``, ``trbm``; the last four are clustering heads built on
+  ``cluster_state.ClusterSpecificHead`` with per-cluster layers from ``stacked``.
+"""
 
 from clusterable.heads.cce import CCELoss
 from clusterable.heads.center import CenterLoss

@@ -1,10 +1,13 @@
-"""Center loss (Wen et al. 2016), COREL's baseline: cross-entropy plus a pull towards class centres."""
+"""Center loss (Wen et al. 2016), the baseline of COREL (Kenyon-Dean et al. 2019): cross-entropy plus a pull
+towards class centres."""
 
 from __future__ import annotations
 
 import torch
 
-from clusterable.heads.cce import CCELoss, check_lam, labelled_mean
+from clusterable.heads.attract_repel import labelled_mean
+from clusterable.heads.cce import CCELoss
+from clusterable.models import checks
 
 
 class CenterLoss(CCELoss):
@@ -26,7 +29,7 @@ class CenterLoss(CCELoss):
         embedding_dim: D, at least 1.
         lam: weight of the centre term, in [0, 1] (COREL tunes it per setting; its values are NF).
         alpha: centre learning rate, in (0, 1] (NF in the COREL paper; 0.5 is Wen et al.'s default).
-        lr: learning rate of this head's parameter group (None: the optimizer's).
+        lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
 
     Attributes:
         weight: (K, D) class vectors of the classifier; bias: (K,).
@@ -40,13 +43,10 @@ class CenterLoss(CCELoss):
         lam: float = 0.5,
         alpha: float = 0.5,
         lr: float | None = None,
-        **kwargs,
     ):
         super().__init__(num_classes, embedding_dim, lr=lr)
-        check_lam(lam)
-        if not 0.0 < alpha <= 1.0:
-            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
-        self.lam, self.alpha = float(lam), float(alpha)
+        self.lam = checks.in_interval("lam", lam, 0, 1)
+        self.alpha = checks.in_interval("alpha", alpha, 0, 1, open_low=True)
         self.register_buffer("centres", torch.zeros(self.num_classes, self.embedding_dim))
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor, **batch) -> dict[str, torch.Tensor]:

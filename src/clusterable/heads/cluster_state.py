@@ -1,15 +1,23 @@
 """The hard cluster assignment that cluster-specific heads alternate with gradient steps.
 
-Shared by every head that learns one representation per cluster (REFERENCE §4.2): the assignment ``S`` is
-initialised by k-means++ seeds and nearest centre, then refined by Lloyd steps in which each point moves to the
-cluster whose model gives it the smallest loss (the paper's eq. 2) and each centre becomes its members' mean.
+Shared by every head that learns one representation per cluster (Sabanayagam et al. 2024, §II "Optimization"):
+the assignment ``S`` is initialised by k-means++ seeds and nearest centre, then refined by Lloyd steps in which
+each point moves to the cluster whose model gives it the smallest loss (the paper's eq. 2) and each centre
+becomes its members' mean. ``ClusterState`` holds ``S`` and the centres; ``ClusterSpecificHead`` is the
+clustering-head contract (``contracts.ClusteringHead``) written once on top of it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from sklearn.cluster import kmeans_plusplus
-from torch import nn
+from torch import Tensor, nn
+
+from clusterable.models import checks
+
+CHUNK = 4096  # rows per block when a head scores a whole split under all C clusters (bounds memory)
 
 
 class ClusterState(nn.Module):
@@ -17,7 +25,8 @@ class ClusterState(nn.Module):
 
     Args:
         num_clusters: C, at least 2.
-        seed: ``random_state`` of the k-means++ seeding (the authors' code uses 20).
+        seed: ``random_state`` of the k-means++ seeding (the authors' code uses 20: repository
+            ``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/train.py``).
     """
 
     def __init__(self, num_clusters: int, seed: int = 20):
@@ -89,3 +98,71 @@ class ClusterState(nn.Module):
         if fallback.shape == means.shape:
             means = torch.where(counts.unsqueeze(1) > 0, means, fallback)
         return means
+
+
+class ClusterSpecificHead(nn.Module):
+    """The clustering-head block of the cluster-specific heads: ``S``, its k-means++ start and its Lloyd steps.
+
+    A subclass defines its model and two functions of a whole split (the encoder output ``embeddings`` (N, D)
+    and the split's tensors):
+    - ``cluster_losses(embeddings, **split) -> (N, C)``: each point's loss under each cluster's model, the
+      criterion of eq. 2 and of the Lloyd step (no gradient; chunked by the head where C x N is large);
+    - ``cluster_points(embeddings, **split) -> (N, d)``: the points k-means++ seeds on and whose means are the
+      centres (default: the flattened embeddings).
+    From them this class gives ``init_clusters`` (k-means++), ``update_clusters`` (Lloyd step: ``S_i =
+    argmin_j loss_ij``, centres = members' means), ``assign`` (eq. 2: ``argmin_j loss_ij``) and
+    ``batch_clusters`` (the clusters a training batch is scored under). Each head keeps its own ``forward``
+    and ``embed``.
+
+    Args:
+        num_classes: C, the number of clusters (``dataset.num_classes``), at least 2.
+        seed: ``random_state`` of the k-means++ seeding, >= 0.
+
+    Attributes:
+        num_clusters: C.
+        state: ``ClusterState`` with ``centres`` (C, d) and ``assignment`` (N,) of the training split.
+    """
+
+    def __init__(self, num_classes: int, seed: int):
+        super().__init__()
+        self.num_clusters = checks.num_clusters(num_classes)
+        self.state = ClusterState(self.num_clusters, seed=int(checks.at_least("seed", seed, 0)))
+
+    def cluster_losses(self, embeddings: Tensor, **split: Any) -> Tensor:
+        """(N, C) each point's loss under each cluster's model; every subclass defines it."""
+        raise NotImplementedError
+
+    def cluster_points(self, embeddings: Tensor, **split: Any) -> Tensor:
+        """(N, d) the points k-means++ seeds on and the centres average: here the flattened embeddings."""
+        return embeddings.flatten(1)
+
+    def _centres(self) -> Tensor:
+        """(C, d) the centres; a clear error before ``init_clusters`` has run."""
+        return self.state.require().centres
+
+    def _assignment(self) -> Tensor:
+        """(N,) ``S`` of the training split; a clear error before ``init_clusters`` has run."""
+        return self.state.require().assignment
+
+    def batch_clusters(self, embeddings: Tensor, index: Tensor | None = None, **batch: Any) -> Tensor:
+        """The cluster (N,) of each row of a batch: ``S`` at its rows ``index`` in the training split, or eq. 2
+        (``assign``) for rows without an index."""
+        assignment = self._assignment()
+        return self.assign(embeddings, **batch) if index is None else assignment[index]
+
+    @torch.no_grad()
+    def init_clusters(self, embeddings: Tensor, **split: Any) -> None:
+        """S by k-means++ seeds (``random_state=seed``) and nearest seed; centres = members' means."""
+        self.state.init_kmeanspp(self.cluster_points(embeddings, **split))
+
+    @torch.no_grad()
+    def update_clusters(self, embeddings: Tensor, **split: Any) -> None:
+        """Lloyd step on the whole training split: ``S_i = argmin_j l_j(x_i)``, centres = members' means."""
+        self.state.lloyd_step(
+            self.cluster_losses(embeddings, **split), self.cluster_points(embeddings, **split)
+        )
+
+    @torch.no_grad()
+    def assign(self, embeddings: Tensor, **split: Any) -> Tensor:
+        """Eq. 2: each point's cluster (N,) is the one whose model gives it the smallest loss."""
+        return self.cluster_losses(embeddings, **split).argmin(dim=1)

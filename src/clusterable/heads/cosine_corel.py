@@ -1,22 +1,23 @@
-"""Cosine-COREL: attractive-repulsive loss with cosine similarity (COREL eqs. 3, 5)."""
+"""Cosine-COREL: attractive-repulsive loss with cosine similarity (Kenyon-Dean et al. 2019, COREL eqs. 3, 5)."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from clusterable.heads.cce import check_head_args, check_lam, labelled_mean
+from clusterable.heads.attract_repel import AttractRepelHead, labelled_mean
+from clusterable.models import checks
 
 
-class CosineCOREL(nn.Module):
+class CosineCOREL(AttractRepelHead):
     """COREL eq. 5 with the cosine similarity of eq. 3.
 
     Per labelled sample i, with ``C_ik = cos(h_i, w_k)``:
     ``L_i = lam * (-C_{i y_i}) + (1 - lam) * max(0, max_{k != y_i} C_ik)^2``.
-    The ``max(0, .)`` is the authors' code (``CosineARLoss``): it zeroes the true-class entry and takes the
-    row maximum, so a sample whose wrong-class cosines are all negative is not repelled further. ``attract``
-    and ``repel`` are the means of the two terms without their weights, so
+    The ``max(0, .)`` is the authors' code (repository ``kiankd/corel2019``, ``corel/loss_functions.py``,
+    ``CosineARLoss``): it zeroes the true-class entry and takes the row maximum, so a sample whose wrong-class
+    cosines are all negative is not repelled further. ``attract`` and ``repel`` are the means of the two terms
+    without their weights, so
     ``loss = lam * attract + (1 - lam) * repel``.
     There is no softmax and no scale parameter.
 
@@ -25,7 +26,7 @@ class CosineCOREL(nn.Module):
         embedding_dim: D, at least 1.
         lam: attraction weight in [0, 1].
         eps: lower bound on the norms of ``h`` and ``w`` when normalising (a zero vector gets cosine 0).
-        lr: learning rate of this head's parameter group (None: the optimizer's).
+        lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
@@ -38,16 +39,10 @@ class CosineCOREL(nn.Module):
         lam: float = 0.5,
         eps: float = 1e-8,
         lr: float | None = None,
-        **kwargs,
     ):
-        super().__init__()
-        check_head_args(num_classes, embedding_dim)
-        check_lam(lam)
-        if not eps > 0:
-            raise ValueError(f"eps must be > 0, got {eps}")
-        self.num_classes, self.embedding_dim, self.lr = int(num_classes), int(embedding_dim), lr
-        self.lam, self.eps = float(lam), float(eps)
-        self.weight = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.num_classes, self.embedding_dim)))
+        super().__init__(num_classes, embedding_dim, lr)
+        self.lam = checks.in_interval("lam", lam, 0, 1)
+        self.eps = checks.positive("eps", eps)
 
     def logits(self, embeddings: torch.Tensor) -> torch.Tensor:
         """(N, D) -> (N, K) cosine similarities ``cos(h_i, w_k)`` in [-1, 1]."""

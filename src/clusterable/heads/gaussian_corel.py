@@ -1,4 +1,5 @@
-"""Gaussian-COREL: attractive-repulsive loss with similarity ``-gamma ||h - w||^2`` (COREL eqs. 4, 6)."""
+"""Gaussian-COREL: attractive-repulsive loss with similarity ``-gamma ||h - w||^2`` (Kenyon-Dean et al. 2019,
+COREL eqs. 4, 6)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import math
 import torch
 from torch import nn
 
-from clusterable.heads.cce import check_head_args, check_lam, labelled_mean
+from clusterable.heads.attract_repel import AttractRepelHead, labelled_mean
+from clusterable.models import checks
 
 
-class GaussianCOREL(nn.Module):
+class GaussianCOREL(AttractRepelHead):
     """COREL eq. 6 with the Gaussian similarity of eq. 4.
 
     Per labelled sample i, with ``S_ik = -gamma ||h_i - w_k||^2``:
@@ -19,7 +21,8 @@ class GaussianCOREL(nn.Module):
     ``loss = lam * attract + (1 - lam) * repel``. At ``lam = 0.5`` this is half the softmax cross-entropy over
     the logits ``S``; at ``lam = 1`` the optimal class vectors are the class centroids (COREL eq. 7).
 
-    We follow the paper's equations. The authors' code (kiankd/corel2019, ``GaussianARLoss``) differs:
+    We follow the paper's equations. The authors' code (repository ``kiankd/corel2019``,
+    ``corel/loss_functions.py``, ``GaussianARLoss``) differs:
     for ``lam != 0.5`` it multiplies the attraction by ``lam`` and then again in ``arloss``, so attraction
     gets ``lam^2`` (repulsion ``(1 - lam)^2`` likewise); for ``lam = 0.5`` it takes ``-log_softmax`` averaged
     over the whole N x K matrix, an extra ``1/K`` factor; and it makes gamma an unconstrained learnable
@@ -32,7 +35,7 @@ class GaussianCOREL(nn.Module):
         lam: attraction weight in [0, 1].
         gamma: similarity scale, > 0.
         learn_gamma: make gamma a trained parameter (stored as log gamma so it stays positive).
-        lr: learning rate of this head's parameter group (None: the optimizer's).
+        lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
@@ -47,17 +50,10 @@ class GaussianCOREL(nn.Module):
         gamma: float = 0.5,
         learn_gamma: bool = False,
         lr: float | None = None,
-        **kwargs,
     ):
-        super().__init__()
-        check_head_args(num_classes, embedding_dim)
-        check_lam(lam)
-        if not gamma > 0:
-            raise ValueError(f"gamma must be > 0, got {gamma}")
-        self.num_classes, self.embedding_dim, self.lr = int(num_classes), int(embedding_dim), lr
-        self.lam = float(lam)
-        self.weight = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.num_classes, self.embedding_dim)))
-        log_gamma = torch.tensor(math.log(gamma))
+        super().__init__(num_classes, embedding_dim, lr)
+        self.lam = checks.in_interval("lam", lam, 0, 1)
+        log_gamma = torch.tensor(math.log(checks.positive("gamma", gamma)))
         if learn_gamma:
             self.log_gamma = nn.Parameter(log_gamma)
         else:

@@ -1,4 +1,4 @@
-"""The standard linear autoencoders AE1-AE3 of the CSRL paper (Sabanayagam et al. 2024, §III; REFERENCE §4.2).
+"""The standard linear autoencoders AE1-AE3 of the CSRL paper (Sabanayagam et al. 2024, §III.B).
 
 The baselines against which the cluster-specific (tensorized) autoencoders are compared. The head owns the
 whole network; pair it with the identity encoder (``conf/model/identity.yaml``), so ``embeddings`` are the
@@ -7,29 +7,17 @@ flattened inputs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-ARCHS = ("ae1", "ae2", "ae3")
+from clusterable.models import checks
 
-
-def check_lam(lam: float) -> float:
-    if not lam >= 0:
-        raise ValueError(f"lam must be >= 0, got {lam}")
-    return float(lam)
-
-
-def input_dim(input_shape: Sequence[int]) -> int:
-    dims = [int(s) for s in input_shape]
-    if not dims or any(s < 1 for s in dims):
-        raise ValueError(
-            f"input_shape must be a non-empty list of positive integers, got {list(input_shape)}"
-        )
-    return math.prod(dims)
+Arch = Literal["ae1", "ae2", "ae3"]
+ARCHS: tuple[str, ...] = get_args(Arch)
 
 
 def linear_stack(widths: Sequence[int]) -> nn.Sequential:
@@ -41,12 +29,14 @@ class LinearAE(nn.Module):
     """A bias-free linear autoencoder with the paper's widths; the embedding is the encoder's output.
 
     ``arch``: ``"ae1"`` d -> 1 -> d; ``"ae2"`` d -> 2 -> 1 -> 2 -> d; ``"ae3"`` d -> 2 -> C -> 2 -> d.
-    Parameter counts: d = 5, C = 2: 10 / 24 / 28; MNIST (d = 784, C = 5): 1568 / 3140 / 3156 (REFERENCE §4.2).
+    Parameter counts (the paper's Fig. 2 and 7, right; the authors' code, repository
+    ``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/models.py``): d = 5, C = 2: 10 / 24 / 28;
+    MNIST (d = 784, C = 5): 1568 / 3140 / 3156.
 
     Loss per batch (N samples): ``mean_i MSE(AE(x_i), t_i) + lam * mean_i ||z_i||^2`` with ``MSE`` the mean
     over the d features, ``z_i`` the embedding and ``t_i`` the target (the clean point when de-noising, else
     ``x_i``). The authors train the standard AE with plain MSE (``lam = 0``), Adam with ``weight_decay=0.1``
-    and batch size 1 (``csr/src/train.py: train_AE``); the optimizer and batch size are configured elsewhere.
+    and batch size 1 (``src/train.py``, ``train_AE``); the optimizer and batch size are configured elsewhere.
 
     Args:
         arch: one of ``"ae1"``, ``"ae2"``, ``"ae3"``.
@@ -55,14 +45,14 @@ class LinearAE(nn.Module):
         lam: weight of the embedding penalty, >= 0.
     """
 
-    def __init__(self, arch: str, input_shape: Sequence[int], num_classes: int, lam: float = 0.0, **kwargs):
+    loss_parts = ("loss", "recon", "reg")
+
+    def __init__(self, arch: Arch, input_shape: Sequence[int], num_classes: int, lam: float = 0.0):
         super().__init__()
-        if arch not in ARCHS:
-            raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {arch!r}")
-        if num_classes < 1:
-            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-        self.arch, self.lam, self.num_classes = arch, check_lam(lam), int(num_classes)
-        self.input_dim = input_dim(input_shape)
+        self.arch = checks.one_of("arch", arch, ARCHS)
+        self.num_classes = int(checks.at_least("num_classes", num_classes, 1))
+        self.lam = float(checks.at_least("lam", lam, 0))
+        self.input_dim = checks.input_dim(input_shape)
         widths = {"ae1": [1], "ae2": [2, 1], "ae3": [2, self.num_classes]}[arch]
         self.encoder = linear_stack([self.input_dim, *widths])
         self.decoder = linear_stack([*reversed(widths), self.input_dim])

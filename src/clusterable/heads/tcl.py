@@ -1,24 +1,23 @@
-"""Tensorized contrastive learning TCL (Sabanayagam et al. 2024, §V; REFERENCE §4.2).
+"""Tensorized contrastive learning TCL (Sabanayagam et al. 2024, §V).
 
 A shared encoder g_Omega (``clusterable.models.tcl_conv.TCLConv``) feeds C cluster-specific heads g_Psi_j
 (1024 -> 512 -> 128, ReLU and dropout between), stored as stacked tensors and applied to all clusters with one
-batched matmul each. The paper shares the convolutions and tensorises the FC part, as here; the authors' code
-trains one full network (convolutions included) per cluster.
+batched matmul each (``heads.stacked``). The paper shares the convolutions and tensorises the FC part, as here;
+the authors' code (repository ``mahalakshmi-sabanayagam/cluster_specific_representation``,
+``exp_tensor_contrastive.ipynb``) trains one full network (convolutions included) per cluster.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torch import nn
 
-from clusterable.heads.cluster_state import ClusterState
-from clusterable.heads.tvae import stacked_linear
-
-CHUNK = 4096  # rows per block when scoring a whole split under all C heads (bounds memory)
+from clusterable.heads.cluster_state import CHUNK, ClusterSpecificHead
+from clusterable.heads.stacked import apply_all, pick, stacked_linear
+from clusterable.models import checks
+from clusterable.models.images import as_images
 
 
 def elastic_displacement(
@@ -63,20 +62,6 @@ def elastic(
     return apply_displacement(images, elastic_displacement(n, h, w, alpha, sigma, generator))
 
 
-def _as_images(inputs: torch.Tensor) -> torch.Tensor:
-    """(N, C, H, W) as is, (N, H, W) with one channel, (N, s*s) as one s x s channel."""
-    if inputs.dim() == 4:
-        return inputs
-    if inputs.dim() == 3:
-        return inputs.unsqueeze(1)
-    side = math.isqrt(inputs.shape[-1])
-    if inputs.dim() != 2 or side * side != inputs.shape[-1]:
-        raise ValueError(
-            f"inputs must be images (N, C, H, W) or flat squares (N, s*s), got {tuple(inputs.shape)}"
-        )
-    return inputs.view(-1, 1, side, side)
-
-
 def random_partner(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """For each row of ``mask`` (N, M) bool, a uniformly random column where it is True.
 
@@ -86,7 +71,7 @@ def random_partner(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return scores.argmax(dim=1), mask.any(dim=1)
 
 
-class TensorizedContrastive(nn.Module):
+class TensorizedContrastive(ClusterSpecificHead):
     """Cluster-specific contrastive heads with a hard assignment S of the training set (a clustering head).
 
     Loss of anchor i (the TCL objective; j = S_i): ``<z, z-> - <z, z+>`` with ``z = g_Psi_j(g_Omega(x_i))``
@@ -125,6 +110,8 @@ class TensorizedContrastive(nn.Module):
         seed: ``random_state`` of the k-means++ seeding (authors: 20).
     """
 
+    loss_parts = ("loss", "pos", "neg")
+
     def __init__(
         self,
         embedding_dim: int,
@@ -136,25 +123,20 @@ class TensorizedContrastive(nn.Module):
         sigma: float = 4.0,
         dropout: float = 0.3,
         seed: int = 20,
-        **kwargs,
     ):
-        super().__init__()
-        for name, value in (("embedding_dim", embedding_dim), ("out_dim", out_dim), ("hidden", hidden)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if not alpha >= 0:
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
-        if not sigma >= 0:
-            raise ValueError(f"sigma must be >= 0, got {sigma}")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        c = int(num_classes)
-        self.num_clusters, self.supervised = c, bool(supervised)
-        self.alpha, self.sigma, self.dropout = float(alpha), float(sigma), float(dropout)
-        self.weight1, self.bias1 = stacked_linear(c, int(embedding_dim), int(hidden))
-        self.weight2, self.bias2 = stacked_linear(c, int(hidden), int(out_dim))
-        self.state = ClusterState(c, seed=seed)
-        self.register_buffer("directions", torch.zeros(c, int(out_dim)))
+        super().__init__(num_classes, seed)
+        embedding_dim, out_dim, hidden = (
+            int(checks.at_least(name, value, 1))
+            for name, value in (("embedding_dim", embedding_dim), ("out_dim", out_dim), ("hidden", hidden))
+        )
+        self.supervised = bool(supervised)
+        self.alpha = float(checks.at_least("alpha", alpha, 0))
+        self.sigma = float(checks.at_least("sigma", sigma, 0))
+        self.dropout = checks.dropout(dropout)
+        c = self.num_clusters
+        self.weight1, self.bias1 = stacked_linear(c, embedding_dim, hidden)
+        self.weight2, self.bias2 = stacked_linear(c, hidden, out_dim)
+        self.register_buffer("directions", torch.zeros(c, out_dim))
 
     def project(self, h: torch.Tensor, dropout: bool = True) -> torch.Tensor:
         """All heads at once: ``z_j(h_i)`` (C, N, out_dim), L2-normalised; ``h`` (N, D) shared features.
@@ -162,9 +144,9 @@ class TensorizedContrastive(nn.Module):
         Dropout acts in training mode unless ``dropout`` is False (the assignment step is deterministic).
         """
         # (N, D) @ (C, D, H) broadcasts to (C, N, H): one batched matmul for all the clusters' heads.
-        a = torch.relu(torch.matmul(h, self.weight1) + self.bias1.unsqueeze(1))
+        a = torch.relu(apply_all(h, self.weight1, self.bias1))
         a = F.dropout(a, self.dropout, training=self.training and dropout)
-        return F.normalize(torch.matmul(a, self.weight2) + self.bias2.unsqueeze(1), dim=-1)
+        return F.normalize(apply_all(a, self.weight2, self.bias2), dim=-1)
 
     def pair_loss(
         self,
@@ -180,10 +162,9 @@ class TensorizedContrastive(nn.Module):
         each anchor's negative; ``has_negative`` (N,) bool. Returns ``loss`` and the mean similarities
         ``pos`` and ``neg`` (the latter over anchors that have a negative).
         """
-        rows = torch.arange(len(cluster), device=h.device)
         z_all = self.project(h)
-        z = z_all[cluster, rows]
-        z_pos = self.project(h_pos)[cluster, rows]
+        z = pick(z_all, cluster)
+        z_pos = pick(self.project(h_pos), cluster)
         z_neg = z_all[cluster, negative]  # the anchor's head applied to its negative
         pos = (z * z_pos).sum(1)
         neg = (z * z_neg).sum(1) * has_negative
@@ -194,7 +175,7 @@ class TensorizedContrastive(nn.Module):
         }
 
     def _augment(self, inputs: torch.Tensor) -> torch.Tensor:
-        return elastic(_as_images(inputs), self.alpha, self.sigma).view_as(inputs)
+        return elastic(as_images(inputs), self.alpha, self.sigma).view_as(inputs)
 
     def forward(
         self,
@@ -220,7 +201,7 @@ class TensorizedContrastive(nn.Module):
             raise ValueError(
                 "TensorizedContrastive needs the batch 'inputs' to draw the elastic positives; got none"
             )
-        cluster = self.assign(embeddings) if index is None else self._assignment()[index]
+        cluster = self.batch_clusters(embeddings, index)
         other_cluster = cluster.unsqueeze(1) != cluster.unsqueeze(0)
         if not self.supervised:
             h_pos = encoder(self._augment(inputs))
@@ -239,10 +220,7 @@ class TensorizedContrastive(nn.Module):
             )
         return self.pair_loss(embeddings, h_pos, cluster, negative, has_negative)
 
-    # ---- clustering-head contract --------------------------------------------------------------------------
-
-    def _assignment(self) -> torch.Tensor:
-        return self.state.require().assignment
+    # ---- clustering-head contract (ClusterSpecificHead), with the assignment rule's directions --------------
 
     @torch.no_grad()
     def _project_all(self, embeddings: torch.Tensor) -> torch.Tensor:
@@ -267,40 +245,40 @@ class TensorizedContrastive(nn.Module):
         """The assignment loss ``l_j(x_i) = <z_j(x_i), m-_j - m+_j>`` (N, C) for encoder features (N, D)."""
         return self._loss_from(self._project_all(embeddings))
 
-    @torch.no_grad()
-    def init_clusters(self, embeddings: torch.Tensor, inputs: torch.Tensor | None = None, **split) -> None:
-        """S by k-means++ seeds and nearest seed, centres = members' means, then the initial ``directions``.
+    def cluster_points(
+        self, embeddings: torch.Tensor, inputs: torch.Tensor | None = None, **split
+    ) -> torch.Tensor:
+        """The flattened ``inputs`` (the authors seed k-means++ on the pixels), or ``embeddings`` when the split
+        has no inputs."""
+        return embeddings if inputs is None else inputs.flatten(1).to(embeddings.dtype)
 
-        k-means++ runs on the flattened ``inputs`` (the authors seed on the pixels), or on ``embeddings`` when
-        the split has no inputs.
-        """
-        points = embeddings if inputs is None else inputs.flatten(1).to(embeddings.dtype)
-        self.state.init_kmeanspp(points)
+    @torch.no_grad()
+    def cluster_losses(self, embeddings: torch.Tensor, **split) -> torch.Tensor:
+        """The assignment rule's loss (N, C); the ``directions`` are only defined once S is."""
+        self._assignment()
+        return self.per_cluster_loss(embeddings)
+
+    @torch.no_grad()
+    def init_clusters(self, embeddings: torch.Tensor, **split) -> None:
+        """S by k-means++ seeds and nearest seed, centres = members' means, then the initial ``directions``."""
+        super().init_clusters(embeddings, **split)
         self._set_directions(self._project_all(embeddings))
 
     @torch.no_grad()
-    def update_clusters(self, embeddings: torch.Tensor, inputs: torch.Tensor | None = None, **split) -> None:
+    def update_clusters(self, embeddings: torch.Tensor, **split) -> None:
         """Lloyd step on the whole training split.
 
         ``directions`` from the current S, ``S_i = argmin_j l_j(x_i)``, centres = members' means (of the
         points k-means++ ran on), then ``directions`` again for the new S (kept for eq. 2 on new points).
         """
-        points = embeddings if inputs is None else inputs.flatten(1).to(embeddings.dtype)
         z = self._project_all(embeddings)
         self._set_directions(z)
-        self.state.lloyd_step(self._loss_from(z), points)
+        self.state.lloyd_step(self._loss_from(z), self.cluster_points(embeddings, **split))
         self._set_directions(z)
-
-    @torch.no_grad()
-    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
-        """Eq. 2 with the rule above: the cluster (N,) whose head gives each point the smallest loss."""
-        self._assignment()
-        return self.per_cluster_loss(embeddings).argmin(dim=1)
 
     @torch.no_grad()
     def embed(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
         """``z`` (N, out_dim) of each point under its eq.-2 cluster's head (the paper's t-SNE, Fig. 4)."""
         self._assignment()
         z = self._project_all(embeddings)
-        cluster = self._loss_from(z).argmin(dim=1)
-        return z[cluster, torch.arange(len(cluster), device=z.device)]
+        return pick(z, self._loss_from(z).argmin(dim=1))

@@ -1,7 +1,7 @@
-"""Cluster-specific linear autoencoders TAE1, TAE2 and PTAE (Sabanayagam et al. 2024, eq. 3; REFERENCE §4.2).
+"""Cluster-specific linear autoencoders TAE1, TAE2 and PTAE (Sabanayagam et al. 2024, §III, eq. 3).
 
 One autoencoder per cluster j, applied to the point centred on the cluster's mean, ``x~_j = x - c_j``. Every
-per-cluster layer is a stacked weight (C, in, out); nothing loops over clusters:
+per-cluster layer is a stacked weight (C, in, out) (``heads.stacked``); nothing loops over clusters:
 - a training step needs each point under its own cluster only: the point is centred once and each
   per-cluster layer applies the point's own slice (gathered), so PTAE's step costs what AE3's does;
 - the Lloyd step and eq. 2 need every point under every cluster: batched matmuls on (C, N, in) activations,
@@ -11,40 +11,38 @@ Pair this head with the identity encoder (``conf/model/identity.yaml``): the hea
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import torch
 from torch import nn
 
-from clusterable.heads.cluster_state import ClusterState
-from clusterable.heads.linear_ae import check_lam, input_dim
+from clusterable.heads.cluster_state import ClusterSpecificHead
+from clusterable.heads.stacked import apply_all, pick, uniform_weight
+from clusterable.models import checks
 
-ARCHS = ("tae1", "tae2", "ptae")
-
-
-def _layer(shape: Sequence[int]) -> nn.Parameter:
-    """A bias-free weight (in, out) or per-cluster stack (C, in, out), drawn as ``nn.Linear`` draws it."""
-    bound = 1.0 / math.sqrt(shape[-2])
-    return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
+Arch = Literal["tae1", "tae2", "ptae"]
+ARCHS: tuple[str, ...] = get_args(Arch)
 
 
-class TensorizedAE(nn.Module):
+class TensorizedAE(ClusterSpecificHead):
     """Cluster-specific linear autoencoders with a hard assignment S of the training set (a clustering head).
 
     Architectures (bias-free, linear; "shared" layers are common to all clusters, the others per cluster):
         ``tae1``: C copies of AE1, d -> 1 -> d.
         ``tae2``: C copies of AE2, d -> 2 -> 1 -> 2 -> d.
         ``ptae``: shared d -> 2, per-cluster 2 -> 1 -> 2, shared 2 -> d (only the embedding layer tensorised).
-    Parameter counts: d = 5, C = 2: 20 / 48 / 28; MNIST (d = 784, C = 5): 7840 / 15700 / 3156 (REFERENCE
-    §4.2).
+    Parameter counts (the paper's Fig. 2 and 7, right; the authors' code, repository
+    ``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/models.py``): d = 5, C = 2: 20 / 48 /
+    28; MNIST (d = 784, C = 5): 7840 / 15700 / 3156.
 
     Per-sample loss under cluster j (eq. 3 with the authors' MSE and penalty ``p = ||z||^2``):
         ``l_j(x, t) = mean_d (AE_j(x - c_j) - (t - c_j))^2 + lam * ||z_j(x - c_j)||^2``
     with ``t`` the target (clean point when de-noising, else ``x``), ``z_j`` the cluster-j embedding (N, 1).
     Training loss of a batch: ``mean_i l_{S_i}(x_i, t_i)``; after each epoch a Lloyd step sets
     ``S_i = argmin_j l_j(x_i, t_i)`` and ``c_j`` = mean of the targets assigned to j; new points go to
-    ``argmin_j l_j`` (eq. 2). Following the authors' code, k-means++ seeding and the centres use the targets.
+    ``argmin_j l_j`` (eq. 2). Following the authors' code (``src/train.py``, ``train_TAE``), k-means++ seeding
+    and the centres use the targets.
 
     The authors reassign each point with the losses computed *before* the epoch's optimizer step (in the same
     forward); here the Lloyd step runs after it, on the updated weights.
@@ -61,47 +59,38 @@ class TensorizedAE(nn.Module):
         state: ``ClusterState`` with ``centres`` (C, d) and ``assignment`` (N,) of the training set.
     """
 
+    loss_parts = ("loss", "recon", "reg")
+
     def __init__(
         self,
-        arch: str,
+        arch: Arch,
         input_shape: Sequence[int],
         num_classes: int,
         lam: float = 0.1,
         seed: int = 20,
-        **kwargs,
     ):
-        super().__init__()
-        if arch not in ARCHS:
-            raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {arch!r}")
-        if num_classes < 2:
-            raise ValueError(
-                f"num_classes must be >= 2 (the number of clusters, dataset.num_classes), got {num_classes}"
-            )
-        self.arch, self.lam, self.num_clusters = arch, check_lam(lam), int(num_classes)
-        d, c = input_dim(input_shape), self.num_clusters
+        super().__init__(num_classes, seed)
+        self.arch = checks.one_of("arch", arch, ARCHS)
+        self.lam = float(checks.at_least("lam", lam, 0))
+        d, c = checks.input_dim(input_shape), self.num_clusters
         self.input_dim, self.embedding_dim = d, 1
         encoder, decoder = {
             "tae1": ([(c, d, 1)], [(c, 1, d)]),
             "tae2": ([(c, d, 2), (c, 2, 1)], [(c, 1, 2), (c, 2, d)]),
             "ptae": ([(d, 2), (c, 2, 1)], [(c, 1, 2), (2, d)]),
         }[arch]
-        self.encoder = nn.ParameterList(_layer(s) for s in encoder)
-        self.decoder = nn.ParameterList(_layer(s) for s in decoder)
-        self.state = ClusterState(c, seed=seed)
+        self.encoder = nn.ParameterList(uniform_weight(s) for s in encoder)
+        self.decoder = nn.ParameterList(uniform_weight(s) for s in decoder)
 
     # ---- the C autoencoders, all at once -------------------------------------------------------------------
 
-    def _centres(self) -> torch.Tensor:
-        return self.state.require().centres
-
-    @staticmethod
-    def _layer_all(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """(C, N, in) @ (C, in, out): a batched matmul; a shared (in, out) weight broadcasts over clusters."""
-        return torch.matmul(h, w)
-
     @staticmethod
     def _layer_own(h: torch.Tensor, w: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
-        """(N, in) rows, each through its own cluster's slice of a stacked weight, or a shared (in, out) one."""
+        """(N, in) rows, each through its own cluster's slice of a stacked weight, or a shared (in, out) one.
+
+        The slices are gathered (N, in, out): the layers are small (at most d x 2), so this is cheaper than
+        running every cluster and picking, which the heads with wide layers do.
+        """
         return h @ w if w.dim() == 2 else torch.bmm(h.unsqueeze(1), w[cluster]).squeeze(1)
 
     def own_cluster(
@@ -133,15 +122,15 @@ class TensorizedAE(nn.Module):
         target = x if target is None else target.flatten(1)
         c = self._centres().to(x.dtype)  # (C, d)
         first = self.encoder[0]
-        h = self._layer_all(x, first) - self._layer_all(c.unsqueeze(1), first)  # (C, N, out) - (C, 1, out)
+        h = apply_all(x, first) - apply_all(c.unsqueeze(1), first)  # (C, N, out) - (C, 1, out)
         for w in self.encoder[1:]:
-            h = self._layer_all(h, w)
+            h = apply_all(h, w)
         z = h  # (C, N, 1)
         for w in self.decoder[:-1]:
-            h = self._layer_all(h, w)
+            h = apply_all(h, w)
         last = self.decoder[-1]
         if last.dim() == 3:
-            recon = self._layer_all(h, last)  # (C, N, d)
+            recon = apply_all(h, last)  # (C, N, d)
             mse = (recon - (target.unsqueeze(0) - c.unsqueeze(1))).pow(2).mean(dim=2)
         else:
             mse = self._shared_output_sse(h, last, target, c) / x.shape[1]
@@ -188,41 +177,26 @@ class TensorizedAE(nn.Module):
         """
         x = embeddings.flatten(1)
         target = x if targets is None else targets.flatten(1)
-        if index is None:
-            with torch.no_grad():
-                cluster = self.per_cluster_loss(x, target).argmin(dim=1)
-        else:
-            cluster = self.state.assignment[index]
-        z, recon, c = self.own_cluster(x, cluster)
+        z, recon, c = self.own_cluster(x, self.batch_clusters(x, index, targets=target))
         mse = (recon - (target - c)).pow(2).mean()
         reg = z.pow(2).sum(dim=1).mean()
         return {"loss": mse + self.lam * reg, "recon": mse, "reg": reg}
 
-    # ---- clustering-head contract -------------------------------------------------------------------------
+    # ---- clustering-head contract (ClusterSpecificHead): scored and centred on the targets ------------------
 
-    @staticmethod
-    def _target(embeddings: torch.Tensor, targets: torch.Tensor | None) -> torch.Tensor:
+    def cluster_points(
+        self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split
+    ) -> torch.Tensor:
+        """The targets (N, d) (the clean points when de-noising, else the inputs): the authors seed k-means++
+        and compute the centres on them."""
         return embeddings.flatten(1) if targets is None else targets.flatten(1)
 
     @torch.no_grad()
-    def init_clusters(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split) -> None:
-        """S by k-means++ seeds (``random_state=seed``) and nearest seed, centres = members' means.
-
-        Run on the targets (the clean points when de-noising), as the authors do. ``embeddings`` (N, d).
-        """
-        points = self._target(embeddings, targets)
-        self.state.init_kmeanspp(points)
-
-    @torch.no_grad()
-    def update_clusters(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split) -> None:
-        """Lloyd step on the whole training split: ``S_i = argmin_j l_j(x_i)``, centres = members' means."""
-        points = self._target(embeddings, targets)
-        self.state.lloyd_step(self.per_cluster_loss(embeddings, points), points)
-
-    @torch.no_grad()
-    def assign(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **batch) -> torch.Tensor:
-        """Eq. 2: each point's cluster (N,) is the one whose autoencoder gives it the smallest loss."""
-        return self.per_cluster_loss(embeddings, targets).argmin(dim=1)
+    def cluster_losses(
+        self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split
+    ) -> torch.Tensor:
+        """``l_j(x_i, t_i)`` (N, C), the Lloyd step's and eq. 2's criterion."""
+        return self.per_cluster_loss(embeddings, targets)
 
     @torch.no_grad()
     def reconstruct(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
@@ -231,12 +205,11 @@ class TensorizedAE(nn.Module):
         No target is used (a new noisy point has none), so this is the de-noised point at inference time.
         """
         x = embeddings.flatten(1)
-        _, recon, c = self.own_cluster(x, self.per_cluster_loss(x).argmin(dim=1))
+        _, recon, c = self.own_cluster(x, self.assign(x))
         return recon + c
 
     @torch.no_grad()
     def embed(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **batch) -> torch.Tensor:
         """Each point's embedding (N, 1) under its eq.-2 cluster."""
         mse, penalty, z = self.terms(embeddings, targets)
-        cluster = (mse + self.lam * penalty).argmin(dim=1)
-        return z[cluster, torch.arange(len(cluster), device=z.device)]
+        return pick(z, (mse + self.lam * penalty).argmin(dim=1))

@@ -1,28 +1,22 @@
-"""Tensorized restricted Boltzmann machine TRBM (Sabanayagam et al. 2024, §VI; REFERENCE §4.2).
+"""Tensorized restricted Boltzmann machine TRBM (Sabanayagam et al. 2024, §VI).
 
 One Bernoulli RBM per cluster j, with energy ``E_j(v, h) = -v.b_j - h.c_j - v^T W_j h``, stored as stacked
 tensors ``W`` (C, d, h), visible biases ``b`` (C, d) and hidden biases ``c`` (C, h). Every computation runs
-all clusters with one batched matmul and picks each point's cluster afterwards: no loop over clusters. Pair
-this head with the identity encoder (``conf/model/identity.yaml``) and inputs in [0, 1].
+all clusters with one batched matmul and picks each point's cluster afterwards (``heads.stacked``): no loop over
+clusters. Pair this head with the identity encoder (``conf/model/identity.yaml``) and inputs in [0, 1].
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.heads.cluster_state import ClusterState
-
-CHUNK = 4096  # rows per block when scoring a whole split under all C clusters (bounds memory)
-
-
-def _pick(per_cluster: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
-    """(C, N, ...) -> (N, ...): row i taken from cluster ``cluster[i]``."""
-    return per_cluster[cluster, torch.arange(len(cluster), device=per_cluster.device)]
+from clusterable.heads.cluster_state import CHUNK, ClusterSpecificHead
+from clusterable.heads.stacked import apply_all, pick
+from clusterable.models import checks
 
 
 def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -30,7 +24,7 @@ def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     return (torch.rand(p.shape, generator=generator, dtype=p.dtype, device=p.device) < p).to(p.dtype)
 
 
-class TensorizedRBM(nn.Module):
+class TensorizedRBM(ClusterSpecificHead):
     """Cluster-specific Bernoulli RBMs with a hard assignment S of the training set (a clustering head).
 
     Free energy (the negative unnormalised log-likelihood, ``p_j(v) = exp(-F_j(v)) / A_j``):
@@ -42,10 +36,11 @@ class TensorizedRBM(nn.Module):
     CD-k.
 
     Inputs are used as Bernoulli probabilities, not binarised: the data term is the free energy of the grey
-    values (deterministic), while the Gibbs chain samples binary states. The authors' tensorised code also
-    skips the binarisation (it feeds ``x - c_j``; we do not centre, as the visible biases play that role and a
-    Bernoulli RBM needs v in [0, 1]). The paper gives each cluster its own visible bias (``a_j`` in the
-    energy); the authors' code shares one.
+    values (deterministic), while the Gibbs chain samples binary states. The authors' tensorised code
+    (repository ``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/loss.py``,
+    ``tensorised_rbm_loss``) also skips the binarisation (it feeds ``x - c_j``; we do not centre, as the
+    visible biases play that role and a Bernoulli RBM needs v in [0, 1]). The paper gives each cluster its own
+    visible bias (``a_j`` in the energy); the authors' code shares one.
 
     Assignment (Lloyd step and eq. 2): ``argmin_j F_j(x)``, the cluster whose RBM gives the point the lowest
     free energy. The log partition functions ``log A_j`` are left out (intractable: a sum over 2^h states; the
@@ -59,6 +54,8 @@ class TensorizedRBM(nn.Module):
         seed: ``random_state`` of the k-means++ seeding (authors: 20).
     """
 
+    loss_parts = ("loss", "fe_data", "fe_model", "recon")
+
     def __init__(
         self,
         input_shape: Sequence[int],
@@ -66,25 +63,16 @@ class TensorizedRBM(nn.Module):
         hidden: int = 500,
         k: int = 1,
         seed: int = 20,
-        **kwargs,
     ):
-        super().__init__()
-        d = math.prod(int(s) for s in input_shape)
-        if d < 1:
-            raise ValueError(
-                f"input_shape must be a non-empty list of positive integers, got {list(input_shape)}"
-            )
-        if hidden < 1:
-            raise ValueError(f"hidden must be >= 1, got {hidden}")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
-        c = int(num_classes)
-        self.input_dim, self.hidden, self.k, self.num_clusters = d, int(hidden), int(k), c
+        super().__init__(num_classes, seed)
+        d, c = checks.input_dim(input_shape), self.num_clusters
+        self.hidden = int(checks.at_least("hidden", hidden, 1))
+        self.k = int(checks.at_least("k", k, 1))
+        self.input_dim = d
         # N(0, 0.01^2) weights and zero biases, as the authors' code (and Hinton's practical guide).
         self.weight = nn.Parameter(0.01 * torch.randn(c, d, self.hidden))
         self.visible_bias = nn.Parameter(torch.zeros(c, d))
         self.hidden_bias = nn.Parameter(torch.zeros(c, self.hidden))
-        self.state = ClusterState(c, seed=seed)
 
     def _visible(self, x: torch.Tensor) -> torch.Tensor:
         v = x.flatten(1)
@@ -98,19 +86,12 @@ class TensorizedRBM(nn.Module):
             )
         return v
 
-    def _cluster(self, v: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
-        self.state.require()
-        if index is None:
-            with torch.no_grad():
-                return self._free_energy(v).argmin(dim=1)
-        return self.state.assignment[index]
-
     # ---- the C RBMs ----------------------------------------------------------------------------------------
 
     def _free_energy(self, v: torch.Tensor) -> torch.Tensor:
         visible = v @ self.visible_bias.T  # (N, C)
         # (N, d) @ (C, d, h) broadcasts to (C, N, h): every cluster's hidden pre-activations at once.
-        hidden = F.softplus(torch.matmul(v, self.weight) + self.hidden_bias.unsqueeze(1)).sum(-1)
+        hidden = F.softplus(apply_all(v, self.weight, self.hidden_bias)).sum(-1)
         return -visible - hidden.T
 
     def free_energy(self, x: torch.Tensor) -> torch.Tensor:
@@ -121,13 +102,11 @@ class TensorizedRBM(nn.Module):
 
     def hidden_probs(self, v: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
         """``p_j(h = 1 | v) = sigmoid(c_j + v W_j)`` (N, h) under each point's cluster ``cluster`` (N,)."""
-        return torch.sigmoid(_pick(torch.matmul(v, self.weight), cluster) + self.hidden_bias[cluster])
+        return torch.sigmoid(pick(apply_all(v, self.weight, self.hidden_bias), cluster))
 
     def visible_probs(self, h: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
         """``p_j(v = 1 | h) = sigmoid(b_j + W_j h)`` (N, d) under each point's cluster ``cluster`` (N,)."""
-        return torch.sigmoid(
-            _pick(torch.matmul(h, self.weight.transpose(1, 2)), cluster) + self.visible_bias[cluster]
-        )
+        return torch.sigmoid(pick(apply_all(h, self.weight.transpose(1, 2), self.visible_bias), cluster))
 
     @torch.no_grad()
     def gibbs(
@@ -158,7 +137,7 @@ class TensorizedRBM(nn.Module):
         batch (the usual RBM progress monitor).
         """
         v = self._visible(embeddings)
-        cluster = self._cluster(v, index)
+        cluster = self.batch_clusters(v, index)
         v_model = self.gibbs(v, cluster)
         energies = (
             self._free_energy(torch.cat([v, v_model])).gather(1, cluster.repeat(2).unsqueeze(1)).squeeze(1)
@@ -173,27 +152,16 @@ class TensorizedRBM(nn.Module):
             "recon": recon,
         }
 
-    # ---- clustering-head contract --------------------------------------------------------------------------
+    # ---- clustering-head contract (ClusterSpecificHead): k-means++ and centres on the inputs ----------------
+
+    def cluster_points(self, embeddings: torch.Tensor, **split) -> torch.Tensor:
+        """The visible units (N, d) in [0, 1], as the authors' code seeds and centres on the inputs."""
+        return self._visible(embeddings)
 
     @torch.no_grad()
-    def _scores(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self._free_energy(block) for block in self._visible(x).split(CHUNK)])
-
-    @torch.no_grad()
-    def init_clusters(self, embeddings: torch.Tensor, **split) -> None:
-        """S by k-means++ seeds and nearest seed; centres = members' means (as the authors' code)."""
-        v = self._visible(embeddings)
-        self.state.init_kmeanspp(v)
-
-    @torch.no_grad()
-    def update_clusters(self, embeddings: torch.Tensor, **split) -> None:
-        """Lloyd step on the whole training split: ``S_i = argmin_j F_j(x_i)``, centres = members' means."""
-        self.state.lloyd_step(self._scores(embeddings), self._visible(embeddings))
-
-    @torch.no_grad()
-    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
-        """Eq. 2: the cluster (N,) whose RBM gives each point the lowest free energy."""
-        return self._scores(embeddings).argmin(dim=1)
+    def cluster_losses(self, embeddings: torch.Tensor, **split) -> torch.Tensor:
+        """``F_j(x_i)`` (N, C) in row blocks of ``CHUNK``: the RBM with the lowest free energy takes the point."""
+        return torch.cat([self._free_energy(block) for block in self._visible(embeddings).split(CHUNK)])
 
     @torch.no_grad()
     def embed(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:

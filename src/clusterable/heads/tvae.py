@@ -1,33 +1,30 @@
-"""Tensorized variational autoencoder TVAE (Sabanayagam et al. 2024, §IV, eqs. 4-6; REFERENCE §4.2).
+"""Tensorized variational autoencoder TVAE (Sabanayagam et al. 2024, §IV, eqs. 4-6).
 
 One VAE per cluster j that share most of their weights: a shared encoder g_Omega (d -> 400 -> 200, LeakyReLU),
 per-cluster heads g^mu_j, g^sigma_j (200 -> latent) and f_Phi_j (latent -> 200), and a shared decoder f_Theta
 (200 -> 400 -> d). Cluster j sees the point centred on its own centre, ``x~_j = x - c_j`` (passed through a
 sigmoid in the BCE case, as the authors' code does, so that it is a valid Bernoulli target). Per-cluster heads
-are stacked tensors (C, in, out) applied with batched matmuls: no loop over clusters anywhere. Pair this head
-with the identity encoder (``conf/model/identity.yaml``): the head owns the whole network.
+are stacked tensors (C, in, out) applied with batched matmuls (``heads.stacked``): no loop over clusters anywhere.
+Pair this head with the identity encoder (``conf/model/identity.yaml``): the head owns the whole network. The
+layer widths are the authors' code (repository ``mahalakshmi-sabanayagam/cluster_specific_representation``,
+``src/models.py``, ``VAE``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.heads.cluster_state import ClusterState
+from clusterable.heads.cluster_state import CHUNK, ClusterSpecificHead
+from clusterable.heads.stacked import apply_all, pick, stacked_linear
+from clusterable.models import checks
 
-RECONS = ("bce", "mse")
-CHUNK = 4096  # rows per block when scoring a whole split under all C clusters (bounds memory)
-
-
-def stacked_linear(c: int, fan_in: int, fan_out: int) -> tuple[nn.Parameter, nn.Parameter]:
-    """C independent Linear layers: weight (C, in, out) and bias (C, out), drawn like ``nn.Linear``'s."""
-    bound = 1.0 / math.sqrt(fan_in)
-    weight = nn.Parameter(torch.empty(c, fan_in, fan_out).uniform_(-bound, bound))
-    return weight, nn.Parameter(torch.empty(c, fan_out).uniform_(-bound, bound))
+Recon = Literal["bce", "mse"]
+RECONS: tuple[str, ...] = get_args(Recon)
 
 
 def _mlp(widths: Sequence[int], slope: float, act_first: bool) -> nn.Sequential:
@@ -39,7 +36,7 @@ def _mlp(widths: Sequence[int], slope: float, act_first: bool) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class TensorizedVAE(nn.Module):
+class TensorizedVAE(ClusterSpecificHead):
     """Cluster-specific VAEs with a hard assignment S of the training set (a clustering head).
 
     Per-sample loss under cluster j (eq. 4, the negative ELBO with a weighted KL):
@@ -72,9 +69,11 @@ class TensorizedVAE(nn.Module):
         latent_dim: h, the latent dimension (paper: 2).
         kl_weight: weight of the KL term, >= 0.
         recon: ``"bce"`` (sigmoid output; inputs pass through a sigmoid after centring) or ``"mse"`` (linear).
-        negative_slope: LeakyReLU slope (authors: 0.2).
+        negative_slope: LeakyReLU slope, >= 0 (authors: 0.2).
         seed: ``random_state`` of the k-means++ seeding (authors: 20).
     """
+
+    loss_parts = ("loss", "recon", "kl")
 
     def __init__(
         self,
@@ -83,40 +82,25 @@ class TensorizedVAE(nn.Module):
         hidden: Sequence[int] = (400, 200),
         latent_dim: int = 2,
         kl_weight: float = 0.1,
-        recon: str = "bce",
+        recon: Recon = "bce",
         negative_slope: float = 0.2,
         seed: int = 20,
-        **kwargs,
     ):
-        super().__init__()
-        hidden = [int(h) for h in hidden]
-        if not hidden or min(hidden) < 1:
-            raise ValueError(f"hidden must be a non-empty list of positive integers, got {hidden}")
-        if latent_dim < 1:
-            raise ValueError(f"latent_dim must be >= 1, got {latent_dim}")
-        if not kl_weight >= 0:
-            raise ValueError(f"kl_weight must be >= 0, got {kl_weight}")
-        if recon not in RECONS:
-            raise ValueError(f"recon must be one of {', '.join(RECONS)}, got {recon!r}")
-        d = math.prod(int(s) for s in input_shape)
-        if d < 1:
-            raise ValueError(
-                f"input_shape must be a non-empty list of positive integers, got {list(input_shape)}"
-            )
-        c, width = int(num_classes), hidden[-1]
-        self.input_dim, self.latent_dim, self.num_clusters = d, int(latent_dim), c
-        self.kl_weight, self.recon = float(kl_weight), recon
+        super().__init__(num_classes, seed)
+        hidden = checks.widths("hidden", hidden)
+        latent_dim = int(checks.at_least("latent_dim", latent_dim, 1))
+        self.kl_weight = float(checks.at_least("kl_weight", kl_weight, 0))
+        self.recon = checks.one_of("recon", recon, RECONS)
+        negative_slope = float(checks.at_least("negative_slope", negative_slope, 0))
+        d, c, width = checks.input_dim(input_shape), self.num_clusters, hidden[-1]
+        self.input_dim, self.latent_dim = d, latent_dim
         self.encoder = _mlp([d, *hidden], negative_slope, act_first=False)  # g_Omega
         self.mu_weight, self.mu_bias = stacked_linear(c, width, self.latent_dim)  # g^mu_j
         self.logvar_weight, self.logvar_bias = stacked_linear(c, width, self.latent_dim)  # g^sigma_j
         self.dec_weight, self.dec_bias = stacked_linear(c, self.latent_dim, width)  # f_Phi_j
         self.decoder = _mlp([*hidden[::-1], d], negative_slope, act_first=True)  # f_Theta
-        self.state = ClusterState(c, seed=seed)
 
     # ---- the C VAEs ----------------------------------------------------------------------------------------
-
-    def _centres(self) -> torch.Tensor:
-        return self.state.require().centres
 
     def _points(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
@@ -148,9 +132,9 @@ class TensorizedVAE(nn.Module):
         target = self._model_space(x.unsqueeze(0), self._centres().to(x.dtype).unsqueeze(1))  # (C, N, d)
         h = self.encoder(target)
         # (C, N, w) @ (C, w, l): one batched matmul for all the clusters' heads.
-        mu = torch.matmul(h, self.mu_weight) + self.mu_bias.unsqueeze(1)
-        logvar = torch.matmul(h, self.logvar_weight) + self.logvar_bias.unsqueeze(1)
-        out = self.decoder(torch.matmul(mu, self.dec_weight) + self.dec_bias.unsqueeze(1))
+        mu = apply_all(h, self.mu_weight, self.mu_bias)
+        logvar = apply_all(h, self.logvar_weight, self.logvar_bias)
+        out = self.decoder(apply_all(mu, self.dec_weight, self.dec_bias))
         return self._neg_log_lik(out, target).T, self._kl(mu, logvar).T, mu
 
     def assigned(
@@ -163,12 +147,11 @@ class TensorizedVAE(nn.Module):
         """
         target = self._model_space(x, self._centres().to(x.dtype)[cluster])
         h = self.encoder(target)
-        rows = torch.arange(len(cluster), device=x.device)
         # The small heads run for every cluster ((N, w) @ (C, w, l) -> (C, N, l)); each row keeps its own.
-        mu = torch.matmul(h, self.mu_weight)[cluster, rows] + self.mu_bias[cluster]
-        logvar = torch.matmul(h, self.logvar_weight)[cluster, rows] + self.logvar_bias[cluster]
+        mu = pick(apply_all(h, self.mu_weight, self.mu_bias), cluster)
+        logvar = pick(apply_all(h, self.logvar_weight, self.logvar_bias), cluster)
         z = mu if eps is None else mu + torch.exp(0.5 * logvar) * eps
-        out = self.decoder(torch.matmul(z, self.dec_weight)[cluster, rows] + self.dec_bias[cluster])
+        out = self.decoder(pick(apply_all(z, self.dec_weight, self.dec_bias), cluster))
         return self._neg_log_lik(out, target), self._kl(mu, logvar), mu
 
     def per_cluster_loss(self, x: torch.Tensor) -> torch.Tensor:
@@ -186,18 +169,13 @@ class TensorizedVAE(nn.Module):
         ``kl`` (means).
         """
         x = self._points(embeddings)
-        self._centres()  # fails clearly before S is initialised
-        if index is None:
-            with torch.no_grad():
-                cluster = self.per_cluster_loss(x).argmin(dim=1)
-        else:
-            cluster = self.state.assignment[index]
+        cluster = self.batch_clusters(x, index)
         eps = torch.randn(x.shape[0], self.latent_dim, dtype=x.dtype, device=x.device)
         recon, kl, _ = self.assigned(x, cluster, eps)
         recon, kl = recon.mean(), kl.mean()
         return {"loss": recon + self.kl_weight * kl, "recon": recon, "kl": kl}
 
-    # ---- clustering-head contract --------------------------------------------------------------------------
+    # ---- clustering-head contract (ClusterSpecificHead): k-means++ and centres on the inputs ----------------
 
     @torch.no_grad()
     def _scores(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -206,29 +184,20 @@ class TensorizedVAE(nn.Module):
         loss = torch.cat([recon + self.kl_weight * kl for recon, kl, _ in parts])
         return loss, torch.cat([mu for _, _, mu in parts], dim=1)
 
-    @torch.no_grad()
-    def init_clusters(self, embeddings: torch.Tensor, **split) -> None:
-        """S by k-means++ seeds and nearest seed; centres = members' means (as the authors' code)."""
-        x = self._points(embeddings)
-        self.state.init_kmeanspp(x)
+    def cluster_points(self, embeddings: torch.Tensor, **split) -> torch.Tensor:
+        """The flattened inputs (N, d), as the authors' code seeds and centres on them."""
+        return self._points(embeddings)
 
     @torch.no_grad()
-    def update_clusters(self, embeddings: torch.Tensor, **split) -> None:
-        """Lloyd step on the whole training split: ``S_i = argmin_j l_j(x_i)``, centres = members' means."""
-        x = self._points(embeddings)
-        self.state.lloyd_step(self._scores(x)[0], x)
-
-    @torch.no_grad()
-    def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
-        """Eq. 2: the cluster (N,) whose VAE gives each point the smallest loss (posterior mean)."""
-        return self._scores(embeddings)[0].argmin(dim=1)
+    def cluster_losses(self, embeddings: torch.Tensor, **split) -> torch.Tensor:
+        """``l_j(x_i)`` (N, C) with z = mu (deterministic): the VAE whose loss is smallest takes the point."""
+        return self._scores(embeddings)[0]
 
     @torch.no_grad()
     def embed(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
         """The latent mean (N, latent) of each point under its eq.-2 cluster (the paper's Fig. 3)."""
         loss, mu = self._scores(embeddings)
-        cluster = loss.argmin(dim=1)
-        return mu[cluster, torch.arange(len(cluster), device=mu.device)]
+        return pick(mu, loss.argmin(dim=1))
 
     @torch.no_grad()
     def sample(
@@ -246,7 +215,7 @@ class TensorizedVAE(nn.Module):
         centres = self._centres()
         z = torch.randn(self.num_clusters, num_per_cluster, self.latent_dim, generator=generator)
         z = z.to(device=centres.device, dtype=self.dec_weight.dtype)
-        out = self.decoder(torch.matmul(z, self.dec_weight) + self.dec_bias.unsqueeze(1))
+        out = self.decoder(apply_all(z, self.dec_weight, self.dec_bias))
         if uncentre:
             return out + centres.unsqueeze(1).to(out.dtype)
         return torch.sigmoid(out) if self.recon == "bce" else out

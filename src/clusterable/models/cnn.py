@@ -1,21 +1,32 @@
-"""COREL's image CNN: three convolutions (15, 30, 60 filters), each followed by 2x2 max-pooling, then two FC layers."""
+"""COREL's image CNN (Kenyon-Dean et al. 2019): three convolutions (15, 30, 60 filters), each followed by 2x2
+max-pooling, then two FC layers."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
-from clusterable.models.ffnn import check_widths
+from clusterable.models import checks
+from clusterable.models.ffnn import leaky_layers
+from clusterable.models.images import image_shape
 
 
 class CNN(nn.Module):
     """x (N, C, H, W) -> 3 x [Conv(k, same padding) -> LeakyReLU -> MaxPool 2] -> 2 x [Linear -> LeakyReLU] -> (N, D).
 
-    A flat input shape ``[d]`` with ``d`` a perfect square (scikit-learn's 8x8 digits) is viewed as one channel
-    of ``sqrt(d) x sqrt(d)``. Kernel size, FC widths and the LeakyReLU slope are NF in the paper (our defaults).
+    Flat inputs of ``d = s^2`` features (scikit-learn's 8x8 digits) are viewed as one s x s channel
+    (``clusterable.models.images``). Kernel size, FC widths and the LeakyReLU slope are NF in the paper (our
+    defaults).
+
+    Args:
+        input_shape: ``[C, H, W]``, ``[H, W]`` or ``[d]`` with d a perfect square.
+        channels: filters of the convolutions, each >= 1.
+        kernel_size: a positive odd convolution size.
+        hidden: widths of the FC layers, each >= 1; the last one is ``embedding_dim``.
+        negative_slope: LeakyReLU slope, >= 0.
+        dropout: dropout after each FC layer, in [0, 1).
     """
 
     def __init__(
@@ -26,13 +37,14 @@ class CNN(nn.Module):
         hidden: Sequence[int] = (500, 500),
         negative_slope: float = 0.01,
         dropout: float = 0.0,
-        **kwargs,
     ):
         super().__init__()
-        channels, hidden = check_widths("channels", channels), check_widths("hidden", hidden)
+        channels, hidden = checks.widths("channels", channels), checks.widths("hidden", hidden)
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {kernel_size}")
-        self.image_shape = self._image_shape(input_shape)
+        negative_slope = float(checks.at_least("negative_slope", negative_slope, 0))
+        dropout = checks.dropout(dropout)
+        self.image_shape = image_shape(input_shape)
         convs: list[nn.Module] = []
         c_in = self.image_shape[0]
         for c in channels:
@@ -42,24 +54,8 @@ class CNN(nn.Module):
         self.features = nn.Sequential(*convs, nn.Flatten())
         with torch.no_grad():
             width = self.features(torch.zeros(1, *self.image_shape)).shape[1]
-        fcs: list[nn.Module] = []
-        for h in hidden:
-            fcs += [nn.Linear(width, h), nn.LeakyReLU(negative_slope)]
-            if dropout > 0:
-                fcs.append(nn.Dropout(dropout))
-            width = h
-        self.head = nn.Sequential(*fcs)
-        self.embedding_dim = width
-
-    @staticmethod
-    def _image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
-        shape = tuple(int(s) for s in input_shape)
-        if len(shape) == 3:
-            return shape  # type: ignore[return-value]
-        if len(shape) == 1 and math.isqrt(shape[0]) ** 2 == shape[0]:
-            side = math.isqrt(shape[0])
-            return (1, side, side)
-        raise ValueError(f"CNN needs an image input shape (C, H, W) or a square flat one, got {list(shape)}")
+        self.head = nn.Sequential(*leaky_layers(width, hidden, negative_slope, dropout))
+        self.embedding_dim = hidden[-1]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.features(x.reshape(-1, *self.image_shape)))

@@ -1,18 +1,23 @@
-"""Feed-forward encoder (COREL's FFNN: two fully connected LeakyReLU layers)."""
+"""Feed-forward encoder (COREL's FFNN, Kenyon-Dean et al. 2019: fully connected LeakyReLU layers)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from clusterable.models import checks
 
-def check_widths(name: str, widths: Sequence[int]) -> list[int]:
-    widths = [int(w) for w in widths]
-    if not widths or any(w < 1 for w in widths):
-        raise ValueError(f"{name} must be a non-empty list of positive integers, got {list(widths)}")
-    return widths
+
+def leaky_layers(width: int, hidden: Sequence[int], negative_slope: float, dropout: float) -> list[nn.Module]:
+    """[Linear -> LeakyReLU (-> Dropout if ``dropout > 0``)] from ``width`` through each of ``hidden``."""
+    layers: list[nn.Module] = []
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.LeakyReLU(negative_slope)]
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+        width = h
+    return layers
 
 
 class FFNN(nn.Module):
@@ -20,6 +25,12 @@ class FFNN(nn.Module):
 
     The representation ``h`` is the last hidden layer, activation included (the "final hidden layer" the COREL
     losses act on), so ``embedding_dim == hidden[-1]``.
+
+    Args:
+        input_shape: shape of one input; the first layer reads ``prod(input_shape)`` features.
+        hidden: widths of the hidden layers, each >= 1.
+        negative_slope: LeakyReLU slope, >= 0.
+        dropout: dropout after each hidden layer, in [0, 1).
     """
 
     def __init__(
@@ -28,23 +39,15 @@ class FFNN(nn.Module):
         hidden: Sequence[int] = (500, 500),
         negative_slope: float = 0.01,
         dropout: float = 0.0,
-        **kwargs,
     ):
         super().__init__()
-        hidden = check_widths("hidden", hidden)
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        if negative_slope < 0:
-            raise ValueError(f"negative_slope must be >= 0, got {negative_slope}")
-        layers: list[nn.Module] = [nn.Flatten()]
-        width = math.prod(input_shape)
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.LeakyReLU(negative_slope)]
-            if dropout > 0:
-                layers.append(nn.Dropout(dropout))
-            width = h
-        self.net = nn.Sequential(*layers)
-        self.embedding_dim = width
+        hidden = checks.widths("hidden", hidden)
+        dropout = checks.dropout(dropout)
+        negative_slope = float(checks.at_least("negative_slope", negative_slope, 0))
+        self.net = nn.Sequential(
+            nn.Flatten(), *leaky_layers(checks.input_dim(input_shape), hidden, negative_slope, dropout)
+        )
+        self.embedding_dim = hidden[-1]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)

@@ -1,7 +1,8 @@
 """The identity encoder: flattens the input and learns nothing.
 
-Used where the loss head owns the whole network, as the cluster-specific autoencoders do (REFERENCE §4.2):
-each cluster's model sees the input centred on its own cluster mean, so no shared encoder comes before it.
+Used where the loss head owns the whole network, as the cluster-specific models of Sabanayagam et al. 2024 do
+(the autoencoders of §III, the VAE of §IV, the RBM of §VI): each cluster's model sees the input centred on its
+own cluster mean, so no shared encoder comes before it.
 """
 
 from __future__ import annotations
@@ -11,17 +12,19 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from clusterable.models import checks
+
 
 class Identity(nn.Module):
-    """x (N, *input_shape) -> x.flatten(1) (N, prod(input_shape)); ``embedding_dim = prod(input_shape)``."""
+    """x (N, *input_shape) -> x.flatten(1) (N, prod(input_shape)); ``embedding_dim = prod(input_shape)``.
 
-    def __init__(self, input_shape: Sequence[int], **kwargs):
+    Args:
+        input_shape: shape of one input, a non-empty list of positive integers.
+    """
+
+    def __init__(self, input_shape: Sequence[int]):
         super().__init__()
-        if len(input_shape) == 0 or any(int(s) < 1 for s in input_shape):
-            raise ValueError(
-                f"input_shape must be a non-empty list of positive integers, got {list(input_shape)}"
-            )
-        self.input_shape = tuple(int(s) for s in input_shape)
+        self.input_shape = tuple(checks.widths("input_shape", input_shape))
         self.embedding_dim = math.prod(self.input_shape)
 
     def forward(self, x: Tensor) -> Tensor:

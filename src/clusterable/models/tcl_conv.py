@@ -1,23 +1,15 @@
-"""The shared convolutional encoder g_Omega of the tensorized contrastive model TCL (CSRL paper §V; REFERENCE
-§4.2)."""
+"""The shared convolutional encoder g_Omega of the tensorized contrastive model TCL (Sabanayagam et al. 2024,
+§V.A: "two convolutional layers"; the layer sizes are the authors' code, repository
+``mahalakshmi-sabanayagam/cluster_specific_representation``, ``exp_tensor_contrastive.ipynb``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-
-def image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
-    """(channels, height, width) of an input: ``[C, H, W]`` as is, a flat ``[d]`` with d a square as ``[1, s,
-    s]``."""
-    shape = tuple(int(s) for s in input_shape)
-    if len(shape) == 3 and min(shape) >= 1:
-        return shape  # type: ignore[return-value]
-    if len(shape) == 1 and shape[0] >= 1 and math.isqrt(shape[0]) ** 2 == shape[0]:
-        return (1, math.isqrt(shape[0]), math.isqrt(shape[0]))
-    raise ValueError(f"input_shape must be [C, H, W] or [d] with d a perfect square, got {list(input_shape)}")
+from clusterable.models import checks
+from clusterable.models.images import image_shape
 
 
 class TCLConv(nn.Module):
@@ -29,7 +21,7 @@ class TCLConv(nn.Module):
     ``TensorizedContrastive``. A flat input of ``d = s^2`` features is viewed as one s x s channel.
 
     Args:
-        input_shape: ``[C, H, W]`` or ``[d]`` with d a perfect square.
+        input_shape: ``[C, H, W]``, ``[H, W]`` or ``[d]`` with d a perfect square.
         channels: filters of the two convolutions (authors: 32, 64).
         kernel_size: convolution size (authors: 5).
         dropout: dropout after each block (authors: 0.3).
@@ -44,16 +36,11 @@ class TCLConv(nn.Module):
         kernel_size: int = 5,
         dropout: float = 0.3,
         out_dim: int | None = None,
-        **kwargs,
     ):
         super().__init__()
-        channels = [int(c) for c in channels]
-        if not channels or min(channels) < 1:
-            raise ValueError(f"channels must be a non-empty list of positive integers, got {channels}")
-        if kernel_size < 1:
-            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
-        if not 0 <= dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        channels = checks.widths("channels", channels)
+        kernel_size = int(checks.at_least("kernel_size", kernel_size, 1))
+        dropout = checks.dropout(dropout)
         self.image_shape = image_shape(input_shape)
         blocks: list[nn.Module] = []
         c_in, side_h, side_w = self.image_shape
