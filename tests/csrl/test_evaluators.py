@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import torch
 from sklearn.metrics import adjusted_rand_score
 
+from clusterable.contracts import EvalContext
 from clusterable.evaluation.csrl import (
     csrl_clustering,
     denoise,
@@ -19,7 +21,10 @@ from clusterable.evaluation.csrl import (
     tvae_latents,
 )
 from clusterable.heads.linear_ae import LinearAE
+from clusterable.heads.tcl import TensorizedContrastive
 from clusterable.heads.tensorized_ae import TensorizedAE
+from clusterable.heads.trbm import TensorizedRBM
+from clusterable.heads.tvae import TensorizedVAE
 from clusterable.tables.csrl import ae_results, kmeans_raw, select_lr
 from clusterable.tables.report import Run
 
@@ -31,12 +36,26 @@ def blobs(n_per: int = 20, k: int = 3, d: int = 4, seed: int = 0) -> tuple[torch
     return 10.0 * torch.eye(k, d)[labels] + 0.1 * torch.randn(len(labels), d, generator=g), labels
 
 
+def eval_context(x: torch.Tensor, y: torch.Tensor, head: torch.nn.Module, **fields) -> EvalContext:
+    """The context of a split whose inputs, encoder output and representation are all ``x`` (N, ...), labels
+    ``y`` (N,), scored for ``head``; ``fields`` replace any of that (``split``, ``run_dir``, ``stage``, ...)."""
+    split = {"inputs": x, "labels": y}
+    base = EvalContext("test", split, head, encoder_output=x, train_embeddings=x, train_labels=y)
+    return dataclasses.replace(base, **fields)
+
+
 class AssignHead(torch.nn.Module):
     """A clustering head whose eq.-2 assignment is given."""
 
     def __init__(self, assignment: torch.Tensor):
         super().__init__()
         self.assignment = assignment
+
+    def init_clusters(self, embeddings: torch.Tensor, **split) -> None:
+        pass
+
+    def update_clusters(self, embeddings: torch.Tensor, **split) -> None:
+        pass
 
     def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
         return self.assignment
@@ -45,7 +64,7 @@ class AssignHead(torch.nn.Module):
 def test_clustering_scores_the_heads_assignment_when_it_has_one():
     x, y = blobs()
     wrong = torch.tensor([0, 1, 2] * 20)  # uncorrelated with the blobs
-    out = csrl_clustering(x, y, head=AssignHead(wrong), encoder_output=x, split={"inputs": x}, inputs=x)
+    out = csrl_clustering(x, y, eval_context(x, y, AssignHead(wrong)))
     assert out["ari"] == pytest.approx(adjusted_rand_score(y.numpy(), wrong.numpy()))
     assert out["kmeans_raw/ari"] == pytest.approx(1.0)  # k-means on the raw, separable inputs
 
@@ -54,9 +73,10 @@ def test_clustering_scores_the_heads_assignment_when_it_has_one():
 def test_clustering_runs_kmeans_on_the_representation_without_assign():
     x, y = blobs()
     collapsed = torch.zeros(len(y), 2)  # a representation that lost the clusters
-    out = csrl_clustering(collapsed, y, head=torch.nn.Identity(), inputs=x)
+    out = csrl_clustering(collapsed, y, eval_context(x, y, torch.nn.Identity()))
     assert out["ari"] == pytest.approx(0.0, abs=1e-9)
-    assert csrl_clustering(x, y, head=None)["ari"] == pytest.approx(1.0)
+    assert out["kmeans_raw/ari"] == pytest.approx(1.0)
+    assert csrl_clustering(x, y, eval_context(x, y, torch.nn.Identity()))["ari"] == pytest.approx(1.0)
 
 
 def test_clustering_leaves_unlabelled_points_out():
@@ -65,10 +85,11 @@ def test_clustering_leaves_unlabelled_points_out():
     y[:5] = -1
     pred = y.clamp(min=0)
     pred[:5] = 2  # the unlabelled points' predictions must not count
-    out = csrl_clustering(x, y, head=AssignHead(pred), encoder_output=x, split={})
+    out = csrl_clustering(x, y, eval_context(x, y, AssignHead(pred)))
     assert out["ari"] == pytest.approx(1.0)
+    one_class = torch.zeros(len(y), dtype=torch.long)
     with pytest.raises(ValueError, match="at least 2 classes"):
-        csrl_clustering(x, torch.zeros(len(y), dtype=torch.long))
+        csrl_clustering(x, one_class, eval_context(x, one_class, torch.nn.Identity()))
 
 
 class ShiftHead(torch.nn.Module):
@@ -81,19 +102,18 @@ class ShiftHead(torch.nn.Module):
 def test_denoise_is_the_mse_of_the_reconstruction_against_the_clean_points():
     clean = torch.randn(10, 3)
     noisy = clean + 0.1
-    split = {"inputs": noisy, "targets": clean, "labels": torch.zeros(10, dtype=torch.long)}
-    out = denoise(noisy, split["labels"], head=ShiftHead(), encoder_output=noisy, split=split)
+    labels = torch.zeros(10, dtype=torch.long)
+    split = {"inputs": noisy, "targets": clean, "labels": labels}
+    out = denoise(noisy, labels, eval_context(noisy, labels, ShiftHead(), split=split))
     assert out["denoise/mse"] == pytest.approx(0.6**2)
     assert out["denoise/noise_mse"] == pytest.approx(0.1**2)
-    assert (
-        denoise(noisy, split["labels"], head=ShiftHead(), encoder_output=noisy, split={"inputs": noisy}) == {}
-    )
+    assert denoise(noisy, labels, eval_context(noisy, labels, ShiftHead())) == {}  # no targets
     with pytest.raises(ValueError, match="reconstruct"):
-        denoise(noisy, split["labels"], head=torch.nn.Identity(), encoder_output=noisy, split=split)
+        denoise(noisy, labels, eval_context(noisy, labels, torch.nn.Identity(), split=split))
 
 
 def test_linear_ae_reconstruct_is_decoder_of_encoder():
-    head = LinearAE("ae2", input_shape=(5,), num_classes=2)
+    head = LinearAE(arch="ae2", input_shape=(5,), num_classes=2)
     x = torch.randn(7, 5)
     with torch.no_grad():
         expected = head.decoder[1](head.decoder[0](head.encoder[1](head.encoder[0](x))))
@@ -104,7 +124,7 @@ def test_linear_ae_reconstruct_is_decoder_of_encoder():
 def test_tensorized_reconstruct_matches_a_loop_over_points_and_clusters(arch):
     torch.manual_seed(0)
     x, _ = blobs(n_per=5, k=3, d=5)
-    head = TensorizedAE(arch, input_shape=(5,), num_classes=3)
+    head = TensorizedAE(arch=arch, input_shape=(5,), num_classes=3)
     head.init_clusters(x)
     out = head.reconstruct(x)
     expected = []
@@ -135,8 +155,11 @@ def test_purity_and_image_grid():
     assert np.isnan(grid[2]).all() and np.isnan(grid[3:, 6:]).all()  # gutter and the missing sixth image
 
 
-class TVAEStub(torch.nn.Module):
-    num_clusters = 2
+class TVAEStub(TensorizedVAE):
+    """A TVAE whose eq.-2 cluster is the sign of the first coordinate, and whose samples are uniform noise."""
+
+    def __init__(self):
+        super().__init__(input_shape=(16,), num_classes=2, hidden=(4,), latent_dim=2)
 
     def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
         return (embeddings[:, 0] > 0).long()
@@ -148,24 +171,21 @@ class TVAEStub(torch.nn.Module):
 def test_tvae_latents_writes_the_panels_and_scores_purity(tmp_path: Path):
     mu = torch.tensor([[-1.0, 0.0], [-2.0, 1.0], [1.0, 0.0], [2.0, 1.0]])
     labels = torch.tensor([0, 0, 1, 0])
-    out = tvae_latents(mu, labels, head=TVAEStub(), encoder_output=mu, stage="train", run_dir=tmp_path,
-                       samples_per_cluster=4)  # fmt: skip
+    ctx = eval_context(mu, labels, TVAEStub(), stage="train", run_dir=tmp_path)
+    out = tvae_latents(mu, labels, ctx, samples_per_cluster=4)
     assert out == {"tvae/purity": pytest.approx(0.75)}
     saved = np.load(tmp_path / "tvae_latent_train.npz")
     np.testing.assert_array_equal(saved["cluster"], [0, 0, 1, 1])
     assert np.load(tmp_path / "tvae_samples.npz")["images"].shape == (2, 4, 16)
-    assert (tmp_path / "tvae_latent_train.png").stat().st_size > 0 and (
-        tmp_path / "tvae_samples.png"
-    ).is_file()
+    assert (tmp_path / "tvae_latent_train.png").stat().st_size > 0
+    assert (tmp_path / "tvae_samples.png").is_file()
 
 
-class RBMStub(torch.nn.Module):
+class RBMStub(TensorizedRBM):
     """Cluster j reconstructs points of class j perfectly and everything else as zeros."""
 
-    num_clusters = 2
-
     def __init__(self, classes: torch.Tensor):
-        super().__init__()
+        super().__init__(input_shape=(9,), num_classes=2, hidden=3)
         self.classes = classes
 
     def assign(self, x: torch.Tensor, **batch) -> torch.Tensor:
@@ -180,7 +200,7 @@ def test_trbm_reconstructions_compare_own_and_other_clusters(tmp_path: Path):
     x = torch.rand(6, 9)
     labels = torch.tensor([0, 0, 0, 1, 1, 1])
     out = trbm_reconstructions(
-        x, labels, head=RBMStub(labels), encoder_output=x, run_dir=tmp_path, per_class=2
+        x, labels, eval_context(x, labels, RBMStub(labels), run_dir=tmp_path), per_class=2
     )
     assert out["trbm/mse_own"] == pytest.approx(0.0)
     assert out["trbm/mse_other"] == pytest.approx(float(x.pow(2).mean()))
@@ -188,8 +208,23 @@ def test_trbm_reconstructions_compare_own_and_other_clusters(tmp_path: Path):
     assert saved["recon"].shape == (2, 4, 9) and list(saved["labels"]) == [0, 0, 1, 1]
 
 
-class TCLStub(torch.nn.Module):
-    alpha, sigma = 34.0, 4.0
+def test_trbm_reconstructions_of_a_real_rbm_match_one_cluster_at_a_time():
+    torch.manual_seed(0)
+    x, labels = torch.rand(8, 9), torch.tensor([0, 1] * 4)
+    head = TensorizedRBM(input_shape=(9,), num_classes=2, hidden=5)
+    out = trbm_reconstructions(x, labels, eval_context(x, labels, head))
+    err = torch.stack([(head.reconstruct(x, cluster=j) - x).pow(2).mean(dim=1) for j in range(2)])  # (C, N)
+    own = torch.zeros_like(err, dtype=torch.bool)
+    own[head.assign(x), torch.arange(8)] = True
+    assert out["trbm/mse_own"] == pytest.approx(float(err[own].mean()))
+    assert out["trbm/mse_other"] == pytest.approx(float(err[~own].mean()))
+
+
+class TCLStub(TensorizedContrastive):
+    """A TCL head (alpha 34, sigma 4) whose eq.-2 clusters of five points are given."""
+
+    def __init__(self):
+        super().__init__(embedding_dim=784, num_classes=2, out_dim=2, hidden=2, alpha=34.0, sigma=4.0)
 
     def assign(self, embeddings: torch.Tensor, **batch) -> torch.Tensor:
         return torch.tensor([0, 0, 1, 1, 0])
@@ -197,14 +232,46 @@ class TCLStub(torch.nn.Module):
 
 def test_elastic_pairs_take_the_negative_from_another_cluster(tmp_path: Path):
     images = torch.rand(5, 1, 28, 28)
-    out = elastic_pairs(images.flatten(1), torch.zeros(5, dtype=torch.long), head=TCLStub(),
-                        encoder_output=images.flatten(1), inputs=images, run_dir=tmp_path, num_examples=3)  # fmt: skip
+    labels = torch.zeros(5, dtype=torch.long)
+    ctx = eval_context(images, labels, TCLStub(), encoder_output=images.flatten(1), run_dir=tmp_path)
+    out = elastic_pairs(images.flatten(1), labels, ctx, num_examples=3)
     assert out["tcl/elastic_change"] > 0
     saved = np.load(tmp_path / "tcl_elastic_test.npz")
-    np.testing.assert_array_equal(
-        saved["negative"], images[[2, 2, 0]].flatten(1).numpy()
-    )  # first other-cluster point
+    # The first point of another cluster.
+    np.testing.assert_array_equal(saved["negative"], images[[2, 2, 0]].flatten(1).numpy())
     assert saved["positive"].shape == (3, 784)
+    # No displacement (alpha 0): the positives are the anchors, up to the resampling's rounding.
+    unchanged = elastic_pairs(images.flatten(1), labels, ctx, num_examples=3, alpha=0.0)
+    assert unchanged["tcl/elastic_change"] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("evaluator", [tvae_latents, trbm_reconstructions, elastic_pairs])
+def test_figure_evaluators_refuse_another_models_head_in_one_line(evaluator):
+    x, labels = torch.rand(4, 9), torch.tensor([0, 0, 1, 1])
+    head = TensorizedAE(arch="tae1", input_shape=(9,), num_classes=2)  # a clustering head, but not theirs
+    with pytest.raises(
+        ValueError, match=r"^the \w+ evaluator needs the \w+ head \(loss=\w+\), got TensorizedAE$"
+    ):
+        evaluator(x, labels, eval_context(x, labels, head))
+
+
+@pytest.mark.parametrize(
+    "evaluator,option,value",
+    [
+        (csrl_clustering, "kmeans_n_init", 0),
+        (csrl_clustering, "num_threads", 0),
+        (tvae_latents, "samples_per_cluster", 0),
+        (trbm_reconstructions, "per_class", 0),
+        (elastic_pairs, "num_examples", 0),
+        (elastic_pairs, "alpha", -1.0),
+        (elastic_pairs, "sigma", -1.0),
+    ],
+)
+def test_csrl_evaluators_reject_options_out_of_range_naming_them(evaluator, option, value):
+    x, labels = blobs()
+    # The message starts with the option's name: the framework prefixes it with evaluator.<name>.
+    with pytest.raises(ValueError, match=f"^{option} must be"):
+        evaluator(x, labels, eval_context(x, labels, AssignHead(labels)), **{option: value})
 
 
 def run(params: dict[str, str], metrics: dict[str, float], ok: bool = True) -> Run:
@@ -235,7 +302,7 @@ def test_ptae_per_cluster_losses_stay_accurate_on_raw_pixel_values():
     # 0..255 scale (||t||^2 ~ 1e7) the cancellation must not move the losses the assignment compares.
     torch.manual_seed(0)
     x = 255 * torch.rand(60, 784)
-    head = TensorizedAE("ptae", (784,), num_classes=3)
+    head = TensorizedAE(arch="ptae", input_shape=(784,), num_classes=3)
     head.init_clusters(x)
     with torch.no_grad():
         fast = head.per_cluster_loss(x)

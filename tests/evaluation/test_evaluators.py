@@ -1,9 +1,13 @@
-"""Evaluators against naive re-computations: brute-force matching, loops over samples, sklearn, numpy."""
+"""Evaluators against naive re-computations: brute-force matching, loops over samples, sklearn, numpy; their
+contract (``fn(embeddings, labels, context, *, options)``) and the runner that calls them."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import itertools
+import typing
 from pathlib import Path
 
 import hydra
@@ -16,8 +20,14 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from torch import nn
 
+from clusterable.contracts import EvalContext, require_evaluator
 from clusterable.evaluation import accuracy, classification, cluster_metrics, hungarian_accuracy
 from clusterable.evaluation.latent_plot import latent_plot
+from clusterable.evaluation.runner import evaluate
+from clusterable.heads.cce import CCELoss
+from clusterable.heads.linear_ae import LinearAE
+from clusterable.models.identity import Identity
+from clusterable.module import RepresentationModule
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "evaluator"
 EVALUATORS = ["classification", "clustering", "latent_plot"]
@@ -31,6 +41,15 @@ def blobs(n: int = 150, k: int = 3, dim: int = 8, spread: float = 20.0, seed: in
     labels = np.arange(n) % k
     centres = rng.normal(size=(k, dim)) * spread
     return (centres[labels] + rng.normal(size=(n, dim))).astype(np.float32), labels
+
+
+def eval_context(x, y, **fields) -> EvalContext:
+    """The context of a split whose inputs, encoder output and representation are all ``x`` (N, D), labels
+    ``y`` (N,), and which is also the training split; ``fields`` replace any of that (e.g. ``head``, ``seed``)."""
+    x, y = torch.as_tensor(x), torch.as_tensor(y)
+    split = {"inputs": x, "labels": y}
+    base = EvalContext("test", split, nn.Identity(), encoder_output=x, train_embeddings=x, train_labels=y)
+    return dataclasses.replace(base, **fields)
 
 
 def brute_force_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -74,7 +93,7 @@ def test_hungarian_accuracy_rejects_length_mismatch():
 
 def test_cluster_metrics_on_separated_blobs_are_perfect():
     x, y = blobs()
-    out = cluster_metrics(torch.as_tensor(x), torch.as_tensor(y), seed=0)
+    out = cluster_metrics(torch.as_tensor(x), torch.as_tensor(y), eval_context(x, y, seed=0))
     assert sorted(out) == sorted(f"{m}/{k}" for m in ("kmeans", "gmm") for k in KEYS)
     for method in ("kmeans", "gmm"):
         for key in ("acc", "ari", "nmi", "ami", "v_measure"):
@@ -90,12 +109,13 @@ def test_cluster_metrics_excludes_unlabelled_samples():
         np.concatenate([extra[:30], x, extra[30:]]),
         np.concatenate([-np.ones(30), y, -np.ones(30)]),
     )
-    assert cluster_metrics(x_all, y_all, seed=3) == cluster_metrics(x, y, seed=3)
+    with_unlabelled = cluster_metrics(x_all, y_all, eval_context(x_all, y_all, seed=3))
+    assert with_unlabelled == cluster_metrics(x, y, eval_context(x, y, seed=3))
 
 
 def test_silhouette_is_sklearns_on_the_kmeans_clusters():
     x, y = blobs(n=90, spread=2.0)
-    out = cluster_metrics(x, y, methods=["kmeans"], silhouette_sample=None, seed=4)
+    out = cluster_metrics(x, y, eval_context(x, y, seed=4), methods=["kmeans"], silhouette_sample=None)
     pred = KMeans(n_clusters=3, n_init=1, random_state=4).fit_predict(x)
     assert out["kmeans/silhouette"] == pytest.approx(silhouette_score(x.astype(np.float64), pred))
     assert out["kmeans/acc"] == pytest.approx(hungarian_accuracy(y, pred))
@@ -103,41 +123,53 @@ def test_silhouette_is_sklearns_on_the_kmeans_clusters():
 
 def test_cluster_metrics_single_cluster_gives_nan_silhouette():
     x, y = blobs(n=60)
-    out = cluster_metrics(x, y, num_clusters=1, methods=["kmeans"])
+    out = cluster_metrics(x, y, eval_context(x, y), num_clusters=1, methods=["kmeans"])
     assert np.isnan(out["kmeans/silhouette"])
-    assert out["kmeans/acc"] == pytest.approx(
-        1 / 3
-    )  # every point in one cluster, matched to one class of three
+    # Every point in one cluster, matched to one class of three.
+    assert out["kmeans/acc"] == pytest.approx(1 / 3)
 
 
 def test_cluster_metrics_is_seeded():
     x, y = blobs(n=120, spread=0.5)  # overlapping blobs, so the random state matters
-    assert cluster_metrics(x, y, seed=7, silhouette_sample=50) == cluster_metrics(
-        x, y, seed=7, silhouette_sample=50
+    ctx = eval_context(x, y, seed=7)
+    assert cluster_metrics(x, y, ctx, silhouette_sample=50) == cluster_metrics(
+        x, y, ctx, silhouette_sample=50
     )
 
 
 @pytest.mark.parametrize(
-    "kwargs,match",
+    "option,value",
     [
-        ({"methods": ["dbscan"]}, "methods"),
-        ({"num_clusters": 0}, "num_clusters"),
-        ({"silhouette_sample": 1}, "silhouette_sample"),
-        ({"labels": -np.ones(30)}, "labelled"),
+        ("methods", ["dbscan"]),
+        ("methods", []),
+        ("methods", "kmeans"),  # a string is a sequence of letters, not of methods
+        ("num_clusters", 0),
+        ("silhouette_sample", 1),
+        ("kmeans_n_init", 0),
+        ("gmm_covariance_type", "isotropic"),
+        ("gmm_n_init", 0),
+        ("gmm_max_iter", 0),
+        ("num_threads", 0),
     ],
 )
-def test_cluster_metrics_rejects_bad_arguments(kwargs, match):
+def test_cluster_metrics_rejects_options_out_of_range_naming_them(option, value):
     x, y = blobs(n=30)
-    kwargs = {"labels": y, **kwargs}
-    with pytest.raises(ValueError, match=match):
-        cluster_metrics(x, **kwargs)
+    # The message starts with the option's name: the framework prefixes it with evaluator.clustering.
+    with pytest.raises(ValueError, match=f"^{option} must be"):
+        cluster_metrics(x, y, eval_context(x, y), **{option: value})
+
+
+def test_cluster_metrics_needs_a_labelled_sample():
+    x, _ = blobs(n=30)
+    with pytest.raises(ValueError, match="labelled"):
+        cluster_metrics(x, -np.ones(30), eval_context(x, -np.ones(30)))
 
 
 def test_cluster_metrics_rejects_non_finite_embeddings():
     x, y = blobs(n=30)
     x[4, 1] = np.nan
     with pytest.raises(ValueError, match="finite"):
-        cluster_metrics(x, y)
+        cluster_metrics(x, y, eval_context(x, y))
 
 
 # ---- accuracy --------------------------------------------------------------------------------------------
@@ -165,24 +197,30 @@ TRAIN_Y = torch.tensor([0, 0, 1, 1, -1])
 def test_accuracy_uses_the_heads_logits():
     # Identity class vectors: argmax picks class 1 for (0.9, 1.1), so 2 of the 3 labelled points are right.
     head = LinearHead(torch.eye(2))
-    out = accuracy(TEST_X, TEST_Y, head=head, train_embeddings=TRAIN_X, train_labels=TRAIN_Y)
-    assert out == {"acc": pytest.approx(2 / 3)}
+    ctx = eval_context(TEST_X, TEST_Y, head=head, train_embeddings=TRAIN_X, train_labels=TRAIN_Y)
+    assert accuracy(TEST_X, TEST_Y, ctx) == {"acc": pytest.approx(2 / 3)}
     assert not any(p.grad is not None for p in head.parameters())
 
 
 def test_accuracy_feeds_the_heads_logits_its_own_input():
     # A head with `embed` is evaluated on its representation, but its logits take the encoder output.
-    head = LinearHead(torch.eye(2))
-    out = accuracy(torch.zeros(4, 3), TEST_Y, head=head, encoder_output=TEST_X)
-    assert out == {"acc": pytest.approx(2 / 3)}
+    ctx = eval_context(TEST_X, TEST_Y, head=LinearHead(torch.eye(2)))
+    assert accuracy(torch.zeros(4, 3), TEST_Y, ctx) == {"acc": pytest.approx(2 / 3)}
+
+
+def test_accuracy_of_a_real_classifying_head_is_its_argmax():
+    head = CCELoss(num_classes=3, embedding_dim=2)
+    with torch.no_grad():
+        expected = (head.logits(TEST_X).argmax(dim=1)[:3] == TEST_Y[:3]).float().mean()
+    assert accuracy(TEST_X, TEST_Y, eval_context(TEST_X, TEST_Y, head=head)) == {
+        "acc": pytest.approx(float(expected))
+    }
 
 
 def test_accuracy_falls_back_to_nearest_class_mean():
     # Nearest means: (2, 0) -> 0, (0, 2) -> 1, (0.9, 1.1) -> 0: all three labelled points are right.
-    out = accuracy(
-        TEST_X.numpy(), TEST_Y.numpy(), head=nn.Identity(), train_embeddings=TRAIN_X, train_labels=TRAIN_Y
-    )
-    assert out == {"acc": pytest.approx(1.0)}
+    ctx = eval_context(TEST_X, TEST_Y, head=nn.Identity(), train_embeddings=TRAIN_X, train_labels=TRAIN_Y)
+    assert accuracy(TEST_X.numpy(), TEST_Y.numpy(), ctx) == {"acc": pytest.approx(1.0)}
 
 
 def test_nearest_class_mean_in_chunks_matches_a_loop(monkeypatch):
@@ -195,9 +233,18 @@ def test_nearest_class_mean_in_chunks_matches_a_loop(monkeypatch):
     assert classification.predict_nearest_mean(x, train_x, train_y).tolist() == expected
 
 
-def test_accuracy_needs_logits_or_training_data():
-    with pytest.raises(ValueError, match="train_embeddings"):
-        accuracy(TEST_X, TEST_Y, head=nn.Identity())
+def test_logits_in_chunks_match_one_call(monkeypatch):
+    monkeypatch.setattr(classification, "_CHUNK_ELEMENTS", 7)  # 3 classes a row: 2 rows a chunk
+    head, x = LinearHead(torch.randn(3, 4)), torch.randn(11, 4)
+    with torch.no_grad():
+        expected = head.logits(x).argmax(dim=1)
+    assert torch.equal(classification.predict_logits(head, x), expected)
+
+
+def test_accuracy_needs_logits_or_labelled_training_data():
+    ctx = eval_context(TEST_X, TEST_Y, head=nn.Identity(), train_labels=-torch.ones(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="train_labels"):
+        accuracy(TEST_X, TEST_Y, ctx)
 
 
 # ---- latent_plot -----------------------------------------------------------------------------------------
@@ -207,7 +254,9 @@ def test_accuracy_needs_logits_or_training_data():
 def test_latent_plot_writes_png_and_coordinates(tmp_path, method):
     x, y = blobs(n=60, dim=5, spread=3.0)
     y[:6] = -1
-    out = latent_plot(x, y, method=method, max_points=40, run_dir=tmp_path, stage="val", seed=1)
+    out = latent_plot(
+        x, y, eval_context(x, y, run_dir=tmp_path, stage="val", seed=1), method=method, max_points=40
+    )
     assert (tmp_path / f"latent_val_{method}.png").read_bytes()[:8] == PNG_MAGIC
     saved = np.load(tmp_path / f"latent_val_{method}.npz")
     assert saved["xy"].shape == (40, 2) and np.isfinite(saved["xy"]).all()
@@ -222,7 +271,7 @@ def test_latent_plot_writes_png_and_coordinates(tmp_path, method):
 
 def test_latent_plot_draws_2d_embeddings_as_they_are(tmp_path):
     x, y = blobs(n=30, dim=2)
-    assert latent_plot(x, y, method="tsne", run_dir=tmp_path, filename="fig.png") == {}
+    assert latent_plot(x, y, eval_context(x, y, run_dir=tmp_path), method="tsne", filename="fig.png") == {}
     assert (tmp_path / "fig.png").read_bytes()[:8] == PNG_MAGIC
     saved = np.load(tmp_path / "fig.npz")
     np.testing.assert_array_equal(saved["xy"], x)
@@ -232,23 +281,55 @@ def test_latent_plot_draws_2d_embeddings_as_they_are(tmp_path):
 def test_latent_plot_without_run_dir_saves_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     x, y = blobs(n=30, dim=4)
-    assert "pca/explained_variance" in latent_plot(x, y, run_dir=None)
+    assert "pca/explained_variance" in latent_plot(x, y, eval_context(x, y, run_dir=None))
     assert list(tmp_path.iterdir()) == []
 
 
-# ---- configs ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "option,value", [("method", "umap"), ("max_points", 1), ("perplexity", 0.0), ("num_threads", 0)]
+)
+def test_latent_plot_rejects_options_out_of_range_naming_them(option, value):
+    x, y = blobs(n=30, dim=4)
+    with pytest.raises(ValueError, match=f"^{option} must be"):
+        latent_plot(x, y, eval_context(x, y), **{option: value})
+
+
+# ---- configs and the contract ------------------------------------------------------------------------------
+
+
+def evaluator_function(name: str):
+    """The function a ``conf/evaluator/{name}.yaml`` names (unbound)."""
+    return hydra.utils.get_method(OmegaConf.load(CONF / f"{name}.yaml")._target_)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONF.glob("*.yaml")))
+def test_every_evaluator_takes_embeddings_labels_context_and_declared_options(name):
+    fn = evaluator_function(name)
+    require_evaluator(fn, f"evaluator.{name}")
+    params = inspect.signature(fn).parameters
+    positional = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert positional == ["embeddings", "labels", "context"]
+    # No **kwargs (nor *args): an option misspelt in the config must fail, not vanish.
+    assert not [p for p in params.values() if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    options = {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    assert len(params) == 3 + len(options)
+    # Every option has a default and a type hint (the config checker compares values against the hints).
+    hints = typing.get_type_hints(fn)
+    assert all(p.default is not p.empty and n in hints for n, p in options.items()), name
+    node = OmegaConf.load(CONF / f"{name}.yaml")
+    assert set(node) - {"_target_", "_partial_"} <= set(options), name
+    assert node._partial_ is True
 
 
 @pytest.mark.parametrize("name", EVALUATORS)
 def test_evaluator_yaml_instantiates_and_runs(tmp_path, name):
     # Several evaluators are selected at once, so each config sits under its own name in the group.
     assert (CONF / f"{name}.yaml").read_text().splitlines()[0] == f"# @package evaluator.{name}"
-    evaluate = hydra.utils.instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
-    assert isinstance(evaluate, functools.partial)
+    evaluate_fn = hydra.utils.instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
+    assert isinstance(evaluate_fn, functools.partial)
     x, y = blobs(n=60, dim=4)
-    head = LinearHead(torch.randn(3, 4))
-    context = dict(stage="test", head=head, inputs=torch.as_tensor(x), run_dir=tmp_path, seed=0)
-    out = evaluate(torch.as_tensor(x), torch.as_tensor(y), train_embeddings=x, train_labels=y, **context)
+    ctx = eval_context(x, y, head=LinearHead(torch.randn(3, 4)), run_dir=tmp_path)
+    out = evaluate_fn(torch.as_tensor(x), torch.as_tensor(y), ctx)
     assert isinstance(out, dict) and all(isinstance(v, float) for v in out.values())
     expected = {"classification": {"acc"}, "latent_plot": {"pca/explained_variance"}}
     assert set(out) == expected.get(name, {f"{m}/{k}" for m in ("kmeans", "gmm") for k in KEYS})
@@ -259,3 +340,52 @@ def test_evaluator_group_composes_under_its_own_names():
         cfg = compose(overrides=[f"+evaluator=[{','.join(EVALUATORS)}]"])
     assert sorted(cfg.evaluator) == EVALUATORS
     assert cfg.evaluator.clustering.silhouette_sample == 2000
+
+
+# ---- the runner --------------------------------------------------------------------------------------------
+
+
+def runner_setup(
+    head: nn.Module | None = None,
+) -> tuple[RepresentationModule, dict[str, dict[str, torch.Tensor]]]:
+    """A module (identity encoder, by default a CCE head) on 4-D inputs and train/val/test splits of 3 blobs."""
+    head = CCELoss(num_classes=3, embedding_dim=4) if head is None else head
+    module = RepresentationModule(Identity(input_shape=(4,)), head, functools.partial(torch.optim.Adam))
+    splits = {}
+    for seed, stage in enumerate(("train", "val", "test")):
+        x, y = blobs(n=30, dim=4, seed=seed)
+        splits[stage] = {"inputs": torch.as_tensor(x), "labels": torch.as_tensor(y)}
+    return module, splits
+
+
+@pytest.mark.parametrize("representing", [False, True])
+def test_runner_gives_each_evaluator_the_stages_context_and_prefixes_its_metrics(tmp_path, representing):
+    # A CCE head scores the encoder output; an autoencoder head (a RepresentingHead) its own embedding of it.
+    head = LinearAE(arch="ae2", input_shape=(4,), num_classes=3) if representing else None
+    module, splits = runner_setup(head)
+    represent = module.head.embed if representing else (lambda out, **split: out)
+    seen: list[EvalContext] = []
+
+    def spy(embeddings: torch.Tensor, labels: torch.Tensor, context: EvalContext) -> dict[str, float]:
+        seen.append(context)
+        torch.testing.assert_close(embeddings, represent(context.encoder_output))
+        assert labels is context.split["labels"]
+        return {"n": float(len(labels))}
+
+    metrics = evaluate(module, splits, {"spy": spy}, stages=["val", "test"], run_dir=tmp_path, seed=5)
+    assert metrics == {"val/n": 30.0, "test/n": 30.0}
+    assert [c.stage for c in seen] == ["val", "test"]
+    for c in seen:
+        assert c.split is splits[c.stage] and c.head is module.head and (c.run_dir, c.seed) == (tmp_path, 5)
+        torch.testing.assert_close(c.encoder_output, splits[c.stage]["inputs"])
+        torch.testing.assert_close(c.train_embeddings, represent(splits["train"]["inputs"]))
+        assert c.train_labels is splits["train"]["labels"]
+
+
+def test_runner_refuses_an_unknown_stage_in_one_line():
+    module, splits = runner_setup()
+    called = []
+    message = "eval_stages: no split named 'tset'; the dataset has: train, val, test"
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        evaluate(module, splits, {"spy": lambda *args: called.append(args) or {}}, stages=["val", "tset"])
+    assert called == []  # checked before any stage is evaluated

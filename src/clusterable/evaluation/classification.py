@@ -1,24 +1,21 @@
 """Test accuracy of a trained head: its own prediction, or the nearest class mean when it has none.
 
-COREL (REFERENCE §1.2) predicts ``argmax_k sim(h_i, w_k)``, which is what a head's ``logits`` gives. Heads
-without class vectors (pairwise, spectral, VAE) are scored by the nearest mean of each class's training
-embeddings, the closed-form attraction-only solution of REFERENCE §1.2 eq. 7.
+COREL (Kenyon-Dean et al. 2019) predicts ``argmax_k sim(h_i, w_k)``, which is what a
+``ClassifyingHead``'s ``logits`` gives. Heads without class vectors (the CSRL autoencoders, TVAE, TRBM, TCL) are
+scored by the nearest mean of each class's training embeddings, the closed-form attraction-only solution of
+COREL's eq. 7.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
+
+from clusterable.arrays import to_tensor
+from clusterable.contracts import ClassifyingHead, EvalContext
 
 # Rows per chunk times classes per row: bounds the (chunk, K) score matrix to ~64 MiB of float32.
 _CHUNK_ELEMENTS = 1 << 24
-
-
-def _as_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
-    return x.detach() if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
 
 
 def _chunk_rows(width: int) -> int:
@@ -32,33 +29,35 @@ def _head_device(head: nn.Module, fallback: torch.device) -> torch.device:
 
 
 @torch.no_grad()
-def predict_logits(head: nn.Module, embeddings: torch.Tensor) -> torch.Tensor:
+def predict_logits(head: ClassifyingHead, embeddings: Tensor) -> Tensor:
     """(N,) argmax of ``head.logits`` over (N, D) embeddings, computed in row chunks."""
-    device = _head_device(head, embeddings.device)
-    # Heads built on class vectors say how many logits a row has; others are assumed to have at most ~1k.
-    step = _chunk_rows(getattr(getattr(head, "weight", None), "shape", (1024,))[0])
+    if len(embeddings) == 0:
+        return torch.zeros(0, dtype=torch.long)
+    device = _head_device(head, embeddings.device) if isinstance(head, nn.Module) else embeddings.device
+    # One row's logits tell how many classes a row scores, and so how many rows fit in a chunk.
+    step = _chunk_rows(head.logits(embeddings[:1].to(device)).shape[1])
     preds = []
     for start in range(0, len(embeddings), step):
         chunk = embeddings[start : start + step].to(device)
         preds.append(head.logits(chunk).argmax(dim=1).cpu())
-    return torch.cat(preds) if preds else torch.zeros(0, dtype=torch.long)
+    return torch.cat(preds)
 
 
 @torch.no_grad()
-def predict_nearest_mean(
-    embeddings: torch.Tensor, train_embeddings: torch.Tensor, train_labels: torch.Tensor
-) -> torch.Tensor:
+def predict_nearest_mean(embeddings: Tensor, train_embeddings: Tensor, train_labels: Tensor) -> Tensor:
     """(N,) label of the nearest class mean (Euclidean) of the labelled training embeddings.
 
+    ``embeddings`` (N, D), ``train_embeddings`` (M, D), ``train_labels`` (M,) with -1 for unlabelled rows.
     ``argmin_k ||x - mu_k||^2 = argmin_k (||mu_k||^2 - 2 x.mu_k)``, evaluated on (chunk, K) blocks so that
-    memory stays bounded for many classes (SOP has 11k) and no (N, N) matrix is formed.
+    memory stays bounded for many classes (SOP has 11k) and no (N, M) matrix is formed.
     """
     train_embeddings = train_embeddings.to(embeddings.device, torch.float32)
     train_labels = train_labels.to(embeddings.device)
     keep = train_labels >= 0
     if not bool(keep.any()):
         raise ValueError(
-            "train_labels must contain at least one label >= 0 for the nearest-class-mean prediction"
+            "train_labels must contain at least one label >= 0 for the nearest-class-mean prediction "
+            "(the head has no logits)"
         )
     classes, inverse = torch.unique(train_labels[keep], return_inverse=True)
     sums = torch.zeros(len(classes), train_embeddings.shape[1], device=embeddings.device)
@@ -73,41 +72,30 @@ def predict_nearest_mean(
     return torch.cat(preds) if preds else torch.zeros(0, dtype=torch.long)
 
 
-def accuracy(
-    embeddings: torch.Tensor | np.ndarray,
-    labels: torch.Tensor | np.ndarray,
-    *,
-    head: nn.Module | None = None,
-    train_embeddings: torch.Tensor | np.ndarray | None = None,
-    train_labels: torch.Tensor | np.ndarray | None = None,
-    encoder_output: torch.Tensor | np.ndarray | None = None,
-    **context: Any,
-) -> dict[str, float]:
+def accuracy(embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
     """Fraction of labelled samples whose predicted class equals the label.
 
+    A ``ClassifyingHead`` predicts ``argmax head.logits(context.encoder_output)``: the logits take the head's
+    own input, which differs from ``embeddings`` when the head is also a ``RepresentingHead``. Any other head
+    is scored by the nearest class mean of ``context.train_embeddings`` (M, D') under ``context.train_labels``
+    (M,).
+
     Args:
-        embeddings: (N, D) test (or validation) embeddings.
+        embeddings: (N, D') the split's representation.
         labels: (N,) class labels; ``-1`` (unlabelled) samples are left out.
-        head: the loss head; if it has ``logits(embeddings) -> (N, K)`` its argmax is the prediction.
-        train_embeddings, train_labels: (M, D), (M,): for the nearest class mean when the head has no logits.
-        encoder_output: (N, D_enc) the head's input when ``embeddings`` is ``head.embed`` of it (the runner
-            passes it); ``head.logits`` is computed on it. Default: ``embeddings``.
-        context: the runner's other context values (ignored).
+        context: the run's head, encoder output and training representation.
     Returns:
         ``{"acc": float}``, NaN when no sample is labelled.
     """
-    embeddings, labels = _as_tensor(embeddings), _as_tensor(labels).long().cpu()
+    embeddings, labels = to_tensor(embeddings), to_tensor(labels).long().cpu()
     if embeddings.ndim != 2 or len(embeddings) != len(labels):
         shapes = f"{tuple(embeddings.shape)} and {tuple(labels.shape)}"
         raise ValueError(f"embeddings must be (N, D) and labels (N,), got {shapes}")
-    if head is not None and callable(getattr(head, "logits", None)):
-        preds = predict_logits(head, embeddings if encoder_output is None else _as_tensor(encoder_output))
-    elif train_embeddings is not None and train_labels is not None:
-        preds = predict_nearest_mean(
-            embeddings, _as_tensor(train_embeddings), _as_tensor(train_labels).long()
-        )
+    if isinstance(context.head, ClassifyingHead):
+        preds = predict_logits(context.head, to_tensor(context.encoder_output))
     else:
-        raise ValueError("accuracy needs a head with `logits` or both train_embeddings and train_labels")
+        train_labels = to_tensor(context.train_labels).long()
+        preds = predict_nearest_mean(embeddings, to_tensor(context.train_embeddings), train_labels)
     labelled = labels >= 0
     if not bool(labelled.any()):
         return {"acc": float("nan")}

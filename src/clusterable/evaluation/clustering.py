@@ -1,31 +1,30 @@
 """How well embeddings cluster: k-means and a Gaussian mixture with K = #classes, scored against the labels.
 
-COREL's Tables 3-4 (REFERENCE §1.3): Hungarian-matched accuracy, ARI, V-measure and the silhouette of the
-representations w.r.t. the predicted clusters, for K-Means and a GMM. NMI and AMI are added because the DSCL
-and VAE-DML papers report them. Fitting and scoring are scikit-learn's; matching is scipy's Hungarian solver.
+COREL's Tables 3-4 (Kenyon-Dean et al. 2019): Hungarian-matched accuracy, ARI, V-measure and the silhouette
+of the representations w.r.t. the predicted clusters, for K-Means and a GMM. NMI and AMI are added because the
+DSCL and VAE-DML papers report them. Fitting and scoring are scikit-learn's; matching is scipy's Hungarian solver.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
-import torch
 from scipy.optimize import linear_sum_assignment
 from sklearn import metrics
 from sklearn.cluster import KMeans
 from sklearn.mixture import GaussianMixture
 from threadpoolctl import threadpool_limits
+from torch import Tensor
+
+from clusterable.arrays import to_numpy
+from clusterable.contracts import EvalContext
 
 METHODS = ("kmeans", "gmm")
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")  # scikit-learn's GaussianMixture
 
 
-def _as_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def hungarian_accuracy(y_true: np.ndarray | torch.Tensor, y_pred: np.ndarray | torch.Tensor) -> float:
+def hungarian_accuracy(y_true: np.ndarray | Tensor, y_pred: np.ndarray | Tensor) -> float:
     """Accuracy under the one-to-one cluster-to-class map that maximises it.
 
     ``acc = max_m (1/N) sum_i 1[y_i = m(c_i)]`` over injective maps m (clusters to classes), solved by the
@@ -35,7 +34,7 @@ def hungarian_accuracy(y_true: np.ndarray | torch.Tensor, y_pred: np.ndarray | t
     Args:
         y_true: (N,) class labels. y_pred: (N,) cluster ids; any integers.
     """
-    y_true, y_pred = _as_numpy(y_true).ravel(), _as_numpy(y_pred).ravel()
+    y_true, y_pred = to_numpy(y_true).ravel(), to_numpy(y_pred).ravel()
     if len(y_true) != len(y_pred):
         raise ValueError(f"y_true and y_pred must have the same length, got {len(y_true)} and {len(y_pred)}")
     if len(y_true) == 0:
@@ -77,44 +76,72 @@ def _silhouette(distances: np.ndarray, pred: np.ndarray) -> float:
     return float(metrics.silhouette_score(distances, pred, metric="precomputed"))
 
 
+def _check_options(
+    methods: Sequence[str],
+    silhouette_sample: int | None,
+    kmeans_n_init: int,
+    gmm_covariance_type: str,
+    gmm_n_init: int,
+    gmm_max_iter: int,
+    num_threads: int | None,
+) -> None:
+    """Raise ValueError, naming the option, for the first option out of its range."""
+    if isinstance(methods, str) or not methods or any(m not in METHODS for m in methods):
+        raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {methods!r}")
+    if silhouette_sample is not None and silhouette_sample < 2:
+        raise ValueError(f"silhouette_sample must be >= 2 or null, got {silhouette_sample}")
+    if gmm_covariance_type not in COVARIANCE_TYPES:
+        raise ValueError(
+            f"gmm_covariance_type must be one of {list(COVARIANCE_TYPES)}, got {gmm_covariance_type!r}"
+        )
+    for name, value in (
+        ("kmeans_n_init", kmeans_n_init),
+        ("gmm_n_init", gmm_n_init),
+        ("gmm_max_iter", gmm_max_iter),
+    ):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1 or null, got {num_threads}")
+
+
 def cluster_metrics(
-    embeddings: torch.Tensor | np.ndarray,
-    labels: torch.Tensor | np.ndarray,
+    embeddings: Tensor,
+    labels: Tensor,
+    context: EvalContext,
     *,
     num_clusters: int | None = None,
     methods: Sequence[str] = METHODS,
     silhouette_sample: int | None = 2000,
-    seed: int = 0,
     kmeans_n_init: int = 3,
     gmm_covariance_type: str = "diag",
     gmm_n_init: int = 2,
     gmm_max_iter: int = 100,
     num_threads: int | None = 1,
-    **context: Any,
 ) -> dict[str, float]:
     """Cluster the labelled embeddings with each method and score the clusters against the labels.
 
     Args:
-        embeddings: (N, D) embeddings. labels: (N,) class labels; ``-1`` (unlabelled) rows are left out.
-        num_clusters: K; default the number of distinct labels.
-        methods: a subset of ``("kmeans", "gmm")``.
+        embeddings: (N, D) the representation. labels: (N,) class labels; ``-1`` (unlabelled) rows are left out.
+        context: ``context.seed`` is the random state of k-means, the GMM and the silhouette sample.
+        num_clusters: K; None = the number of distinct labels (COREL: K = number of classes).
+        methods: a non-empty subset of ``("kmeans", "gmm")``.
         silhouette_sample: size of the seeded sample the silhouette is computed on (it costs O(n^2));
             None = all rows.
-        seed: random state of k-means, the GMM and the silhouette sample (the runner passes the run's seed).
         kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter: scikit-learn settings.
         num_threads: BLAS/OpenMP threads while clustering; None = the libraries' default. One is the default
             because torch and scikit-learn each bring an OpenMP runtime, and the two spinning against each
             other (or against other processes) made 2 threads 5-10x slower than 1 on a 2-core machine.
-        context: the runner's other context values (ignored).
     Returns:
         ``{f"{method}/{name}": float}`` for name in acc (Hungarian), ari, nmi, ami, v_measure, silhouette.
     """
-    x, y = _as_numpy(embeddings), _as_numpy(labels).astype(np.int64).ravel()
+    _check_options(
+        methods, silhouette_sample, kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter, num_threads
+    )
+    seed = context.seed
+    x, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
     if x.ndim != 2 or len(x) != len(y):
         raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape} and {y.shape}")
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"methods must be a subset of {METHODS}, got {list(methods)}")
     # float64 keeps the GMM's variance estimates (E[x^2] - E[x]^2) from cancelling to <= 0 on large-valued
     # embeddings, at ~25% more time than float32; k-means, which has no such cancellation, runs in float32.
     x, y = x[y >= 0].astype(np.float64), y[y >= 0]
@@ -125,8 +152,6 @@ def cluster_metrics(
     k = len(np.unique(y)) if num_clusters is None else int(num_clusters)
     if not 1 <= k <= len(y):
         raise ValueError(f"num_clusters must be in [1, {len(y)}] (the number of labelled samples), got {k}")
-    if silhouette_sample is not None and silhouette_sample < 2:
-        raise ValueError(f"silhouette_sample must be >= 2 or None, got {silhouette_sample}")
 
     # One seeded sample shared by every method, so their silhouettes are computed on the same points.
     size = len(y) if silhouette_sample is None else min(len(y), silhouette_sample)

@@ -1,4 +1,4 @@
-"""Evaluators of the Cluster-Specific Representation Learning paper (Sabanayagam et al. 2024; REFERENCE §4).
+"""Evaluators of the Cluster-Specific Representation Learning paper (CSRL, Sabanayagam et al. 2024).
 
 Numbers: ``csrl_clustering`` (ARI of the learned assignment, or of k-means on the representation, and of k-means
 on the raw inputs; Figs. 2/7 left) and ``denoise`` (reconstruction MSE against the clean points; Figs. 2/7
@@ -6,14 +6,16 @@ centre). Pictures, written into the run directory with the arrays they show (``.
 can compose several runs' panels without the model: ``tvae_latents`` (Figs. 3, 9-11), ``trbm_reconstructions``
 (Fig. 5) and ``elastic_pairs`` (Fig. 12). Fig. 4 is ``latent_plot`` with ``method: tsne``.
 
-Figures are drawn on bare ``matplotlib.figure.Figure`` objects with the Agg canvas (no pyplot state).
+Each is an evaluator ``fn(embeddings (N, D'), labels (N,), context, *, options) -> {name: value}``; the head
+they need is checked against the contracts in ``clusterable.contracts`` (or, for the figures of one model, its
+class), and a head they cannot use is refused with one line. Figures are drawn on bare
+``matplotlib.figure.Figure`` objects with the Agg canvas (no pyplot state).
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -23,10 +25,26 @@ from matplotlib.figure import Figure
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 from threadpoolctl import threadpool_limits
+from torch import Tensor
+
+from clusterable.arrays import first_per_class, to_numpy
+from clusterable.contracts import ClusteringHead, EvalContext, ReconstructingHead
+from clusterable.heads.trbm import TensorizedRBM
+from clusterable.heads.tvae import TensorizedVAE
 
 
-def _numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+def _at_least_one(name: str, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def _run_dir(context: EvalContext) -> Path | None:
+    """The run directory, created, or None when the figures are not wanted."""
+    if context.run_dir is None:
+        return None
+    run_dir = Path(context.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
 
 
 def _kmeans_ari(x: np.ndarray, y: np.ndarray, k: int, seed: int, n_init: int) -> float:
@@ -35,77 +53,70 @@ def _kmeans_ari(x: np.ndarray, y: np.ndarray, k: int, seed: int, n_init: int) ->
 
 
 def csrl_clustering(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
+    embeddings: Tensor,
+    labels: Tensor,
+    context: EvalContext,
     *,
-    head: torch.nn.Module | None = None,
-    encoder_output: torch.Tensor | None = None,
-    split: dict[str, torch.Tensor] | None = None,
-    inputs: torch.Tensor | None = None,
-    seed: int = 0,
     kmeans_n_init: int = 10,
     num_threads: int | None = 1,
-    **context: Any,
 ) -> dict[str, float]:
-    """ARI of the model's clustering and of k-means on the raw inputs (the paper's Figs. 2/7, left).
+    """ARI of the model's clustering and of k-means on the raw inputs (CSRL Figs. 2/7, left).
 
-    ``ari``: for heads with ``assign`` (the cluster-specific models) ``ARI(labels, head.assign(encoder_output,
-    **split))``, eq. 2's assignment; for the others (standard AEs) ``ARI`` of ``KMeans(C, n_init, random_state=
-    seed)`` on ``embeddings``, the representation. ``kmeans_raw/ari``: the same k-means on ``inputs`` (the
-    paper's baseline). C = number of distinct labels; unlabelled points (label -1) are left out of the scores.
+    ``ari``: for a ``ClusteringHead`` (the cluster-specific models) ``ARI(labels, head.assign(encoder_output,
+    **split))``, eq. 2's assignment; for the others (standard AEs) the ARI of ``KMeans(C, n_init, random_state=
+    seed)`` on ``embeddings``, the representation. ``kmeans_raw/ari``: the same k-means on the split's inputs
+    (the paper's baseline). C = number of distinct labels; unlabelled points (label -1) are left out of the
+    scores.
 
     Args:
-        embeddings: (N, D) the representation; labels: (N,) classes.
-        head, encoder_output, split, inputs, seed: from the runner (``encoder_output`` (N, D0) is what the
-            head reads; ``split`` the split's tensors).
-        kmeans_n_init: k-means restarts (authors: 10 on the synthetic data).
+        embeddings: (N, D') the representation. labels: (N,) classes.
+        context: ``head``, ``encoder_output`` (N, D) (what the head reads), ``split`` and ``seed``.
+        kmeans_n_init: k-means restarts (the authors' code, github mahalakshmi-sabanayagam/
+            cluster_specific_representation ``exp_tensor_ae.ipynb``: 10 on the synthetic data).
         num_threads: BLAS/OpenMP threads for k-means (None: the libraries' default); one, because torch's and
             scikit-learn's OpenMP runtimes contend on small inputs.
     """
-    y = _numpy(labels).astype(np.int64).ravel()
+    _at_least_one("kmeans_n_init", kmeans_n_init)
+    if num_threads is not None:
+        _at_least_one("num_threads", num_threads)
+    y = to_numpy(labels).astype(np.int64).ravel()
     keep = y >= 0
     k = len(np.unique(y[keep]))
     if k < 2:
         raise ValueError(f"labels must hold at least 2 classes to score a clustering, got {k}")
+    head, seed = context.head, context.seed
     out: dict[str, float] = {}
     with threadpool_limits(limits=num_threads):
-        if head is not None and hasattr(head, "assign"):
-            source = embeddings if encoder_output is None else encoder_output
-            pred = _numpy(head.assign(source, **(split or {})))
+        if isinstance(head, ClusteringHead):
+            pred = to_numpy(head.assign(context.encoder_output, **context.split))
             out["ari"] = float(adjusted_rand_score(y[keep], pred[keep]))
         else:
-            out["ari"] = _kmeans_ari(_numpy(embeddings)[keep], y[keep], k, seed, kmeans_n_init)
-        if inputs is not None:
-            out["kmeans_raw/ari"] = _kmeans_ari(_numpy(inputs)[keep], y[keep], k, seed, kmeans_n_init)
+            out["ari"] = _kmeans_ari(to_numpy(embeddings)[keep], y[keep], k, seed, kmeans_n_init)
+        out["kmeans_raw/ari"] = _kmeans_ari(to_numpy(context.inputs)[keep], y[keep], k, seed, kmeans_n_init)
     return out
 
 
-def denoise(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    head: torch.nn.Module,
-    encoder_output: torch.Tensor,
-    split: dict[str, torch.Tensor],
-    **context: Any,
-) -> dict[str, float]:
-    """De-noising MSE (the paper's Figs. 2/7, centre): ``mean (head.reconstruct(x_noisy) - x_clean)^2``.
+def denoise(embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+    """De-noising MSE (CSRL Figs. 2/7, centre): ``mean (head.reconstruct(x_noisy) - x_clean)^2``.
 
-    The mean runs over points and features, the authors' MSE. ``head.reconstruct`` sees the noisy input only
-    (a cluster-specific head picks eq. 2's cluster from it, as for any new point). Also reports
-    ``denoise/noise_mse`` = ``mean (x_noisy - x_clean)^2``, the error of returning the input unchanged.
-    Splits without ``targets`` (not a de-noising run) give ``{}``.
+    The mean runs over points and features, the authors' MSE. ``head.reconstruct`` sees the noisy input
+    (``context.encoder_output`` (N, D)) only: a cluster-specific head picks eq. 2's cluster from it, as for any
+    new point. The clean points are the split's ``targets`` (N, ...). Also reports ``denoise/noise_mse`` =
+    ``mean (x_noisy - x_clean)^2``, the error of returning the input unchanged. Splits without ``targets`` (not
+    a de-noising run) give ``{}``.
     """
-    targets = split.get("targets")
+    targets = context.split.get("targets")
     if targets is None:
         return {}
-    if not hasattr(head, "reconstruct"):
+    head = context.head
+    if not isinstance(head, ReconstructingHead):
         raise ValueError(
-            f"the denoise evaluator needs a head with reconstruct(x); {type(head).__name__} has none"
+            f"the denoise evaluator needs a head with reconstruct (a ReconstructingHead); "
+            f"{type(head).__name__} is not one"
         )
-    clean = targets.flatten(1).to(encoder_output.dtype)
-    recon = head.reconstruct(encoder_output)
-    noisy = split["inputs"].flatten(1).to(clean.dtype)
+    clean = targets.flatten(1).to(context.encoder_output.dtype)
+    recon = head.reconstruct(context.encoder_output)
+    noisy = context.inputs.flatten(1).to(clean.dtype)
     return {
         "denoise/mse": float((recon.flatten(1) - clean).pow(2).mean()),
         "denoise/noise_mse": float((noisy - clean).pow(2).mean()),
@@ -196,152 +207,150 @@ def draw_latents(
 
 
 def tvae_latents(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    head: torch.nn.Module,
-    encoder_output: torch.Tensor,
-    stage: str = "test",
-    run_dir: str | Path | None = None,
-    seed: int = 0,
-    samples_per_cluster: int = 36,
-    **context: Any,
+    embeddings: Tensor, labels: Tensor, context: EvalContext, *, samples_per_cluster: int = 36
 ) -> dict[str, float]:
-    """The TVAE's cluster-specific latent spaces (the paper's Figs. 3, 9-11).
+    """The TVAE's cluster-specific latent spaces (CSRL Figs. 3, 9-11); the head must be a ``TensorizedVAE``.
 
-    Writes into ``run_dir``: ``tvae_latent_{stage}.png/.npz`` (each point's latent mean under its eq.-2 cluster,
-    one panel per cluster; npz keys ``mu`` (N, h), ``cluster`` (N,), ``labels`` (N,)) and ``tvae_samples.png/
-    .npz`` (``head.sample`` of ``samples_per_cluster`` draws z ~ N(0, I) per cluster's decoder, shown in the
-    model's own space as the paper does: "we do not re-scale"; npz key ``images`` (C, n, d)). Only the first two
-    latent coordinates are drawn.
+    ``embeddings`` (N, h) are the latent means of the points under their eq.-2 cluster (``head.embed``). Writes
+    into the run directory: ``tvae_latent_{stage}.png/.npz`` (one panel per cluster; npz keys ``mu`` (N, h),
+    ``cluster`` (N,), ``labels`` (N,)) and ``tvae_samples.png/.npz`` (``head.sample`` of
+    ``samples_per_cluster`` draws z ~ N(0, I) per cluster's decoder, shown in the model's own space as the
+    paper does: "we do not re-scale"; npz key ``images`` (C, n, d)). Only the first two latent coordinates are
+    drawn.
 
     Returns ``tvae/purity``: the fraction of points whose eq.-2 cluster's majority class is their class.
     """
-    mu, y = _numpy(embeddings), _numpy(labels).astype(np.int64).ravel()
-    clusters = _numpy(head.assign(encoder_output))
+    _at_least_one("samples_per_cluster", samples_per_cluster)
+    head = context.head
+    if not isinstance(head, TensorizedVAE):
+        raise ValueError(
+            f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}"
+        )
+    mu, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
+    clusters = to_numpy(head.assign(context.encoder_output))
     out = {"tvae/purity": purity(clusters, y)}
+    run_dir = _run_dir(context)
     if run_dir is None:
         return out
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    c = int(head.num_clusters)
+    c, stage = head.num_clusters, context.stage
     title = f"TVAE latent means of the {stage} points, per eq.-2 cluster"
     draw_latents(mu, clusters, y, c, title).savefig(run_dir / f"tvae_latent_{stage}.png")
     np.savez(run_dir / f"tvae_latent_{stage}.npz", mu=mu.astype(np.float32), cluster=clusters, labels=y)
 
-    images = _numpy(head.sample(samples_per_cluster, torch.Generator().manual_seed(seed), uncentre=False))
+    generator = torch.Generator().manual_seed(context.seed)
+    images = to_numpy(head.sample(samples_per_cluster, generator, uncentre=False))
     np.savez(run_dir / "tvae_samples.npz", images=images.astype(np.float32))
     fig = _figure(3.0 * c, 3.3)
     columns = max(1, math.isqrt(samples_per_cluster))
-    for j, ax in enumerate(np.atleast_1d(fig.subplots(1, c, squeeze=False)[0])):
+    for j, ax in enumerate(fig.subplots(1, c, squeeze=False)[0]):
         _show(ax, image_grid(images[j], columns), f"samples, cluster {j}")
     fig.tight_layout()
     fig.savefig(run_dir / "tvae_samples.png")
     return out
 
 
-def _first_per_class(y: np.ndarray, per_class: int) -> np.ndarray:
-    """Row indices of the first ``per_class`` rows of each class (labelled rows only), class by class."""
-    return np.concatenate([np.flatnonzero(y == c)[:per_class] for c in np.unique(y[y >= 0])])
-
-
 def trbm_reconstructions(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    head: torch.nn.Module,
-    encoder_output: torch.Tensor,
-    stage: str = "test",
-    run_dir: str | Path | None = None,
-    per_class: int = 6,
-    **context: Any,
+    embeddings: Tensor, labels: Tensor, context: EvalContext, *, per_class: int = 6
 ) -> dict[str, float]:
-    """Each cluster's RBM reconstructing every input (the paper's Fig. 5): ``head.reconstruct(x, cluster=j)``.
+    """Each cluster's RBM reconstructing every input (CSRL Fig. 5); the head must be a ``TensorizedRBM``.
 
-    Writes ``trbm_reconstructions_{stage}.png/.npz`` for the first ``per_class`` points of each class: the
-    inputs, then one block per cluster (npz keys ``inputs`` (n, d), ``recon`` (C, n, d), ``labels`` (n,)).
+    ``head.reconstruct(x, cluster=j)`` is one mean-field Gibbs step of cluster j's RBM on the inputs ``x``
+    (``context.encoder_output`` (N, d)). Writes ``trbm_reconstructions_{stage}.png/.npz`` for the first
+    ``per_class`` points of each class: the inputs, then one block per cluster (npz keys ``inputs`` (n, d),
+    ``recon`` (C, n, d), ``labels`` (n,)).
 
     Returns the per-pixel MSE of the reconstructions over all points, ``trbm/mse_own`` under each point's eq.-2
     cluster and ``trbm/mse_other`` under the other clusters (the paper: the other cluster's RBM gives noise).
     """
-    x = encoder_output.flatten(1)
-    n, c = x.shape[0], int(head.num_clusters)
+    _at_least_one("per_class", per_class)
+    head = context.head
+    if not isinstance(head, TensorizedRBM):
+        raise ValueError(
+            f"the trbm_reconstructions evaluator needs the TRBM head (loss=trbm), got {type(head).__name__}"
+        )
+    x = context.encoder_output.flatten(1)
+    n, c = x.shape[0], head.num_clusters
     # All clusters' reconstructions of all points in one call: the points repeated once per cluster.
     cluster_ids = torch.arange(c, device=x.device).repeat_interleave(n)
     recon = head.reconstruct(x.repeat(c, 1), cluster=cluster_ids).view(c, n, -1)
     err = (recon - x.unsqueeze(0)).pow(2).mean(dim=2)  # (C, N)
-    own = head.assign(x)
     is_own = torch.zeros_like(err, dtype=torch.bool)
-    is_own[own, torch.arange(n, device=x.device)] = True
+    is_own[head.assign(x), torch.arange(n, device=x.device)] = True
     out = {"trbm/mse_own": float(err[is_own].mean())}
     if c > 1:
         out["trbm/mse_other"] = float(err[~is_own].mean())
+    run_dir = _run_dir(context)
     if run_dir is None:
         return out
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    y = _numpy(labels).astype(np.int64).ravel()
-    rows = _first_per_class(y, per_class)
-    shown_x, shown_recon = _numpy(x)[rows], _numpy(recon)[:, rows]
-    np.savez(run_dir / f"trbm_reconstructions_{stage}.npz", inputs=shown_x, recon=shown_recon, labels=y[rows])
+    y = to_numpy(labels).astype(np.int64).ravel()
+    rows = first_per_class(y, None, per_class)
+    shown_x, shown_recon = to_numpy(x)[rows], to_numpy(recon)[:, rows]
+    stem = f"trbm_reconstructions_{context.stage}"
+    np.savez(run_dir / f"{stem}.npz", inputs=shown_x, recon=shown_recon, labels=y[rows])
     grids = [image_grid(shown_x, per_class)] + [image_grid(r, per_class) for r in shown_recon]
     fig = _figure(2.6 * (c + 1), 2.6 * grids[0].shape[0] / grids[0].shape[1] + 0.7)
     titles = ["inputs"] + [f"reconstruction, cluster {j}" for j in range(c)]
     for ax, grid, title in zip(fig.subplots(1, c + 1, squeeze=False)[0], grids, titles, strict=True):
         _show(ax, grid, title)
     fig.tight_layout()
-    fig.savefig(run_dir / f"trbm_reconstructions_{stage}.png")
+    fig.savefig(run_dir / f"{stem}.png")
     return out
 
 
 def elastic_pairs(
-    embeddings: torch.Tensor,
-    labels: torch.Tensor,
+    embeddings: Tensor,
+    labels: Tensor,
+    context: EvalContext,
     *,
-    head: torch.nn.Module,
-    encoder_output: torch.Tensor,
-    inputs: torch.Tensor,
-    stage: str = "test",
-    run_dir: str | Path | None = None,
-    seed: int = 0,
     num_examples: int = 6,
     alpha: float | None = None,
     sigma: float | None = None,
-    **context: Any,
 ) -> dict[str, float]:
-    """TCL's training triplets (the paper's Fig. 12): anchor, its elastic transformation, a negative.
+    """TCL's training triplets (CSRL Fig. 12): anchor, its elastic transformation, a negative.
 
-    Anchors are the first ``num_examples`` points; each one's negative is the first point of another eq.-2
-    cluster (the unsupervised negative). The transformation is the head's (``alpha``/``sigma`` default to the
-    head's), drawn from a generator seeded with ``seed``. Writes ``tcl_elastic_{stage}.png/.npz`` (npz keys
+    The head must be a ``TensorizedContrastive``. Anchors are the first ``num_examples`` inputs (the split's
+    ``inputs`` (N, 1, H, W) or (N, H * W)); each one's negative is the first point of another eq.-2 cluster
+    (the unsupervised negative). The transformation is the head's (``alpha``/``sigma`` None take the head's),
+    drawn from a generator seeded with ``context.seed``. Writes ``tcl_elastic_{stage}.png/.npz`` (npz keys
     ``anchor``, ``positive``, ``negative``, each (n, d)). Returns ``tcl/elastic_change``: the mean absolute
     pixel change of the transformation (0 would mean the positives are copies of the anchors).
     """
-    from clusterable.heads.tcl import _as_images, elastic
+    # Imported here: the TCL head pulls in torchvision (~1 s), which no other evaluator needs.
+    from clusterable.heads.tcl import TensorizedContrastive, elastic
+    from clusterable.models.images import as_images
 
-    alpha = float(head.alpha if alpha is None else alpha)
-    sigma = float(head.sigma if sigma is None else sigma)
+    _at_least_one("num_examples", num_examples)
+    for name, value in (("alpha", alpha), ("sigma", sigma)):
+        if value is not None and not value >= 0:
+            raise ValueError(f"{name} must be >= 0 or null, got {value}")
+    head = context.head
+    if not isinstance(head, TensorizedContrastive):
+        raise ValueError(
+            f"the elastic_pairs evaluator needs the TCL head (loss=tcl), got {type(head).__name__}"
+        )
+    alpha = head.alpha if alpha is None else float(alpha)
+    sigma = head.sigma if sigma is None else float(sigma)
+    inputs = context.inputs
     n = min(num_examples, len(inputs))
     anchor = inputs[:n]
-    positive = elastic(_as_images(anchor.float()), alpha, sigma, torch.Generator().manual_seed(seed))
-    positive = positive.reshape(anchor.shape)
-    cluster = head.assign(encoder_output)
+    generator = torch.Generator().manual_seed(context.seed)
+    positive = elastic(as_images(anchor.float()), alpha, sigma, generator).reshape(anchor.shape)
+    cluster = head.assign(context.encoder_output)
     # The first point of any other cluster: argmax over a boolean row picks the first True.
     other = cluster[:n].unsqueeze(1) != cluster.unsqueeze(0)
     negative = inputs[other.to(torch.int8).argmax(dim=1)]
     out = {"tcl/elastic_change": float((positive - anchor).abs().mean())}
+    run_dir = _run_dir(context)
     if run_dir is None:
         return out
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     arrays = {
-        k: _numpy(v).reshape(n, -1)
+        k: to_numpy(v).reshape(n, -1)
         for k, v in (("anchor", anchor), ("positive", positive), ("negative", negative))
     }
-    np.savez(run_dir / f"tcl_elastic_{stage}.npz", **arrays)
+    np.savez(run_dir / f"tcl_elastic_{context.stage}.npz", **arrays)
     fig = _figure(1.2 * n + 0.4, 4.2)
     for ax, (name, images) in zip(fig.subplots(3, 1), arrays.items(), strict=True):
         _show(ax, image_grid(images, n), name)
     fig.tight_layout()
-    fig.savefig(run_dir / f"tcl_elastic_{stage}.png")
+    fig.savefig(run_dir / f"tcl_elastic_{context.stage}.png")
     return out

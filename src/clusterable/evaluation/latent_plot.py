@@ -1,4 +1,4 @@
-"""A 2-D picture of the embedding space, coloured by class (COREL's Fig. 1, REFERENCE §1.4).
+"""A 2-D picture of the embedding space, coloured by class (COREL's Fig. 1, Kenyon-Dean et al. 2019).
 
 The figure is drawn on a bare ``matplotlib.figure.Figure`` with the Agg canvas, so nothing opens a window and
 pyplot's global backend is left alone. The 2-D coordinates are saved beside the PNG so that a table script can
@@ -8,24 +8,22 @@ compose multi-panel figures later without the model.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import torch
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 from threadpoolctl import threadpool_limits
+from torch import Tensor
+
+from clusterable.arrays import to_numpy
+from clusterable.contracts import EvalContext
 
 METHODS = ("pca", "tsne")
 # Beyond this many classes a legend is unreadable; a colour bar stands in for it.
 _MAX_LEGEND = 20
-
-
-def _as_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def project(
@@ -69,31 +67,28 @@ def draw(xy: np.ndarray, labels: np.ndarray, title: str) -> Figure:
 
 
 def latent_plot(
-    embeddings: torch.Tensor | np.ndarray,
-    labels: torch.Tensor | np.ndarray,
+    embeddings: Tensor,
+    labels: Tensor,
+    context: EvalContext,
     *,
     method: str = "pca",
     max_points: int | None = 3000,
-    run_dir: str | Path | None = None,
-    stage: str = "test",
-    seed: int = 0,
     filename: str | None = None,
     perplexity: float = 30.0,
     num_threads: int | None = 1,
-    **context: Any,
 ) -> dict[str, float]:
-    """Project the embeddings to 2-D, plot them coloured by class, save PNG + coordinates under ``run_dir``.
+    """Project the embeddings to 2-D, plot them coloured by class, save PNG + coordinates under the run dir.
 
     Args:
-        embeddings: (N, D) embeddings, D >= 2; with D == 2 they are plotted as they are (``method`` ignored,
+        embeddings: (N, D) the representation, D >= 2; with D == 2 it is plotted as it is (``method`` ignored,
             files named ``raw``).
         labels: (N,) class labels; ``-1`` marks unlabelled samples (drawn in grey).
+        context: ``run_dir`` is the folder for ``{filename}.png`` and ``{filename}.npz`` (keys ``xy`` (n, 2),
+            ``labels`` (n,)), None saves nothing; ``stage`` names the files; ``seed`` seeds the subsample, PCA
+            and t-SNE.
         method: "pca" (fitted on all N rows) or "tsne" (fitted on the plotted subsample only).
         max_points: rows plotted, a seeded random subsample; None = all.
-        run_dir: folder for ``{filename}.png`` and ``{filename}.npz`` (keys ``xy`` (n, 2), ``labels`` (n,));
-            None saves nothing.
-        stage, seed: from the runner; name the files and seed the subsample, PCA and t-SNE.
-        filename: file stem; default ``latent_{stage}_{method}``.
+        filename: file stem; None = ``latent_{stage}_{method}``.
         perplexity: t-SNE perplexity (capped at (n - 1) / 3 for tiny inputs).
         num_threads: OpenMP/BLAS threads while projecting; None = the libraries' default. One, because
             torch's and scikit-learn's OpenMP runtimes contend: t-SNE of 500 points took 25 s on 2 threads,
@@ -101,13 +96,18 @@ def latent_plot(
     Returns:
         ``{"pca/explained_variance": float}`` (fraction of variance on the 2 components) for PCA, else ``{}``.
     """
-    x, y = _as_numpy(embeddings).astype(np.float32), _as_numpy(labels).astype(np.int64).ravel()
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    if max_points is not None and max_points < 2:
+        raise ValueError(f"max_points must be >= 2 or null, got {max_points}")
+    if not perplexity > 0:
+        raise ValueError(f"perplexity must be > 0, got {perplexity}")
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1 or null, got {num_threads}")
+    stage, seed = context.stage, context.seed
+    x, y = to_numpy(embeddings).astype(np.float32), to_numpy(labels).astype(np.int64).ravel()
     if x.ndim != 2 or len(x) != len(y) or x.shape[1] < 2:
         raise ValueError(f"embeddings must be (N, D>=2) and labels (N,), got {x.shape} and {y.shape}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if max_points is not None and max_points < 2:
-        raise ValueError(f"max_points must be >= 2 or None, got {max_points}")
 
     keep = np.arange(len(x))
     if max_points is not None and len(x) > max_points:
@@ -123,9 +123,9 @@ def latent_plot(
             xy, scalars = project(x[keep], "tsne", seed, perplexity)
     y = y[keep]
 
-    if run_dir is not None:
+    if context.run_dir is not None:
         stem = Path(filename).stem if filename else f"latent_{stage}_{method}"
-        run_dir = Path(run_dir)
+        run_dir = Path(context.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         title = {"raw": "2-D embeddings", "pca": "PCA", "tsne": "t-SNE"}[method] + f" of {stage} embeddings"
         draw(xy, y, title).savefig(run_dir / f"{stem}.png")
