@@ -1,4 +1,5 @@
-"""Shared fixtures: run `train.py` / `make_tables.py` as a user would, in a temporary working directory."""
+"""Shared fixtures: run ``train.py`` as a user would, in this process (``train``) or in a subprocess (``cli``),
+in a temporary working directory with outputs under ``tmp_path / "outputs"``."""
 
 from __future__ import annotations
 
@@ -8,17 +9,43 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.running import Result
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(outputs: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        CLUSTERABLE_OUTPUTS=str(outputs), CLUSTERABLE_DATA=str(outputs / "data"), WANDB_MODE="offline",
-        PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")]), HYDRA_FULL_ERROR="0",
-    )  # fmt: skip
-    return env
+    return {
+        "CLUSTERABLE_OUTPUTS": str(outputs), "CLUSTERABLE_DATA": str(outputs / "data"), "WANDB_MODE": "offline",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]), "HYDRA_FULL_ERROR": "0",
+    }  # fmt: skip
+
+
+@pytest.fixture
+def train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+    """``train("loss=cce", ...)`` -> Result(exit code, stdout, stderr) of ``clusterable.train.main`` run in this
+    process (no ~7 s interpreter start per call)."""
+    from clusterable.train import main
+
+    outputs = tmp_path / "outputs"
+    for key, value in _env(outputs).items():
+        if key != "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> Result:
+        monkeypatch.setattr(sys, "argv", ["train.py", *args])
+        capsys.readouterr()
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    run.outputs = outputs  # type: ignore[attr-defined]
+    return run
 
 
 @pytest.fixture
@@ -28,7 +55,7 @@ def cli(tmp_path: Path):
 
     def run(script: str, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         proc = subprocess.run(
-            [sys.executable, str(ROOT / script), *args], cwd=tmp_path, env=_env(outputs),
+            [sys.executable, str(ROOT / script), *args], cwd=tmp_path, env={**os.environ, **_env(outputs)},
             capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
         if check and proc.returncode != 0:

@@ -1,4 +1,5 @@
-"""Every YAML in every config group composes, and what it describes instantiates (and runs one batch)."""
+"""Every YAML in every config group composes, passes the config checks, builds a part that satisfies its contract
+(encoder, head, clustering head, evaluator), and runs one batch."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import open_dict
 
-from clusterable.train import CONFIG_DIR
+from clusterable.config import build
+from clusterable.contracts import ClusteringHead, Encoder, Head, require, require_evaluator
+from clusterable.train import CONFIG_DIR, EVALUATOR_CALL, OPTIMIZER_CALL
 
 CONF = Path(CONFIG_DIR)
 
@@ -31,28 +33,37 @@ def composed(tmp_path: Path, *overrides: str):
 
 
 def build_and_step(cfg) -> dict:
-    """Instantiate dataset (fake), encoder, head and evaluators as train.py does; one training batch through them."""
-    dm = instantiate(cfg.dataset, source="fake", fake_size=40)
+    """Build dataset (fake), encoder, head, optimizer and evaluators as train.py does (config checks and contracts
+    included); one training batch through them."""
+    with open_dict(cfg):
+        cfg.dataset.source, cfg.dataset.fake_size = "fake", 40
+    dm = build(cfg.dataset, "dataset", seed=0)
     splits = dm.load()
-    encoder = instantiate(cfg.model, input_shape=dm.input_shape)
-    head = instantiate(cfg.loss, num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim,
-                       input_shape=dm.input_shape)  # fmt: skip
-    for node in (cfg.get("evaluator") or {}).values():
-        assert callable(instantiate(node))
+    encoder = build(cfg.model, "model", input_shape=dm.input_shape)
+    require(encoder, Encoder, "model")
+    head = build(cfg.loss, "loss", num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim,
+                 input_shape=dm.input_shape)  # fmt: skip
+    require(head, Head, "loss")
+    assert callable(build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL))
+    for name, node in (cfg.get("evaluator") or {}).items():
+        require_evaluator(build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL), name)
     batch = next(iter(dm.train_dataloader()))
-    if hasattr(head, "init_clusters"):
+    if isinstance(head, ClusteringHead):
         train = splits["train"]
         head.init_clusters(encoder(train["inputs"]), index=torch.arange(len(train["labels"])), **train)
     out = head(encoder(batch["inputs"]), batch["labels"], epoch=0, encoder=encoder,
                **{k: v for k, v in batch.items() if k != "labels"})  # fmt: skip
     assert torch.isfinite(out["loss"]), out
+    assert set(out) == set(head.loss_parts), (set(out), head.loss_parts)
     return out
 
 
 @pytest.mark.parametrize("name", options("dataset"))
 def test_dataset_options(tmp_path, name):
     cfg = composed(tmp_path, f"dataset={name}")
-    dm = instantiate(cfg.dataset, source="fake", fake_size=30)
+    with open_dict(cfg):
+        cfg.dataset.source, cfg.dataset.fake_size = "fake", 30
+    dm = build(cfg.dataset, "dataset", seed=0)
     splits = dm.load()
     assert tuple(splits["train"]["inputs"].shape[1:]) == dm.input_shape
     assert int(splits["train"]["labels"].max()) < dm.num_classes
@@ -61,21 +72,30 @@ def test_dataset_options(tmp_path, name):
 @pytest.mark.parametrize("name", options("model"))
 def test_model_options(tmp_path, name):
     cfg = composed(tmp_path, f"model={name}")
-    encoder = instantiate(cfg.model, input_shape=(1, 28, 28))
+    encoder = build(cfg.model, "model", input_shape=(1, 28, 28))
+    require(encoder, Encoder, name)
     assert encoder(torch.rand(3, 1, 28, 28)).shape == (3, encoder.embedding_dim)
 
 
 @pytest.mark.parametrize("name", options("loss"))
 def test_loss_options(tmp_path, name):
     cfg = composed(tmp_path, f"loss={name}")
-    head = instantiate(cfg.loss, num_classes=3, embedding_dim=784, input_shape=(784,))
-    assert isinstance(head, torch.nn.Module)
+    head = build(cfg.loss, "loss", num_classes=3, embedding_dim=784, input_shape=(784,))
+    require(head, Head, name)
+    assert isinstance(head, torch.nn.Module) and head.loss_parts[0] == "loss"
 
 
 @pytest.mark.parametrize("name", options("evaluator"))
 def test_evaluator_options(tmp_path, name):
     cfg = composed(tmp_path, f"evaluator=[{name}]")
-    assert callable(instantiate(cfg.evaluator[name]))
+    require_evaluator(build(cfg.evaluator[name], f"evaluator.{name}", call_args=EVALUATOR_CALL), name)
+
+
+@pytest.mark.parametrize("name", options("optimizer"))
+def test_optimizer_options(tmp_path, name):
+    cfg = composed(tmp_path, f"optimizer={name}")
+    make = build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL)
+    assert isinstance(make([torch.nn.Parameter(torch.zeros(2))]), torch.optim.Optimizer)
 
 
 @pytest.mark.parametrize("group", ["trainer", "logger"])
@@ -85,7 +105,9 @@ def test_trainer_and_logger_options(tmp_path, group):
         if group == "trainer" and cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
             continue
         node = cfg[group]
-        built = instantiate(node) if group == "trainer" else [instantiate(n) for n in node.values()]
+        built = (
+            build(node, group) if group == "trainer" else [build(n, f"{group}.{k}") for k, n in node.items()]
+        )
         assert built is not None
 
 
@@ -114,3 +136,4 @@ def test_default_config_values():
     assert cfg.dataset.name == "digits" and cfg.trainer.accelerator == "cpu"
     assert cfg.loss._target_.endswith("GaussianCOREL") and cfg.model._target_.endswith("FFNN")
     assert cfg.dataset.batch_size == 128 and cfg.optimizer._target_ == "torch.optim.Adam"
+    assert cfg.mode == "full"

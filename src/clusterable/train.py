@@ -58,8 +58,11 @@ TOP_LEVEL = {
 def _mode(*, _root_: DictConfig) -> str:
     """``${run_mode:}``: ``full`` or ``smoke`` from the composed config (``rundir.run_mode``). Sweep folders
     use it, so a debug or fake-data run never shares a cell with a full one."""
-    choices = _root_.hydra.runtime.choices if "hydra" in _root_ else HydraConfig.get().runtime.choices
-    return run_mode(provenance(_root_, choices.get("debug")))
+    if "hydra" in _root_:
+        debug = _root_.hydra.runtime.choices.get("debug")
+    else:  # in the job, Hydra has moved its node out of the config
+        debug = HydraConfig.get().runtime.choices.get("debug") if HydraConfig.initialized() else None
+    return run_mode(provenance(_root_, debug))
 
 
 OmegaConf.register_new_resolver("run_mode", _mode, replace=True)
@@ -152,12 +155,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         error = str(e)
     except BaseException as e:
         from clusterable.data.errors import DatasetError
+        from clusterable.evaluation.runner import EvaluatorError
         from clusterable.module import DivergedError
 
         if isinstance(e, DivergedError):
             payload["failed_epoch"] = e.epoch
             error = str(e)
-        elif isinstance(e, DatasetError):
+        elif isinstance(e, DatasetError | EvaluatorError):
             error = str(e)
         elif isinstance(e, KeyboardInterrupt | SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
             _finish(run_dir, hc, payload, "interrupted", rank_zero, loggers)
@@ -197,6 +201,7 @@ def _train_and_evaluate(
     threads = _torch_threads(cfg)
     if threads is not None:
         torch.set_num_threads(threads)
+    payload["torch_threads"] = torch.get_num_threads()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
@@ -334,16 +339,23 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
 def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
     """One line naming an unknown option of a config group on the command line (``evaluator=[nonexistent]``,
-    ``experiment=corel/nonexistent``) and the available ones, or None. Hydra's parser reads the overrides."""
+    ``experiment=corel/nonexistent``) and the available ones, or None. Hydra's parser reads the overrides; folders
+    added with ``hydra.searchpath=[file://...]`` count too."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    groups = {p.name for p in Path(config_dir).iterdir() if p.is_dir() and p.name != "hydra"}
     try:
         overrides = OverridesParser.create().parse_overrides(
             [a for a in args if "=" in a and not a.startswith("-")]
         )
     except Exception:
         return None  # Hydra reports syntax errors itself
+    roots = [Path(config_dir)]
+    for override in overrides:
+        if override.key_or_group == "hydra.searchpath" and isinstance(override.value(), list):
+            roots += [
+                Path(str(p).removeprefix("file://")) for p in override.value() if str(p).startswith("file://")
+            ]
+    groups = {p.name for p in Path(config_dir).iterdir() if p.is_dir() and p.name != "hydra"}
     for override in overrides:
         group = override.key_or_group
         if group not in groups or override.is_delete() or override.package is not None:
@@ -355,10 +367,13 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
             names = (
                 [str(v) for v in value] if isinstance(value, list) else [] if value is None else [str(value)]
             )
+        available = sorted(
+            str(p.relative_to(root / group).with_suffix(""))
+            for root in roots
+            for p in (root / group).rglob("*.yaml")
+        )
         for name in names:
-            if not (Path(config_dir) / group / f"{name}.yaml").is_file():
-                available = sorted(str(p.relative_to(Path(config_dir) / group).with_suffix(""))
-                                   for p in (Path(config_dir) / group).rglob("*.yaml"))  # fmt: skip
+            if name not in available:
                 return f"{group}: no option {name!r}; available: {', '.join(available)}"
     return None
 
