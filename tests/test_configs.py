@@ -132,7 +132,7 @@ def test_experiments_compose_and_run_a_batch(tmp_path, name):
 
 def test_default_config_values():
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train")
+        cfg = compose("train", return_hydra_config=True)
     assert cfg.dataset.name == "digits" and cfg.trainer.accelerator == "cpu"
     assert cfg.loss._target_.endswith("GaussianCOREL") and cfg.model._target_.endswith("FFNN")
     assert cfg.dataset.batch_size == 128 and cfg.optimizer._target_ == "torch.optim.Adam"
