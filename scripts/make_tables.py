@@ -51,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no runs of experiment {experiment!r} under {args.outputs}/ (mode {mode}); run first:\n"
               f"  python train.py -m experiment={args.table}", file=sys.stderr)  # fmt: skip
         return 1
-    out_dir = Path(args.outputs) / "tables"
+    # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
+    out_dir = Path(args.outputs) / "tables" / ("smoke" if mode == "smoke" else "")
     table = getattr(module, name)(runs, out_dir)
     suffix, note = describe(runs, mode)
     table.title = f"{table.title} — {suffix}"
     if note:
         table.notes.insert(0, note)
-    stem = f"{paper}_{name}" + ("_smoke" if mode == "smoke" else "")
-    paths = table.write(out_dir, stem)
+    paths = table.write(out_dir, f"{paper}_{name}")
     failed = sum(not r.ok for r in runs)
     print(table.markdown())
     print(

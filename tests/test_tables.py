@@ -36,7 +36,7 @@ def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
     assert all(c.startswith(("- [holds]", "- [does not hold]")) for c in claims)  # every number was there
     tables = cli.outputs / "tables"
     for ext in ("md", "tex", "csv"):
-        assert (tables / f"corel_table2_smoke.{ext}").stat().st_size > 0
+        assert (tables / "smoke" / f"corel_table2.{ext}").stat().st_size > 0
     # Tables 3-4 come from the same runs: nothing is trained again.
     proc = cli("train.py", "-m", "experiment=corel/table3_4", "debug=smoke")
     assert proc.stdout.count("metrics.json says ok") == 16 and "run: ok" not in proc.stdout

@@ -58,7 +58,7 @@ def test_smoke_runs_make_a_table_titled_smoke(tmp_path, run_main):
     assert title(out).endswith("— SMOKE runs (fake data / few batches: tests the pipeline only)")
     assert "> SMOKE RUNS (data=fake, debug=smoke, max_epochs=2, trainer.limit_train_batches=3)" in out
     assert "of corel/table2 [smoke]" in out
-    assert (tmp_path / "tables" / "corel_table2_smoke.md").is_file()
+    assert (tmp_path / "tables" / "smoke" / "corel_table2.md").is_file()
     assert not (tmp_path / "tables" / "corel_table2.md").exists()
 
 
@@ -152,5 +152,5 @@ def test_every_csrl_figure_is_drawn_through_make_tables(csrl_outputs, run_main, 
     assert code == 0, err
     assert title(out).startswith(f"### CSRL Figure {name[3:]}:") and "— SMOKE runs" in title(out)
     assert "[smoke]" in out and "- [" in out  # the paper's claims, checked
-    png = csrl_outputs / "tables" / f"csrl_{name}.png"
+    png = csrl_outputs / "tables" / "smoke" / f"csrl_{name}.png"
     assert png.stat().st_size > 1000
