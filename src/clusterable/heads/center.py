@@ -27,8 +27,8 @@ class CenterLoss(CCELoss):
     Args:
         num_classes: K, at least 2.
         embedding_dim: D, at least 1.
-        lam: weight of the centre term, in [0, 1] (COREL tunes it per setting; its values are NF).
-        alpha: centre learning rate, in (0, 1] (NF in the COREL paper; 0.5 is Wen et al.'s default).
+        lam: weight of the centre term, in [0, 1] (COREL tunes it per setting; its values are not published).
+        alpha: centre learning rate, in (0, 1] (not published in the COREL paper; 0.5 is Wen et al.'s default).
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
 
     Attributes:

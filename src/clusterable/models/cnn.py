@@ -17,7 +17,7 @@ class CNN(nn.Module):
     """x (N, C, H, W) -> 3 x [Conv(k, same padding) -> LeakyReLU -> MaxPool 2] -> 2 x [Linear -> LeakyReLU] -> (N, D).
 
     Flat inputs of ``d = s^2`` features (scikit-learn's 8x8 digits) are viewed as one s x s channel
-    (``clusterable.models.images``). Kernel size, FC widths and the LeakyReLU slope are NF in the paper (our
+    (``clusterable.models.images``). Kernel size, FC widths and the LeakyReLU slope are not published in the paper (our
     defaults).
 
     Args:
