@@ -13,9 +13,10 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from torch import Tensor, nn
+if TYPE_CHECKING:  # annotations only: `train.py --help` must not pay for importing torch
+    from torch import Tensor, nn
 
 
 class ContractError(TypeError):
