@@ -98,6 +98,22 @@ def test_every_mistake_is_one_line_before_training(train, overrides, message):
     assert_nothing_ok(train.outputs)
 
 
+def test_a_key_that_does_not_exist_without_plus_is_one_line(train):
+    result = train(*QUICK, "loss.lamda=0.3")
+    assert result.code == 2
+    assert_one_error_line(result, "error: loss.lamda is not a key of the config")
+    assert not metrics_files(train.outputs)
+
+
+def test_a_cell_that_does_not_compose_fails_alone(train):
+    # cce has no lam: Hydra cannot compose that cell; the center cell still runs.
+    result = train("-m", "loss=cce,center", "loss.lam=0.2", *QUICK)
+    assert result.code == 1 and "sweep: 1 ok, 1 failed, 0 skipped" in result.out
+    (line,) = result.error_lines()
+    assert line.startswith("failed: loss=cce,") and "loss.lam is not a key of the config" in line
+    assert [m["status"] for m in all_metrics(train.outputs)] == ["ok"]
+
+
 def test_an_evaluator_option_out_of_range_names_the_evaluator(train):
     result = train(
         *QUICK, "trainer.max_epochs=1", "evaluator=[clustering]", "evaluator.clustering.kmeans_n_init=0"

@@ -176,6 +176,30 @@ def build(node: DictConfig, path: str, call_args: Iterable[str] = (), **availabl
     try:
         return hydra.utils.instantiate(node, **given)
     except InstantiationException as e:
+        from lightning.fabric.utilities.exceptions import MisconfigurationException
+
         if isinstance(e.__cause__, ValueError | TypeError):
             raise ConfigError(f"{path}.{e.__cause__}") from None
+        if isinstance(e.__cause__, MisconfigurationException):  # Lightning's word for a bad Trainer setting
+            raise ConfigError(f"{path}: {str(e.__cause__).splitlines()[0]}") from None
         raise
+
+
+def composition_error(error: BaseException) -> str:
+    """One line for Hydra's several-line report that a config does not compose.
+
+    The usual case, a key that does not exist set without ``+`` (``loss.lamda=0.3``), reads
+    ``loss.lamda is not a key of the config (a typo? python train.py --cfg job prints the config; +loss.lamda=...
+    adds a new key)``.
+    """
+    text = f"{error}\n{error.__cause__ or ''}"
+    if "is not in struct" in text and text.startswith("Could not override '"):
+        key = text.removeprefix("Could not override '").split("'", 1)[0]
+        return (
+            f"{key} is not a key of the config (a typo? `python train.py --cfg job` prints the config; "
+            f"+{key}=... adds a new key)"
+        )
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(
+        line for line in lines if not line.startswith(("full_key", "object_type", "reference_type"))
+    )

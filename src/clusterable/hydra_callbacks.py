@@ -26,12 +26,15 @@ RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
 exit_status = {"code": 0}
 
 
-def record_outcome(run_dir: Path, status: str, error: str | None) -> None:
-    """Write one job's outcome (``ok``, ``failed`` or ``skipped``) for the sweep summary; no-op outside a sweep."""
+def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | None = None) -> None:
+    """Write one job's outcome (``ok``, ``failed`` or ``skipped``) for the sweep summary; no-op outside a sweep.
+
+    ``cell`` names the cell in the summary (default: the run directory's name, i.e. its overrides).
+    """
     folder = os.environ.get(RECORDS_ENV)
     if not folder:
         return
-    record = {"dir": str(run_dir), "status": status, "error": error}
+    record = {"dir": str(run_dir), "cell": cell or run_dir.name, "status": status, "error": error}
     Path(folder, f"{uuid.uuid4().hex}.json").write_text(json.dumps(record))
 
 
@@ -78,6 +81,6 @@ class SweepSummary(Callback):
         )
         for o in outcomes:
             if o["status"] == "failed":
-                print(f"failed: {Path(o['dir']).name}: {o['error']}", file=sys.stderr)
+                print(f"failed: {o['cell']}: {o['error']}", file=sys.stderr)
         if counts["failed"]:
             exit_status["code"] = 1

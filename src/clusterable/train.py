@@ -24,7 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable import hydra_callbacks
-from clusterable.config import ConfigError, build, check_node, check_value
+from clusterable.config import ConfigError, build, check_node, check_value, composition_error
 from clusterable.contracts import ContractError
 from clusterable.rundir import (
     clean_cell,
@@ -378,11 +378,51 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
     return None
 
 
+def check_composes(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
+    """One line when Hydra cannot compose a single run's config, e.g. a key that does not exist set without ``+``
+    (``trainer.precison=16``); None when it composes. Hydra's own report is several lines. Under ``-m`` each cell
+    is composed by the sweeper (``hydra_plugins.clusterable_sweeper``), where a cell that does not compose fails
+    alone."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    flags = (
+        "-m",
+        "--multirun",
+        "-h",
+        "--help",
+        "--hydra-help",
+        "-cn",
+        "--config-name",
+        "-cp",
+        "--config-path",
+    )
+    if any(a in flags for a in args):
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(
+            [a for a in args if "=" in a and not a.startswith("-")]
+        )
+    except Exception:
+        return None  # Hydra reports syntax errors itself
+    keep = [
+        o.input_line
+        for o in parsed
+        if o.key_or_group == "hydra.searchpath" or not o.key_or_group.startswith("hydra")
+    ]
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+            compose("train", overrides=keep)
+    except Exception as e:
+        return composition_error(e)
+    return None
+
+
 def main() -> None:
     """``python train.py ...``: exit status 0 when every run is ok, 1 when one failed, 2 for an unknown option,
     130 after Ctrl-C."""
     hydra_callbacks.exit_status["code"] = 0
-    problem = check_group_options(sys.argv[1:])
+    problem = check_group_options(sys.argv[1:]) or check_composes(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
