@@ -138,7 +138,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         previous = read_metrics(run_dir)
         if previous is not None and previous.get("status") == "ok":
             changes = config_changes(previous.get("config") or {}, payload["config"])
-            if not changes:
+            if "config" not in previous:
+                changes = ["its metrics.json records no config (an older version wrote it)"]
+            elif not changes:
                 print(f"skip {run_dir}: metrics.json says ok and its config is the one asked for")
                 hydra_callbacks.record_outcome(run_dir, "skipped", None)
                 return previous
