@@ -67,6 +67,9 @@ class SweepSummary(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
+        for stale in sweep_dir.glob(".outcomes-*"):  # left by a sweep that was interrupted
+            if not _alive(int(stale.name.split("-")[1])):
+                shutil.rmtree(stale, ignore_errors=True)
         self.records = sweep_dir / f".outcomes-{os.getpid()}-{time.time_ns()}"
         self.records.mkdir(parents=True, exist_ok=True)
         os.environ[RECORDS_ENV] = str(self.records)
@@ -84,3 +87,13 @@ class SweepSummary(Callback):
                 print(f"failed: {o['cell']}: {o['error']}", file=sys.stderr)
         if counts["failed"]:
             exit_status["code"] = 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
