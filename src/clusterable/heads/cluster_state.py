@@ -23,16 +23,20 @@ CHUNK = 4096  # rows per block when a head scores a whole split under all C clus
 class ClusterState(nn.Module):
     """Buffers ``centres`` (C, d) and ``assignment`` (N,) of the training set; saved with the checkpoint.
 
+    One cluster is the standard (not cluster-specific) model: every point is in it and its centre is the origin,
+    so the model sees the inputs as they are, as the authors' standard VAE and RBM do (``train_VAE``,
+    ``train_RBM`` in ``src/train.py``); the Lloyd step has nothing to change.
+
     Args:
-        num_clusters: C, at least 2.
+        num_clusters: C, at least 1.
         seed: ``random_state`` of the k-means++ seeding (the authors' code uses 20: repository
             ``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/train.py``).
     """
 
     def __init__(self, num_clusters: int, seed: int = 20):
         super().__init__()
-        if num_clusters < 2:
-            raise ValueError(f"num_clusters must be >= 2, got {num_clusters}")
+        if num_clusters < 1:
+            raise ValueError(f"num_clusters must be >= 1, got {num_clusters}")
         self.num_clusters, self.seed = int(num_clusters), seed
         self.register_buffer("centres", torch.zeros(0))
         self.register_buffer("assignment", torch.zeros(0, dtype=torch.long))
@@ -43,6 +47,11 @@ class ClusterState(nn.Module):
             if prefix + name in state_dict:
                 setattr(self, name, torch.empty_like(state_dict[prefix + name]))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    @property
+    def standard(self) -> bool:
+        """One cluster: the standard (not cluster-specific) model."""
+        return self.num_clusters == 1
 
     @property
     def initialised(self) -> bool:
@@ -60,6 +69,10 @@ class ClusterState(nn.Module):
     def init_kmeanspp(self, x: torch.Tensor) -> None:
         """Each point to its nearest k-means++ seed, then centres = members' means (authors' code). x: (N, d)."""
         n = x.shape[0]
+        if self.num_clusters == 1:  # the standard model: one cluster, no centring
+            self.assignment = torch.zeros(n, dtype=torch.long, device=x.device)
+            self.centres = torch.zeros(1, x.shape[1], dtype=x.dtype, device=x.device)
+            return
         if not self.num_clusters <= n:
             raise ValueError(
                 f"num_clusters ({self.num_clusters}) must not exceed the number of samples ({n})"
@@ -84,7 +97,8 @@ class ClusterState(nn.Module):
         new = losses.argmin(dim=1)
         changed = int((new != self.assignment).sum()) if self.initialised else len(new)
         self.assignment = new
-        self.centres = self.cluster_means(x, new, self.centres)
+        if self.num_clusters > 1:  # the standard model keeps its centre at the origin
+            self.centres = self.cluster_means(x, new, self.centres)
         return changed
 
     def cluster_means(
@@ -115,17 +129,22 @@ class ClusterSpecificHead(nn.Module):
     and ``embed``.
 
     Args:
-        num_classes: C, the number of clusters (``dataset.num_classes``), at least 2.
+        num_classes: the dataset's number of classes: the number of clusters C unless ``num_clusters`` is set.
         seed: ``random_state`` of the k-means++ seeding, >= 0.
+        num_clusters: C when it is not the number of classes; 1 turns the head into its standard single-model
+            baseline through the same code (no centring, one model; the paper's "standard" panels).
 
     Attributes:
         num_clusters: C.
         state: ``ClusterState`` with ``centres`` (C, d) and ``assignment`` (N,) of the training split.
     """
 
-    def __init__(self, num_classes: int, seed: int):
+    def __init__(self, num_classes: int, seed: int, num_clusters: int | None = None):
         super().__init__()
-        self.num_clusters = checks.num_clusters(num_classes)
+        if num_clusters is None:
+            self.num_clusters = checks.num_clusters(num_classes)
+        else:
+            self.num_clusters = int(checks.at_least("num_clusters", num_clusters, 1))
         self.state = ClusterState(self.num_clusters, seed=int(checks.at_least("seed", seed, 0)))
 
     def cluster_losses(self, embeddings: Tensor, **split: Any) -> Tensor:
