@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Literal
 
 import lightning as L
 import torch
@@ -33,6 +34,14 @@ class RepresentationModule(L.LightningModule):
         divergence_limit: a training-loss part (any of ``head.loss_parts``, epoch mean) that is not finite or
             whose magnitude exceeds this stops the run as diverged. Every part is checked, not only their sum:
             an attraction and a repulsion running off to ±1e32 can cancel to a loss of exactly 0.
+        optimizer_steps: ``per_batch`` (one optimizer step per mini-batch, the usual) or ``per_sample`` (one step
+            per row of each batch, in the batch's order: the CSRL authors train their standard AEs so,
+            ``train_AE`` in ``src/train.py``). ``per_sample`` runs the rows of a batch in a plain loop inside one
+            Lightning step (manual optimization), so that Lightning's per-step cost is paid once a batch, not once
+            a row: give it large batches (``dataset.batch_size=-1``). One device only.
+
+    Attributes:
+        steps_taken: optimizer steps taken so far (for seconds per step).
     """
 
     def __init__(
@@ -41,10 +50,15 @@ class RepresentationModule(L.LightningModule):
         head: nn.Module,
         optimizer: Callable[..., torch.optim.Optimizer],
         divergence_limit: float = 1e10,
+        optimizer_steps: Literal["per_batch", "per_sample"] = "per_batch",
     ):
         super().__init__()
+        if optimizer_steps not in ("per_batch", "per_sample"):
+            raise ValueError(f"optimizer_steps must be per_batch or per_sample, got {optimizer_steps!r}")
         self.encoder, self.head, self.optimizer_factory = encoder, head, optimizer
         self.divergence_limit = float(divergence_limit)
+        self.automatic_optimization = optimizer_steps == "per_batch"
+        self.steps_taken = 0
         self._sums: dict[str, Tensor] = {}
         self._steps = 0
 
@@ -75,13 +89,42 @@ class RepresentationModule(L.LightningModule):
             **extra,
         )  # fmt: skip
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
+        if not self.automatic_optimization:
+            self._per_sample_steps(batch)
+            return None
         out = self._head(batch)
+        self._accumulate(out)
+        self.steps_taken += 1
+        return out["loss"]
+
+    def _accumulate(self, out: dict[str, Tensor]) -> None:
         # Sum the parts on the device and log once an epoch: a per-step self.log costs ~1 ms a step on small models.
         for k, v in out.items():
             self._sums[k] = self._sums.get(k, 0.0) + v.detach()
         self._steps += 1
-        return out["loss"]
+
+    def _per_sample_steps(self, batch: dict[str, Tensor]) -> None:
+        """One optimizer step per row of ``batch``, in order; the epoch's parts are means over the rows.
+
+        A plain loop (no Lightning hook per row): what is left per step is PyTorch's own cost of a forward, a
+        backward and an optimizer step, so the loop runs at a plain training loop's speed (scripts/bench.py).
+        """
+        if self.trainer.world_size > 1:
+            raise RuntimeError("optimizer_steps=per_sample runs on one device only")
+        optimizer = self.optimizers(use_pl_optimizer=False)
+        rows = [{k: v[i : i + 1] for k, v in batch.items()} for i in range(len(batch["labels"]))]
+        parts = []
+        for row in rows:
+            out = self._head(row)
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].backward()
+            optimizer.step()
+            parts.append(out)
+        for key in parts[0] if parts else ():
+            self._sums[key] = self._sums.get(key, 0.0) + torch.stack([p[key].detach() for p in parts]).sum()
+        self._steps += len(parts)
+        self.steps_taken += len(parts)
 
     def on_train_epoch_start(self) -> None:
         self._sums, self._steps = {}, 0

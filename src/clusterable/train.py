@@ -50,6 +50,7 @@ TOP_LEVEL = {
     "optimized_metric": str | None,
     "divergence_limit": float,
     "torch_threads": int | None,
+    "optimizer_steps": Literal["per_batch", "per_sample"],
     "checkpoint.monitor": str | None,
     "checkpoint.mode": Literal["min", "max"],
 }
@@ -191,7 +192,7 @@ def _train_and_evaluate(
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")  # inside Lightning, not ours
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    from clusterable.callbacks import EpochTimer
+    from clusterable.callbacks import ClusterUpdates, EpochTimer
     from clusterable.contracts import Encoder, Head, require, require_evaluator
     from clusterable.evaluation.runner import evaluate
     from clusterable.module import RepresentationModule, count_parameters
@@ -225,7 +226,7 @@ def _train_and_evaluate(
     )  # fmt: skip
     require(head, Head, f"loss={HydraConfig.get().runtime.choices.get('loss')}")
     optimizer = build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL)
-    module = RepresentationModule(encoder, head, optimizer, cfg.divergence_limit)
+    module = RepresentationModule(encoder, head, optimizer, cfg.divergence_limit, cfg.optimizer_steps)
     evaluators = {
         name: build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL)
         for name, node in (cfg.get("evaluator") or {}).items()
@@ -258,8 +259,12 @@ def _train_and_evaluate(
 
     start = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
-    payload["timing"]["fit_s"] = time.perf_counter() - start
-    payload["timing"]["epoch_s"] = timer.mean_epoch_s
+    lloyd = next((c for c in trainer.callbacks if isinstance(c, ClusterUpdates)), None)
+    payload["timing"].update(
+        fit_s=time.perf_counter() - start, epoch_s=timer.mean_epoch_s, steps=module.steps_taken,
+        step_s=timer.train_s / module.steps_taken if module.steps_taken else None,
+        lloyd_s=lloyd.mean_s if lloyd is not None else None,
+    )  # fmt: skip
     if not rank_zero:
         payload["status"] = "ok"
         return payload

@@ -137,7 +137,13 @@ class InMemoryDataModule(L.LightningDataModule):
         source: ``"real"`` reads the dataset; ``"fake"`` builds a synthetic stand-in with the same
             ``input_shape`` and ``num_classes`` (``fake_size`` samples per split), so every command runs offline.
         fake_size: samples per split of the fake source.
-        seed: seed of the training-order shuffle.
+        seed: seed of the training-order shuffle and of ``shuffle_rows``.
+        shuffle_rows: permute the rows of every split once, with a generator seeded by ``seed``, before anything
+            sees them. The CSRL authors do this before every repetition (``torch.randperm`` in
+            ``exp_tensor_ae.ipynb``), so that each repetition's k-means++ start (``random_state=20``, fixed) sees
+            the points in another order and starts from another assignment; every point keeps its label.
+        shuffle_batches: draw a new order of the training rows every epoch (usual); false keeps the row order, as
+            the CSRL authors' per-sample loop over the standard AEs does.
         eval_batch_size: mini-batch size of the validation and test loaders.
         root: the dataset's folder, for readers of files on disk (their config passes it on as ``${..root}``).
 
@@ -155,6 +161,8 @@ class InMemoryDataModule(L.LightningDataModule):
         source: str = "real",
         fake_size: int = 300,
         seed: int = 0,
+        shuffle_rows: bool = False,
+        shuffle_batches: bool = True,
         eval_batch_size: int = 4096,
         root: str | None = None,
     ):
@@ -182,6 +190,7 @@ class InMemoryDataModule(L.LightningDataModule):
         self.input_shape = tuple(int(s) for s in shape)
         self.num_classes, self.batch_size, self.fake_size = int(num_classes), int(batch_size), int(fake_size)
         self.seed, self.eval_batch_size, self.root = int(seed), int(eval_batch_size), root
+        self.shuffle_rows, self.shuffle_batches = bool(shuffle_rows), bool(shuffle_batches)
         self.splits: dict[str, Split] = {}
 
     def prepare_data(self) -> None:
@@ -218,8 +227,16 @@ class InMemoryDataModule(L.LightningDataModule):
                     f"num_classes ({self.num_classes}, the number of classes or clusters) must not exceed the "
                     f"number of training samples ({n_train})"
                 )
+            if self.shuffle_rows:
+                splits = {s: self._permuted(d) for s, d in splits.items()}
             self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
         return self.splits
+
+    def _permuted(self, split: Split) -> Split:
+        """The split's rows in the order ``randperm(N)`` of a generator seeded with ``seed`` (the same order for
+        every split of the same length, so splits that hold the same points stay aligned)."""
+        order = torch.randperm(len(split["labels"]), generator=torch.Generator().manual_seed(self.seed))
+        return {k: v[order] for k, v in split.items()}
 
     def _check(self, splits: dict[str, Split]) -> None:
         """The splits match the module's settings: one line naming the setting (or the reader), the split and what
@@ -283,7 +300,12 @@ class InMemoryDataModule(L.LightningDataModule):
         size = self.batch_size if train else self.eval_batch_size
         size = per_rank if (train and size == -1) else min(size, per_rank)
         return TensorBatches(
-            split, max(size, 1), shuffle=train, seed=self.seed, rank=rank, world_size=world_size
+            split,
+            max(size, 1),
+            shuffle=train and self.shuffle_batches,
+            seed=self.seed,
+            rank=rank,
+            world_size=world_size,
         )
 
     def train_dataloader(self) -> TensorBatches:
