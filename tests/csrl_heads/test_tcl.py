@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from clusterable.heads.tcl import (
     TensorizedContrastive,
     apply_displacement,
+    elastic,
     elastic_displacement,
     random_partner,
 )
@@ -184,3 +185,91 @@ def test_yamls_instantiate_the_papers_network():
     assert (
         head.weight1.shape == (5, 1024, 512) and head.weight2.shape == (5, 512, 128) and not head.supervised
     )
+    assert not head.standard  # num_clusters: null -> the dataset's classes
+
+
+# ---- one cluster: the standard contrastive model through the same code -------------------------------------------
+
+
+def standard_pair(n: int = 8):
+    """A small conv encoder (no dropout: deterministic) and a one-cluster head (no dropout), with S set up."""
+    torch.manual_seed(0)
+    encoder = TCLConv([1, 28, 28], channels=(4, 8), dropout=0.0)
+    head = TensorizedContrastive(encoder.embedding_dim, 5, out_dim=6, hidden=10, dropout=0.0, num_clusters=1)
+    inputs, labels = torch.rand(n, 1, 28, 28), torch.arange(n) % 3
+    head.init_clusters(encoder(inputs).detach(), inputs=inputs)
+    return encoder, head, inputs, labels
+
+
+def test_one_cluster_head_is_a_plain_contrastive_network_same_loss_and_gradients():
+    encoder, head, inputs, labels = standard_pair()
+    assert head.num_clusters == 1 and head.standard
+    assert torch.equal(head.state.assignment, torch.zeros(len(inputs), dtype=torch.long))
+    assert not head.state.centres.any()  # one cluster: centred on the origin, nothing to assign
+    # The hand-written standard model: encoder -> Linear -> ReLU -> Linear, L2-normalised, with the head's weights.
+    net = torch.nn.Sequential(torch.nn.Linear(encoder.embedding_dim, 10), torch.nn.ReLU(), torch.nn.Linear(10, 6))
+    with torch.no_grad():
+        net[0].weight.copy_(head.weight1[0].T), net[0].bias.copy_(head.bias1[0])
+        net[2].weight.copy_(head.weight2[0].T), net[2].bias.copy_(head.bias2[0])
+
+    torch.manual_seed(5)
+    out = head(encoder(inputs), labels, index=torch.arange(len(inputs)), inputs=inputs, encoder=encoder)
+    g_head = grads(torch.nn.ModuleList([head, encoder]), out["loss"])
+
+    torch.manual_seed(5)  # the same draws: the elastic fields, then each anchor's negative
+    positives = elastic(inputs, head.alpha, head.sigma)
+    n = len(inputs)
+    scores = torch.rand(n, n).masked_fill(torch.eye(n, dtype=torch.bool), -1.0)
+    negative = scores.argmax(1)  # a uniformly random other sample of the batch: the standard CL's negative
+    assert (negative != torch.arange(n)).all()
+    z = F.normalize(net(encoder(inputs)), dim=1)
+    z_pos = F.normalize(net(encoder(positives)), dim=1)
+    loss = ((z * z[negative]).sum(1) - (z * z_pos).sum(1)).mean()
+    g_net = grads(torch.nn.ModuleList([net, encoder]), loss)
+
+    torch.testing.assert_close(out["loss"], loss)
+    w1, b1, w2, b2, *g_enc_head = g_head
+    n1w, n1b, n2w, n2b, *g_enc_net = g_net
+    torch.testing.assert_close(w1[0], n1w.T), torch.testing.assert_close(b1[0], n1b)
+    torch.testing.assert_close(w2[0], n2w.T), torch.testing.assert_close(b2[0], n2b)
+    for a, b in zip(g_enc_head, g_enc_net, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_one_cluster_head_assigns_nothing_and_embeds_with_its_one_head():
+    encoder, head, inputs, labels = standard_pair()
+    with torch.no_grad():
+        h = encoder.eval()(inputs)
+    head.update_clusters(h, inputs=inputs)
+    assert torch.equal(head.state.assignment, torch.zeros(len(inputs), dtype=torch.long))
+    assert not head.state.centres.any()
+    assert torch.equal(head.assign(h), torch.zeros(len(inputs), dtype=torch.long))
+    torch.testing.assert_close(head.embed(h), head.project(h, dropout=False)[0])
+
+
+@pytest.mark.parametrize("supervised", [False, True])
+def test_one_cluster_negatives_are_any_other_sample(supervised, monkeypatch):
+    head, h = make_head(n=12, supervised=supervised, num_clusters=1)
+    head.init_clusters(h)  # one cluster: every point in cluster 0
+    assert torch.equal(head.state.assignment, torch.zeros(12, dtype=torch.long))
+    labels = torch.tensor([0, 1, 0, 1, 0, 1, 2, 2, 2, -1, 0, -1])
+    captured = {}
+    monkeypatch.setattr(head, "pair_loss", lambda *args: captured.update(zip("hpcnm", args, strict=True)))
+    seen = set()
+    for seed in range(20):
+        torch.manual_seed(seed)
+        head(h, labels, index=torch.arange(12), inputs=torch.rand(12, 16), encoder=lambda x: h.clone())
+        neg, has = captured["n"], captured["m"]
+        assert has.all() and (neg != torch.arange(12)).all()
+        if supervised:
+            labelled = labels >= 0
+            assert (labels[neg] != labels)[labelled].all() and (labels[neg] >= 0)[labelled].all()
+        seen |= set(zip(range(12), neg.tolist(), strict=True))
+    assert len(seen) > 40  # drawn at random, not a fixed partner
+
+
+def test_num_clusters_sets_the_number_of_heads():
+    assert TensorizedContrastive(16, 5, hidden=4, out_dim=3).weight1.shape == (5, 16, 4)
+    assert TensorizedContrastive(16, 5, hidden=4, out_dim=3, num_clusters=1).weight1.shape == (1, 16, 4)
+    with pytest.raises(ValueError, match="num_clusters must be >= 1"):
+        TensorizedContrastive(16, 5, num_clusters=0)

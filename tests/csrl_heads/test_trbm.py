@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -145,3 +146,86 @@ def test_yaml_instantiates_the_papers_rbm():
     head = instantiate(OmegaConf.load(CONF / "loss" / "trbm.yaml"), num_classes=2, input_shape=[784])
     assert isinstance(head, TensorizedRBM)
     assert head.weight.shape == (2, 784, 500) and head.visible_bias.shape == (2, 784) and head.k == 1
+    assert not head.standard and not head.binarize  # num_clusters, binarize: null -> the TRBM on grey values
+
+
+# ---- one cluster: the standard RBM (the authors' train_RBM) through the same code -------------------------------
+
+
+def standard_rbm(d: int = 5, h: int = 3, n: int = 7, k: int = 1, **kw):
+    torch.manual_seed(0)
+    rbm = TensorizedRBM([d], 2, hidden=h, k=k, num_clusters=1, **kw)
+    with torch.no_grad():
+        rbm.weight.normal_(0, 1)
+        rbm.visible_bias.normal_(0, 1)
+        rbm.hidden_bias.normal_(0, 1)
+    x = torch.rand(n, d)
+    rbm.init_clusters(x)
+    return rbm, x
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_one_cluster_head_is_the_standard_rbm_same_loss_and_cd_gradient(k):
+    rbm, x = standard_rbm(k=k)
+    assert rbm.num_clusters == 1 and rbm.standard and rbm.binarize  # the authors' train_RBM binarises
+    assert torch.equal(rbm.state.assignment, torch.zeros(len(x), dtype=torch.long))
+    assert not rbm.state.centres.any()  # no centring: the standard RBM reads the raw inputs
+    torch.manual_seed(3)
+    out = rbm(x, torch.full((len(x),), -1), index=torch.arange(len(x)))
+    rbm.zero_grad()
+    out["loss"].backward()
+
+    # The hand-written standard RBM, laid out as the authors' RBM: W (h, d), visible bias b, hidden bias c.
+    w = rbm.weight[0].T.detach().clone().requires_grad_(True)
+    b = rbm.visible_bias[0].detach().clone().requires_grad_(True)
+    c = rbm.hidden_bias[0].detach().clone().requires_grad_(True)
+
+    def free_energy(v):  # F(v) = -v.b - sum_j log(1 + exp(c_j + (W v)_j))
+        return -(v @ b) - F.softplus(v @ w.T + c).sum(1)
+
+    torch.manual_seed(3)  # the same uniforms: the data's Bernoulli draw, then the chain's h and v
+    v_data = (torch.rand(x.shape) < x).float()  # train_RBM: data.bernoulli()
+    v_model = v_data
+    with torch.no_grad():
+        for _ in range(k):
+            hid = (torch.rand(len(x), rbm.hidden) < torch.sigmoid(v_model @ w.T + c)).float()
+            v_model = (torch.rand(x.shape) < torch.sigmoid(hid @ w + b)).float()
+    loss = free_energy(v_data).mean() - free_energy(v_model).mean()
+    loss.backward()
+    torch.testing.assert_close(out["loss"], loss)
+    torch.testing.assert_close(rbm.weight.grad[0], w.grad.T)
+    torch.testing.assert_close(rbm.visible_bias.grad[0], b.grad)
+    torch.testing.assert_close(rbm.hidden_bias.grad[0], c.grad)
+    # ... which is the CD-k update: -(<v p(h|v)>_data - <v p(h|v)>_model) / n, likewise for the biases.
+    with torch.no_grad():
+        ph_data, ph_model = torch.sigmoid(v_data @ w.T + c), torch.sigmoid(v_model @ w.T + c)
+        cd_w = -(v_data.T @ ph_data - v_model.T @ ph_model) / len(x)
+    torch.testing.assert_close(rbm.weight.grad[0], cd_w)
+    torch.testing.assert_close(rbm.visible_bias.grad[0], -(v_data - v_model).mean(0))
+    torch.testing.assert_close(rbm.hidden_bias.grad[0], -(ph_data - ph_model).mean(0))
+
+
+def test_binarize_defaults_to_the_authors_choice_and_can_be_set():
+    assert TensorizedRBM([4], 2, hidden=3).binarize is False  # tensorised_rbm_loss: the grey values
+    assert TensorizedRBM([4], 2, hidden=3, num_clusters=1).binarize is True  # train_RBM: data.bernoulli()
+    assert TensorizedRBM([4], 2, hidden=3, binarize=True).binarize is True
+    rbm, x = standard_rbm(binarize=False)  # grey values: the data term is deterministic
+    losses = [rbm(x, torch.zeros(len(x)), index=torch.arange(len(x)))["fe_data"] for _ in range(2)]
+    torch.testing.assert_close(losses[0], losses[1])
+    torch.testing.assert_close(losses[0], rbm.free_energy(x)[:, 0].mean())
+    with pytest.raises(ValueError, match="num_clusters must be >= 1"):
+        TensorizedRBM([4], 2, num_clusters=0)
+
+
+@torch.no_grad()
+def test_one_cluster_assignment_embedding_and_reconstruction():
+    rbm, x = standard_rbm()
+    rbm.update_clusters(x)
+    assert torch.equal(rbm.state.assignment, torch.zeros(len(x), dtype=torch.long))
+    assert not rbm.state.centres.any()
+    assert torch.equal(rbm.assign(x), torch.zeros(len(x), dtype=torch.long))
+    ph = torch.sigmoid(rbm.hidden_bias[0] + x @ rbm.weight[0])
+    torch.testing.assert_close(rbm.embed(x), ph)
+    torch.testing.assert_close(rbm.reconstruct(x), torch.sigmoid(rbm.visible_bias[0] + ph @ rbm.weight[0].T))
+    with pytest.raises(ValueError, match=r"cluster must be in \[0, 0\]"):
+        rbm.reconstruct(x, cluster=1)

@@ -11,11 +11,13 @@ authors draw this noise from NumPy's unseeded global generator; we seed it so ru
 shuffle the rows once per repetition with ``torch.randperm``; here rows stay in file order.
 
 The image subsets can also hold out unseen test points (``test_per_class``: the TVAE figures embed new
-points) and scale the pixels (``scale``: the TVAE, TCL and TRBM models read [0, 1] inputs).
+points), scale the pixels (``scale``: the TVAE, TCL and TRBM models read [0, 1] inputs) and zero-pad the images
+(``pad_to``: the convolutional TVAE reads Fashion-MNIST padded to 32 x 32).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -80,6 +82,25 @@ def _relabel(y: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     return lookup[y]
 
 
+def _side(x: np.ndarray) -> int:
+    """The side s of square images x (N, s, s) or (N, s*s); ValueError for any other shape."""
+    side = x.shape[1] if x.ndim == 3 else math.isqrt(int(np.prod(x.shape[1:])))
+    if x.ndim not in (2, 3) or side * side != int(np.prod(x.shape[1:])):
+        raise ValueError(f"pad_to needs square images, got images of shape {tuple(x.shape[1:])}")
+    return side
+
+
+def _padded(x: np.ndarray, size: int) -> np.ndarray:
+    """Square images x (N, s, s) or (N, s*s) zero-padded to (N, size, size), the extra rows and columns split
+    evenly around the image (the odd one after it): torchvision's ``transforms.Pad(2)`` for 28 -> 32, as the
+    authors' code pads Fashion-MNIST for its CNN VAE (``exp_tensor_vae.ipynb``)."""
+    side = _side(x)
+    before = (size - side) // 2
+    after = size - side - before
+    images = x.reshape(len(x), side, side)
+    return np.pad(images, ((0, 0), (before, after), (before, after)))
+
+
 def _image_subset(
     train: tuple[np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray] | None,
@@ -90,13 +111,17 @@ def _image_subset(
     denoise: bool,
     noise: float,
     noise_seed: int,
+    pad_to: int | None = None,
 ) -> dict[str, Split]:
     """The first ``per_class`` images of each class of ``train`` (x (N, ...), y (N,)) in every split, or, with
     ``test_per_class``, as the training split and the first ``test_per_class`` of each class of ``test`` (None:
     the ones right after the training images in ``train``) as validation and test. Pixels divided by
-    ``scale``; labels are positions in ``classes``."""
+    ``scale``; labels are positions in ``classes``; square images zero-padded to ``pad_to`` x ``pad_to``
+    (``_padded``)."""
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale}")
+    if pad_to is not None and not pad_to >= (side := _side(train[0])):
+        raise ValueError(f"pad_to must be >= the images' side ({side}) or null, got {pad_to}")
     if test_per_class is not None and test_per_class < 1:
         raise ValueError(f"test_per_class must be >= 1 or null, got {test_per_class}")
     x, y = train
@@ -116,11 +141,16 @@ def _image_subset(
         if test is not None and test_per_class is not None:  # a separate file: its first images per class
             keep = first_per_class(test[1], classes, test_per_class)
             test = (test[0][keep], test[1][keep])
-    x_train = x[rows].reshape(len(rows), -1) / scale
+
+    def flat(images: np.ndarray) -> np.ndarray:
+        images = images if pad_to is None else _padded(images, pad_to)
+        return images.reshape(len(images), -1) / scale
+
+    x_train = flat(x[rows])
     splits = _splits(x_train, _relabel(y[rows], classes), denoise, noise, noise_seed)
     if test_per_class is None:
         return splits
-    x_test = test[0].reshape(len(test[0]), -1) / scale
+    x_test = flat(test[0])
     # Another noise draw for the unseen points (seed + 1), so that they are not the training points' noise.
     held = _splits(x_test, _relabel(test[1], classes), denoise, noise, noise_seed + 1)["test"]
     return {"train": splits["train"], "val": held, "test": held}
@@ -134,6 +164,7 @@ def read_digits_subset(
     noise_seed: int = 0,
     test_per_class: int | None = None,
     scale: float = 1.0,
+    pad_to: int | None = None,
 ) -> dict[str, Split]:
     """An offline stand-in for the MNIST subset: scikit-learn's 8x8 digits, first ``per_class`` of each class.
 
@@ -141,9 +172,12 @@ def read_digits_subset(
     position in ``classes``. The smallest digits class has 174 images (class 0: 178), so the MNIST subset's
     200 per class is not possible: the default 170 works for any choice of classes. ``test_per_class``: hold
     out the next ``test_per_class`` images of each class as validation and test (None: train = val = test).
+    ``pad_to``: zero-pad the 8x8 images to ``pad_to`` x ``pad_to`` (None: as they are), ``inputs`` (N, pad_to^2).
     """
     x, y = load_digits(return_X_y=True)
-    return _image_subset((x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed)
+    return _image_subset(
+        (x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed, pad_to
+    )
 
 
 def read_mnist_subset(
@@ -158,6 +192,7 @@ def read_mnist_subset(
     train_file: str = "test",
     test_per_class: int | None = None,
     scale: float = 1.0,
+    pad_to: int | None = None,
 ) -> dict[str, Split]:
     """The paper's MNIST subset: the TEST split's first ``per_class`` images of each class, in file order.
 
@@ -168,7 +203,9 @@ def read_mnist_subset(
     ``variant``: ``"mnist"`` or ``"fashion_mnist"`` (``<root>/FashionMNIST/raw``). ``train_file``: ``"test"``
     or ``"train"``, the file the training points come from. ``test_per_class``: None puts the points in every
     split (the AE figures); an integer holds out the first ``test_per_class`` images of each class of the test
-    file as validation and test (after the training ones when those come from the test file too).
+    file as validation and test (after the training ones when those come from the test file too). ``pad_to``:
+    zero-pad the 28x28 images to ``pad_to`` x ``pad_to`` (the authors pad Fashion-MNIST to 32x32 for their CNN
+    VAE), ``inputs`` (N, pad_to^2); None: as they are.
 
     Raises ``clusterable.data.errors.DatasetNotFoundError`` (a FileNotFoundError) naming the files and the
     folder when they are missing and cannot be downloaded, and ``clusterable.data.errors.CorruptFileError``
@@ -195,4 +232,5 @@ def read_mnist_subset(
         denoise,
         noise,
         noise_seed,
+        pad_to,
     )

@@ -30,7 +30,7 @@ from torch import Tensor
 from clusterable.arrays import first_per_class, to_numpy
 from clusterable.contracts import ClusteringHead, EvalContext, ReconstructingHead
 from clusterable.heads.trbm import TensorizedRBM
-from clusterable.heads.tvae import TensorizedVAE
+from clusterable.heads.tvae import ClusterSpecificVAE
 
 
 def _at_least_one(name: str, value: int) -> None:
@@ -209,7 +209,8 @@ def draw_latents(
 def tvae_latents(
     embeddings: Tensor, labels: Tensor, context: EvalContext, *, samples_per_cluster: int = 36
 ) -> dict[str, float]:
-    """The TVAE's cluster-specific latent spaces (CSRL Figs. 3, 9-11); the head must be a ``TensorizedVAE``.
+    """The TVAE's cluster-specific latent spaces (CSRL Figs. 3, 9-11); the head must be a ``ClusterSpecificVAE``
+    (``loss=tvae`` or ``loss=tvae_cnn``; one cluster: the standard VAE's latent space, the figures' left column).
 
     ``embeddings`` (N, h) are the latent means of the points under their eq.-2 cluster (``head.embed``). Writes
     into the run directory: ``tvae_latent_{stage}.png/.npz`` (one panel per cluster; npz keys ``mu`` (N, h),
@@ -222,9 +223,10 @@ def tvae_latents(
     """
     _at_least_one("samples_per_cluster", samples_per_cluster)
     head = context.head
-    if not isinstance(head, TensorizedVAE):
+    if not isinstance(head, ClusterSpecificVAE):
         raise ValueError(
-            f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}"
+            "the tvae_latents evaluator needs a TVAE head (loss=tvae or loss=tvae_cnn), "
+            f"got {type(head).__name__}"
         )
     mu, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
     clusters = to_numpy(head.assign(context.encoder_output))
@@ -233,7 +235,11 @@ def tvae_latents(
     if run_dir is None:
         return out
     c, stage = head.num_clusters, context.stage
-    title = f"TVAE latent means of the {stage} points, per eq.-2 cluster"
+    title = (
+        f"standard VAE latent means of the {stage} points"
+        if c == 1
+        else f"TVAE latent means of the {stage} points, per eq.-2 cluster"
+    )
     draw_latents(mu, clusters, y, c, title).savefig(run_dir / f"tvae_latent_{stage}.png")
     np.savez(run_dir / f"tvae_latent_{stage}.npz", mu=mu.astype(np.float32), cluster=clusters, labels=y)
 
@@ -242,8 +248,9 @@ def tvae_latents(
     np.savez(run_dir / "tvae_samples.npz", images=images.astype(np.float32))
     fig = _figure(3.0 * c, 3.3)
     columns = max(1, math.isqrt(samples_per_cluster))
+    names = ["standard VAE"] if c == 1 else [f"cluster {j}" for j in range(c)]
     for j, ax in enumerate(fig.subplots(1, c, squeeze=False)[0]):
-        _show(ax, image_grid(images[j], columns), f"samples, cluster {j}")
+        _show(ax, image_grid(images[j], columns), f"samples, {names[j]}")
     fig.tight_layout()
     fig.savefig(run_dir / "tvae_samples.png")
     return out
@@ -252,7 +259,8 @@ def tvae_latents(
 def trbm_reconstructions(
     embeddings: Tensor, labels: Tensor, context: EvalContext, *, per_class: int = 6
 ) -> dict[str, float]:
-    """Each cluster's RBM reconstructing every input (CSRL Fig. 5); the head must be a ``TensorizedRBM``.
+    """Each cluster's RBM reconstructing every input (CSRL Fig. 5; Fig. 13 for the standard, one-cluster RBM);
+    the head must be a ``TensorizedRBM``.
 
     ``head.reconstruct(x, cluster=j)`` is one mean-field Gibbs step of cluster j's RBM on the inputs ``x``
     (``context.encoder_output`` (N, d)). Writes ``trbm_reconstructions_{stage}.png/.npz`` for the first
@@ -260,7 +268,10 @@ def trbm_reconstructions(
     ``recon`` (C, n, d), ``labels`` (n,)).
 
     Returns the per-pixel MSE of the reconstructions over all points, ``trbm/mse_own`` under each point's eq.-2
-    cluster and ``trbm/mse_other`` under the other clusters (the paper: the other cluster's RBM gives noise).
+    cluster (the standard RBM: its one RBM) and, with more than one cluster, ``trbm/mse_other`` under the other
+    clusters (the paper: the other cluster's RBM gives noise); ``trbm/mse_own_worst_class``: the largest mean
+    of the own-cluster error over the classes (labels >= 0), i.e. how well the class reconstructed worst is
+    reconstructed (the standard RBM reconstructs every digit, Fig. 13).
     """
     _at_least_one("per_class", per_class)
     head = context.head
@@ -276,20 +287,26 @@ def trbm_reconstructions(
     err = (recon - x.unsqueeze(0)).pow(2).mean(dim=2)  # (C, N)
     is_own = torch.zeros_like(err, dtype=torch.bool)
     is_own[head.assign(x), torch.arange(n, device=x.device)] = True
-    out = {"trbm/mse_own": float(err[is_own].mean())}
+    own = err.masked_fill(~is_own, 0).sum(0)  # (N,) each point's error under its own cluster's RBM
+    out = {"trbm/mse_own": float(own.mean())}
     if c > 1:
         out["trbm/mse_other"] = float(err[~is_own].mean())
+    y = to_numpy(labels).astype(np.int64).ravel()
+    own_np, classes = to_numpy(own), np.unique(y[y >= 0])
+    if len(classes):
+        out["trbm/mse_own_worst_class"] = float(max(own_np[y == k].mean() for k in classes))
     run_dir = _run_dir(context)
     if run_dir is None:
         return out
-    y = to_numpy(labels).astype(np.int64).ravel()
     rows = first_per_class(y, None, per_class)
     shown_x, shown_recon = to_numpy(x)[rows], to_numpy(recon)[:, rows]
     stem = f"trbm_reconstructions_{context.stage}"
     np.savez(run_dir / f"{stem}.npz", inputs=shown_x, recon=shown_recon, labels=y[rows])
     grids = [image_grid(shown_x, per_class)] + [image_grid(r, per_class) for r in shown_recon]
     fig = _figure(2.6 * (c + 1), 2.6 * grids[0].shape[0] / grids[0].shape[1] + 0.7)
-    titles = ["inputs"] + [f"reconstruction, cluster {j}" for j in range(c)]
+    titles = ["inputs"] + (
+        ["reconstruction, standard RBM"] if c == 1 else [f"reconstruction, cluster {j}" for j in range(c)]
+    )
     for ax, grid, title in zip(fig.subplots(1, c + 1, squeeze=False)[0], grids, titles, strict=True):
         _show(ax, grid, title)
     fig.tight_layout()
@@ -310,10 +327,12 @@ def elastic_pairs(
 
     The head must be a ``TensorizedContrastive``. Anchors are the first ``num_examples`` inputs (the split's
     ``inputs`` (N, 1, H, W) or (N, H * W)); each one's negative is the first point of another eq.-2 cluster
-    (the unsupervised negative). The transformation is the head's (``alpha``/``sigma`` None take the head's),
-    drawn from a generator seeded with ``context.seed``. Writes ``tcl_elastic_{stage}.png/.npz`` (npz keys
-    ``anchor``, ``positive``, ``negative``, each (n, d)). Returns ``tcl/elastic_change``: the mean absolute
-    pixel change of the transformation (0 would mean the positives are copies of the anchors).
+    (the unsupervised negative), or for the standard model (one cluster) a random other point (the standard
+    CL's independent negative). The transformation is the head's (``alpha``/``sigma`` None take the head's),
+    drawn, like the standard model's negatives, from a generator seeded with ``context.seed``. Writes
+    ``tcl_elastic_{stage}.png/.npz`` (npz keys ``anchor``, ``positive``, ``negative``, each (n, d)). Returns
+    ``tcl/elastic_change``: the mean absolute pixel change of the transformation (0 would mean the positives are
+    copies of the anchors).
     """
     # Imported here: the TCL head pulls in torchvision (~1 s), which no other evaluator needs.
     from clusterable.heads.tcl import TensorizedContrastive, elastic
@@ -335,10 +354,15 @@ def elastic_pairs(
     anchor = inputs[:n]
     generator = torch.Generator().manual_seed(context.seed)
     positive = elastic(as_images(anchor.float()), alpha, sigma, generator).reshape(anchor.shape)
-    cluster = head.assign(context.encoder_output)
-    # The first point of any other cluster: argmax over a boolean row picks the first True.
-    other = cluster[:n].unsqueeze(1) != cluster.unsqueeze(0)
-    negative = inputs[other.to(torch.int8).argmax(dim=1)]
+    if head.num_clusters == 1 and len(inputs) > 1:
+        # Anchor i's negative: a uniformly random other point, i + 1 + U{0, ..., N - 2} (mod N).
+        shift = 1 + torch.randint(len(inputs) - 1, (n,), generator=generator)
+        negative = inputs[(torch.arange(n) + shift).remainder(len(inputs)).to(inputs.device)]
+    else:
+        cluster = head.assign(context.encoder_output)
+        # The first point of any other cluster: argmax over a boolean row picks the first True.
+        other = cluster[:n].unsqueeze(1) != cluster.unsqueeze(0)
+        negative = inputs[other.to(torch.int8).argmax(dim=1)]
     out = {"tcl/elastic_change": float((positive - anchor).abs().mean())}
     run_dir = _run_dir(context)
     if run_dir is None:

@@ -5,6 +5,11 @@ A shared encoder g_Omega (``clusterable.models.tcl_conv.TCLConv``) feeds C clust
 batched matmul each (``heads.stacked``). The paper shares the convolutions and tensorises the FC part, as here;
 the authors' code (repository ``mahalakshmi-sabanayagam/cluster_specific_representation``,
 ``exp_tensor_contrastive.ipynb``) trains one full network (convolutions included) per cluster.
+
+With ``num_clusters=1`` the same code is the standard contrastive model (the paper's left column of Fig. 4): the
+shared encoder and one head, i.e. the notebook's ``Network`` (2 conv blocks, 1024 -> 512 -> 128), and, as the
+paper's standard CL (§V.B), each anchor's negative an independent sample (another point of the batch) since
+there is no other cluster.
 """
 
 from __future__ import annotations
@@ -86,6 +91,12 @@ class TensorizedContrastive(ClusterSpecificHead):
             the elastic positive; unlabelled anchors take their negative from another cluster.
     Anchors without any valid negative in the batch keep only the positive term.
 
+    One cluster (``num_clusters=1``) is the standard contrastive model: "another cluster" becomes any other
+    sample of the batch (the paper's standard CL draws the negative independently from the data set). The
+    authors' notebook trains its standard model apart (a ``Network`` with 64 outputs, the unnormalised loss, lr
+    1e-5, 20 / 25 epochs, negatives from another initial k-means++ cluster); here it differs from TCL only in
+    the number of heads, so that the two columns of Fig. 4 compare like with like.
+
     The positive needs the shared encoder, which the head does not own: ``forward`` expects it in the batch
     under the key ``encoder`` (the training module passes it) together with the batch ``inputs``.
 
@@ -101,13 +112,14 @@ class TensorizedContrastive(ClusterSpecificHead):
 
     Args:
         embedding_dim: D, the width of the shared encoder's output (TCLConv on 28x28: 1024).
-        num_classes: C, the number of clusters, at least 2.
+        num_classes: the dataset's number of classes: C unless ``num_clusters`` is set.
         out_dim: width of z (paper: 128).
         hidden: width of the heads' hidden layer (authors: 512).
         supervised: use labels for positives and negatives (the paper's "with class information").
         alpha, sigma: the elastic transformation's strength and smoothness (torchvision's units).
         dropout: dropout between the heads' two layers (authors: 0.3).
         seed: ``random_state`` of the k-means++ seeding (authors: 20).
+        num_clusters: C when it is not ``num_classes``; 1 is the standard contrastive model.
     """
 
     loss_parts = ("loss", "pos", "neg")
@@ -123,8 +135,9 @@ class TensorizedContrastive(ClusterSpecificHead):
         sigma: float = 4.0,
         dropout: float = 0.3,
         seed: int = 20,
+        num_clusters: int | None = None,
     ):
-        super().__init__(num_classes, seed)
+        super().__init__(num_classes, seed, num_clusters)
         embedding_dim, out_dim, hidden = (
             int(checks.at_least(name, value, 1))
             for name, value in (("embedding_dim", embedding_dim), ("out_dim", out_dim), ("hidden", hidden))
@@ -137,6 +150,11 @@ class TensorizedContrastive(ClusterSpecificHead):
         self.weight1, self.bias1 = stacked_linear(c, embedding_dim, hidden)
         self.weight2, self.bias2 = stacked_linear(c, hidden, out_dim)
         self.register_buffer("directions", torch.zeros(c, out_dim))
+
+    @property
+    def standard(self) -> bool:
+        """One cluster: the standard contrastive model."""
+        return self.state.standard
 
     def project(self, h: torch.Tensor, dropout: bool = True) -> torch.Tensor:
         """All heads at once: ``z_j(h_i)`` (C, N, out_dim), L2-normalised; ``h`` (N, D) shared features.
@@ -202,7 +220,11 @@ class TensorizedContrastive(ClusterSpecificHead):
                 "TensorizedContrastive needs the batch 'inputs' to draw the elastic positives; got none"
             )
         cluster = self.batch_clusters(embeddings, index)
+        # Where an anchor's unsupervised negative may come from: another cluster; for the standard model (one
+        # cluster) any other sample of the batch.
         other_cluster = cluster.unsqueeze(1) != cluster.unsqueeze(0)
+        if self.standard:
+            other_cluster = ~torch.eye(len(cluster), dtype=torch.bool, device=cluster.device)
         if not self.supervised:
             h_pos = encoder(self._augment(inputs))
             negative, has_negative = random_partner(other_cluster)

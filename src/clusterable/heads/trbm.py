@@ -4,6 +4,11 @@ One Bernoulli RBM per cluster j, with energy ``E_j(v, h) = -v.b_j - h.c_j - v^T 
 tensors ``W`` (C, d, h), visible biases ``b`` (C, d) and hidden biases ``c`` (C, h). Every computation runs
 all clusters with one batched matmul and picks each point's cluster afterwards (``heads.stacked``): no loop over
 clusters. Pair this head with the identity encoder (``conf/model/identity.yaml``) and inputs in [0, 1].
+
+With ``num_clusters=1`` the same code is the authors' standard RBM (the paper's Fig. 13): one RBM, its centre at
+the origin, nothing to assign, trained on binary draws of the raw inputs as ``train_RBM`` feeds it (repository
+``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/train.py``: ``data.bernoulli()``; their
+tensorised ``tensorised_rbm_loss`` in ``src/loss.py`` feeds the grey values instead).
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ class TensorizedRBM(ClusterSpecificHead):
     CD-k gradient ``-(<v p(h|v)>_data - <v p(h|v)>_model)`` (likewise for the biases), so Adam on it performs
     CD-k.
 
-    Inputs are used as Bernoulli probabilities, not binarised: the data term is the free energy of the grey
-    values (deterministic), while the Gibbs chain samples binary states. The authors' tensorised code
+    By default (``binarize`` off) the tensorized model uses the inputs as Bernoulli probabilities, not
+    binarised: the data term is the free energy of the grey values (deterministic), while the Gibbs chain
+    samples binary states. The authors' tensorised code
     (repository ``mahalakshmi-sabanayagam/cluster_specific_representation``, ``src/loss.py``,
     ``tensorised_rbm_loss``) also skips the binarisation (it feeds ``x - c_j``; we do not centre, as the
     visible biases play that role and a Bernoulli RBM needs v in [0, 1]). The paper gives each cluster its own
@@ -46,12 +52,21 @@ class TensorizedRBM(ClusterSpecificHead):
     free energy. The log partition functions ``log A_j`` are left out (intractable: a sum over 2^h states; the
     authors leave them out too), so this compares unnormalised likelihoods.
 
+    One cluster (``num_clusters=1``) is the standard RBM: every point in it, nothing to assign. With
+    ``binarize`` (by default on for the standard RBM only, as in the authors' code) the data term's visible
+    units are a fresh Bernoulli draw of the inputs at every step, ``v_data ~ Bernoulli(x)``, and the chain
+    starts from that draw: the authors' ``train_RBM``. Evaluation (``reconstruct``, ``embed``, the free energies
+    of the assignment) always reads the grey values, for both models.
+
     Args:
         input_shape: shape of one input; d = prod(input_shape) visible units.
-        num_classes: C, the number of clusters, at least 2.
+        num_classes: the dataset's number of classes: C unless ``num_clusters`` is set.
         hidden: h, hidden units per RBM (paper: 500).
         k: Gibbs steps of CD-k (paper: 1).
         seed: ``random_state`` of the k-means++ seeding (authors: 20).
+        num_clusters: C when it is not ``num_classes``; 1 is the standard RBM.
+        binarize: train on Bernoulli draws of the inputs (True) or on the grey values (False); None: as the
+            authors' code, True for the standard RBM and False for the tensorized one.
     """
 
     loss_parts = ("loss", "fe_data", "fe_model", "recon")
@@ -63,16 +78,24 @@ class TensorizedRBM(ClusterSpecificHead):
         hidden: int = 500,
         k: int = 1,
         seed: int = 20,
+        num_clusters: int | None = None,
+        binarize: bool | None = None,
     ):
-        super().__init__(num_classes, seed)
+        super().__init__(num_classes, seed, num_clusters)
         d, c = checks.input_dim(input_shape), self.num_clusters
         self.hidden = int(checks.at_least("hidden", hidden, 1))
         self.k = int(checks.at_least("k", k, 1))
+        self.binarize = self.standard if binarize is None else bool(binarize)
         self.input_dim = d
         # N(0, 0.01^2) weights and zero biases, as the authors' code (and Hinton's practical guide).
         self.weight = nn.Parameter(0.01 * torch.randn(c, d, self.hidden))
         self.visible_bias = nn.Parameter(torch.zeros(c, d))
         self.hidden_bias = nn.Parameter(torch.zeros(c, self.hidden))
+
+    @property
+    def standard(self) -> bool:
+        """One cluster: the standard RBM."""
+        return self.state.standard
 
     def _visible(self, x: torch.Tensor) -> torch.Tensor:
         v = x.flatten(1)
@@ -131,16 +154,20 @@ class TensorizedRBM(ClusterSpecificHead):
         """CD-k surrogate of the batch under the stored assignment.
 
         ``embeddings`` (N, d) flattened inputs in [0, 1]; ``index`` (N,) their rows in the training split,
-        which select their clusters in S (without ``index``: the lowest free energy). Returns ``loss`` =
-        ``mean F(v_data) - F(v_model)``, the two mean free energies ``fe_data``, ``fe_model`` and ``recon``,
-        the squared error of the one-step mean-field reconstruction, summed over pixels and averaged over the
-        batch (the usual RBM progress monitor).
+        which select their clusters in S (without ``index``: the lowest free energy). ``v_data`` is the inputs,
+        or with ``binarize`` a Bernoulli draw of them (uniforms of the global generator, drawn before the
+        chain's). Returns ``loss`` = ``mean F(v_data) - F(v_model)``, the two mean free energies ``fe_data``,
+        ``fe_model`` and ``recon``, the squared error of the one-step mean-field reconstruction of the inputs,
+        summed over pixels and averaged over the batch (the usual RBM progress monitor).
         """
         v = self._visible(embeddings)
         cluster = self.batch_clusters(v, index)
-        v_model = self.gibbs(v, cluster)
+        v_data = _bernoulli(v, None) if self.binarize else v
+        v_model = self.gibbs(v_data, cluster)
         energies = (
-            self._free_energy(torch.cat([v, v_model])).gather(1, cluster.repeat(2).unsqueeze(1)).squeeze(1)
+            self._free_energy(torch.cat([v_data, v_model]))
+            .gather(1, cluster.repeat(2).unsqueeze(1))
+            .squeeze(1)
         )
         fe_data, fe_model = energies.chunk(2)
         with torch.no_grad():
