@@ -166,6 +166,54 @@ def clustering_eval() -> dict:
     return {"clustering_eval_s": seconds}
 
 
+@case
+def per_sample_ae() -> dict:
+    """The CSRL standard AE's protocol: one Adam(weight_decay=0.1) step per sample (AE3, parallel lines, 150 x 5),
+    the framework (optimizer_steps=per_sample, the whole split as one Lightning batch) against the authors' plain
+    loop, seconds per epoch over 20 epochs."""
+    import lightning as L
+
+    from clusterable.data import InMemoryDataModule
+    from clusterable.data.synthetic import read_synthetic
+    from clusterable.heads.linear_ae import LinearAE
+    from clusterable.models.identity import Identity
+    from clusterable.module import RepresentationModule
+
+    splits, epochs = read_synthetic("parallel_lines"), 20
+    x = splits["train"]["inputs"]
+
+    def adam(params):
+        return torch.optim.Adam(params, lr=0.01, weight_decay=0.1)
+
+    def plain() -> None:
+        head = LinearAE("ae3", (5,), num_classes=2)
+        opt = adam(head.parameters())
+        for _ in range(epochs):
+            for row in x:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(head.decoder(head.encoder(row[None])), row[None]).backward()
+                opt.step()
+
+    def framework() -> None:
+        dm = InMemoryDataModule("bench", lambda: splits, [5], 2, batch_size=-1, shuffle_batches=False)
+        module = RepresentationModule(Identity((5,)), LinearAE("ae3", (5,), num_classes=2), adam,
+                                      optimizer_steps="per_sample")  # fmt: skip
+        trainer = L.Trainer(
+            accelerator="cpu", devices=1, max_epochs=epochs, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
+        )  # fmt: skip
+        trainer.fit(module, datamodule=dm)
+
+    plain(), framework()  # warm-up
+    plain_s, framework_s = best_of(plain) / epochs, best_of(framework) / epochs
+    return {
+        "per_sample_ae_ratio": framework_s / plain_s,
+        "per_sample_ae_plain_epoch_s": plain_s,
+        "per_sample_ae_framework_epoch_s": framework_s,
+        "per_sample_ae_plain_step_ms": 1e3 * plain_s / len(x),
+    }
+
+
 def _head_epoch(
     head, x: torch.Tensor, labels: torch.Tensor, batch_size: int, opt: torch.optim.Optimizer
 ) -> None:
