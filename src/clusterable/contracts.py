@@ -70,9 +70,12 @@ class ClusteringHead(Protocol):
     """A head that alternates gradient steps with a hard cluster assignment of the training split.
 
     ``init_clusters`` runs once before training and ``update_clusters`` (a Lloyd step) after every training
-    epoch, both with the whole training split's encoder output and tensors (``clusterable.module.ClusterUpdates``
-    calls them); ``assign`` gives new points their cluster (N,).
+    epoch, both with the whole training split's encoder output and tensors (``clusterable.callbacks.ClusterUpdates``
+    calls them); ``assign`` gives new points their cluster (N,). ``num_clusters`` is C; 1 is the standard (not
+    cluster-specific) model, which clustering evaluators score by k-means on its representation instead.
     """
+
+    num_clusters: int
 
     def init_clusters(self, embeddings: Tensor, **split: Tensor) -> None: ...
 

@@ -47,9 +47,10 @@ def eval_context(x: torch.Tensor, y: torch.Tensor, head: torch.nn.Module, **fiel
 class AssignHead(torch.nn.Module):
     """A clustering head whose eq.-2 assignment is given."""
 
-    def __init__(self, assignment: torch.Tensor):
+    def __init__(self, assignment: torch.Tensor, num_clusters: int | None = None):
         super().__init__()
         self.assignment = assignment
+        self.num_clusters = int(assignment.max()) + 1 if num_clusters is None else num_clusters
 
     def init_clusters(self, embeddings: torch.Tensor, **split) -> None:
         pass
@@ -67,6 +68,13 @@ def test_clustering_scores_the_heads_assignment_when_it_has_one():
     out = csrl_clustering(x, y, eval_context(x, y, AssignHead(wrong)))
     assert out["ari"] == pytest.approx(adjusted_rand_score(y.numpy(), wrong.numpy()))
     assert out["kmeans_raw/ari"] == pytest.approx(1.0)  # k-means on the raw, separable inputs
+
+
+def test_a_one_cluster_head_is_scored_by_kmeans_on_its_representation():
+    # The standard (one-cluster) model assigns every point to its one cluster: its ARI is k-means on its embedding.
+    x, y = blobs()
+    out = csrl_clustering(x, y, eval_context(x, y, AssignHead(torch.zeros(len(y), dtype=torch.long), 1)))
+    assert out["ari"] == pytest.approx(1.0)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the collapsed case

@@ -75,38 +75,48 @@ def test_autoencoder_figures_2_7_8_share_one_pool_of_runs(cli):
     assert "| parallel lines |" in fig8 and "| iris |" in fig8 and len(claim_lines(fig8)) == 2
 
 
-@pytest.mark.parametrize("figure", ["fig3", "fig9", "fig10", "fig11"])
+# Fig. 10 (the CNN VAE) runs in test_figures_tvae.py.
+@pytest.mark.parametrize("figure", ["fig3", "fig9", "fig11"])
 def test_tvae_figures(cli, figure):
     cli("train.py", "-m", f"experiment=csrl/{figure}", "debug=smoke", "loss.kl_weight=0.2", "seed=0", *QUIET)
-    (run,) = metrics(cli.outputs, f"csrl/{figure}")
-    assert run["status"] == "ok", run["error"]
-    assert {"train/tvae/purity", "test/tvae/purity", "train/ari", "test/ari"} <= set(run["metrics"])
-    run_dir = next(cli.outputs.rglob("tvae_samples.npz")).parent
-    assert {p.name for p in run_dir.glob("tvae_*.png")} == {
-        "tvae_samples.png", "tvae_latent_train.png", "tvae_latent_test.png"}  # fmt: skip
+    runs = metrics(cli.outputs, f"csrl/{figure}")
+    tensorized = 2 if figure == "fig11" else 3  # fig11: two encodings for the six-class data
+    # The standard VAE (one cluster) and the TVAE.
+    assert sorted(r["config"]["loss"]["num_clusters"] for r in runs) == [1, tensorized]
+    for run in runs:
+        assert run["status"] == "ok", run["error"]
+        assert {"train/tvae/purity", "test/tvae/purity", "train/ari", "test/ari"} <= set(run["metrics"])
+    samples = sorted(cli.outputs.rglob("tvae_samples.npz"))
+    assert sorted(np.load(p)["images"].shape[0] for p in samples) == [1, tensorized]  # latent spaces
+    for p in samples:
+        assert {q.name for q in p.parent.glob("tvae_*.png")} == {
+            "tvae_samples.png", "tvae_latent_train.png", "tvae_latent_test.png"}  # fmt: skip
     text = table(cli, figure)
-    assert "loss.kl_weight=0.2, seed=0" in text
-    if figure == "fig11":  # two encodings for the six-class data
-        assert np.load(run_dir / "tvae_samples.npz")["images"].shape[0] == 2
+    assert "| loss.kl_weight=0.2, seed=0 | standard VAE |" in text
+    assert f"| loss.kl_weight=0.2, seed=0 | TVAE ({tensorized} clusters) |" in text
+    assert "The standard VAE's embeddings are grouped by class" in text
+    if figure == "fig11":
         assert "Similar classes share an encoding" in text
 
 
 # Two runs of a 3M-parameter conv net and a t-SNE (~20-40 s): kept in `make test` so that every figure runs there.
 def test_tcl_figures_4_and_12(cli):
-    cli("train.py", "-m", "experiment=csrl/fig4", "debug=smoke", "seed=0", *QUIET)
+    # The TCL column only (the standard-CL column: tests/csrl/test_figures_rbm_cl.py).
+    cli("train.py", "-m", "experiment=csrl/fig4", "debug=smoke", "seed=0", "loss.num_clusters=null", *QUIET)
     runs = metrics(cli.outputs, "csrl/fig4")
     assert len(runs) == 2 and all(r["status"] == "ok" for r in runs)
     assert all({"test/ari", "test/kmeans/ari", "test/tcl/elastic_change"} <= set(r["metrics"]) for r in runs)
     proc = cli("train.py", "-m", "experiment=csrl/fig12", "debug=smoke", "seed=0", *QUIET)
     assert "metrics.json says ok" in proc.stdout  # Fig. 12 is drawn from the Fig. 4 runs
     fig4 = table(cli, "fig4")
-    assert "loss.supervised=True, seed=0" in fig4 and "loss.supervised=False, seed=0" in fig4
+    assert "| TCL | with | 0 |" in fig4 and "| TCL | without | 0 |" in fig4
     fig12 = table(cli, "fig12")
     assert "The elastic positive is a deformed copy" in fig12
 
 
 def test_trbm_figure_5(cli):
-    cli("train.py", "-m", "experiment=csrl/fig5", "debug=smoke", "seed=0", *QUIET)
+    # The TRBM only (the standard RBM of Fig. 13: tests/csrl/test_figures_rbm_cl.py).
+    cli("train.py", "-m", "experiment=csrl/fig5", "debug=smoke", "seed=0", "loss.num_clusters=null", *QUIET)
     (run,) = metrics(cli.outputs, "csrl/fig5")
     assert run["status"] == "ok", run["error"]
     assert run["metrics"]["test/trbm/mse_own"] <= run["metrics"]["test/trbm/mse_other"]

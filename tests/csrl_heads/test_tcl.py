@@ -207,7 +207,9 @@ def test_one_cluster_head_is_a_plain_contrastive_network_same_loss_and_gradients
     assert torch.equal(head.state.assignment, torch.zeros(len(inputs), dtype=torch.long))
     assert not head.state.centres.any()  # one cluster: centred on the origin, nothing to assign
     # The hand-written standard model: encoder -> Linear -> ReLU -> Linear, L2-normalised, with the head's weights.
-    net = torch.nn.Sequential(torch.nn.Linear(encoder.embedding_dim, 10), torch.nn.ReLU(), torch.nn.Linear(10, 6))
+    net = torch.nn.Sequential(
+        torch.nn.Linear(encoder.embedding_dim, 10), torch.nn.ReLU(), torch.nn.Linear(10, 6)
+    )
     with torch.no_grad():
         net[0].weight.copy_(head.weight1[0].T), net[0].bias.copy_(head.bias1[0])
         net[2].weight.copy_(head.weight2[0].T), net[2].bias.copy_(head.bias2[0])

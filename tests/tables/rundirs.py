@@ -135,3 +135,9 @@ def csrl_runs(outputs: Path, mode: str = "smoke", source: str = "fake") -> None:
                   {"test/ari": 0.95, "test/trbm/mse_own": 0.01, "test/trbm/mse_other": 0.05},
                   arrays={"trbm_reconstructions_test.npz": {"inputs": rng.random((8, 16)), "labels": labels,
                                                             "recon": rng.random((2, 8, 16))}}, **kw)  # fmt: skip
+        # The standard (one-cluster) RBM of the same seed: Fig. 13.
+        write_run(outputs, "csrl/fig5", {"dataset": "mnist_01", "loss.num_clusters": 1, "seed": seed},
+                  {"test/ari": 0.0, "test/trbm/mse_own": 0.02, "test/trbm/mse_own_worst_class": 0.03,
+                   "test/trbm/class_match": 0.9},
+                  arrays={"trbm_reconstructions_test.npz": {"inputs": rng.random((8, 16)), "labels": labels,
+                                                            "recon": rng.random((1, 8, 16))}}, **kw)  # fmt: skip

@@ -131,7 +131,7 @@ def test_no_runs_says_what_to_run_and_usage_errors_exit_2(tmp_path, run_main):
 
 CSRL_SOURCES = {"fig2": "csrl/autoencoders", "fig7": "csrl/autoencoders", "fig8": "csrl/autoencoders",
                 "fig3": "csrl/fig3", "fig9": "csrl/fig9", "fig10": "csrl/fig10", "fig11": "csrl/fig11",
-                "fig4": "csrl/fig4", "fig12": "csrl/fig4", "fig5": "csrl/fig5"}  # fmt: skip
+                "fig4": "csrl/fig4", "fig12": "csrl/fig4", "fig5": "csrl/fig5", "fig13": "csrl/fig5"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -87,7 +87,7 @@ def csrl_clustering(
     head, seed = context.head, context.seed
     out: dict[str, float] = {}
     with threadpool_limits(limits=num_threads):
-        if isinstance(head, ClusteringHead):
+        if isinstance(head, ClusteringHead) and head.num_clusters > 1:
             pred = to_numpy(head.assign(context.encoder_output, **context.split))
             out["ari"] = float(adjusted_rand_score(y[keep], pred[keep]))
         else:
@@ -225,8 +225,7 @@ def tvae_latents(
     head = context.head
     if not isinstance(head, ClusterSpecificVAE):
         raise ValueError(
-            "the tvae_latents evaluator needs a TVAE head (loss=tvae or loss=tvae_cnn), "
-            f"got {type(head).__name__}"
+            f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}"
         )
     mu, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
     clusters = to_numpy(head.assign(context.encoder_output))
@@ -271,7 +270,9 @@ def trbm_reconstructions(
     cluster (the standard RBM: its one RBM) and, with more than one cluster, ``trbm/mse_other`` under the other
     clusters (the paper: the other cluster's RBM gives noise); ``trbm/mse_own_worst_class``: the largest mean
     of the own-cluster error over the classes (labels >= 0), i.e. how well the class reconstructed worst is
-    reconstructed (the standard RBM reconstructs every digit, Fig. 13).
+    reconstructed; ``trbm/class_match``: the fraction of labelled points whose own-cluster reconstruction is
+    nearest (Euclidean) to the mean input of their own class, i.e. comes out as its own digit rather than a
+    blend or another digit (the standard RBM reconstructs every digit, Fig. 13).
     """
     _at_least_one("per_class", per_class)
     head = context.head
@@ -285,9 +286,10 @@ def trbm_reconstructions(
     cluster_ids = torch.arange(c, device=x.device).repeat_interleave(n)
     recon = head.reconstruct(x.repeat(c, 1), cluster=cluster_ids).view(c, n, -1)
     err = (recon - x.unsqueeze(0)).pow(2).mean(dim=2)  # (C, N)
+    assigned, points = head.assign(x), torch.arange(n, device=x.device)
     is_own = torch.zeros_like(err, dtype=torch.bool)
-    is_own[head.assign(x), torch.arange(n, device=x.device)] = True
-    own = err.masked_fill(~is_own, 0).sum(0)  # (N,) each point's error under its own cluster's RBM
+    is_own[assigned, points] = True
+    own = err[assigned, points]  # (N,) each point's error under its own cluster's RBM
     out = {"trbm/mse_own": float(own.mean())}
     if c > 1:
         out["trbm/mse_other"] = float(err[~is_own].mean())
@@ -295,6 +297,12 @@ def trbm_reconstructions(
     own_np, classes = to_numpy(own), np.unique(y[y >= 0])
     if len(classes):
         out["trbm/mse_own_worst_class"] = float(max(own_np[y == k].mean() for k in classes))
+        # Is each reconstruction its own digit? Nearest class mean of the inputs = the point's class.
+        y_t = torch.as_tensor(y, device=x.device)
+        means = torch.stack([x[y_t == k].mean(0) for k in classes.tolist()])  # (K, d)
+        nearest = torch.cdist(recon[assigned, points], means).argmin(1)
+        labelled = y >= 0
+        out["trbm/class_match"] = float((classes[to_numpy(nearest)] == y)[labelled].mean())
     run_dir = _run_dir(context)
     if run_dir is None:
         return out

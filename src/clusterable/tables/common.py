@@ -81,3 +81,20 @@ def save_figure(fig, out_dir: Path, stem: str, dpi: int = 110) -> Path:
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
     return path
+
+
+def num_clusters(run: Run) -> int | None:
+    """A CSRL run's number of cluster-specific models: ``loss.num_clusters`` as swept, else as configured (None: one
+    per class, or not recorded)."""
+    value = run.params.get("loss.num_clusters")
+    if value is None:
+        value = ((run.payload.get("config") or {}).get("loss") or {}).get("num_clusters")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def one_cluster(run: Run) -> bool:
+    """Whether a run is of a standard (one-cluster) model."""
+    return num_clusters(run) == 1

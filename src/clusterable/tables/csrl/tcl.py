@@ -13,7 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterable.tables.common import load_npz, metric_text, na_note, pyplot, run_label, save_figure
+from clusterable.tables.common import (
+    load_npz,
+    metric_text,
+    na_note,
+    one_cluster,
+    pyplot,
+    run_label,
+    save_figure,
+)
 from clusterable.tables.report import Run, Table, check
 
 PAPER = "csrl"
@@ -22,13 +30,6 @@ PAPER = "csrl"
 ALIGNED = 0.5
 # Neighbours of the local principal-axis share that measures "curves" against "point clouds" (our choice).
 NEIGHBOURS = 10
-
-
-def one_cluster(run: Run) -> bool:
-    """Whether a run is of a standard (one-cluster) model: ``loss.num_clusters`` 1 in its recorded config, or in
-    its overrides when the config is not recorded."""
-    loss = (run.payload.get("config") or {}).get("loss") or {}
-    return str(loss.get("num_clusters", run.params.get("loss.num_clusters"))) == "1"
 
 
 def supervised(run: Run) -> bool:

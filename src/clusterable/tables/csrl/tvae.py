@@ -17,7 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterable.tables.common import load_npz, metric_text, na_note, pyplot, run_label, save_figure
+from clusterable.tables.common import (
+    load_npz,
+    metric_text,
+    na_note,
+    num_clusters,
+    one_cluster,
+    pyplot,
+    run_label,
+    save_figure,
+)
 from clusterable.tables.report import Claim, Run, Table, check
 
 PAPER = "csrl"
@@ -29,23 +38,6 @@ PURE = 0.9
 GROUPED = 0.9
 K = 5
 KEYS = ("dataset", "loss.kl_weight", "seed")  # a run's name; the model has its own column
-
-
-def num_clusters(run: Run) -> int | None:
-    """The run's number of cluster-specific models: ``loss.num_clusters`` as swept, else as configured (None: one
-    per class, or not recorded)."""
-    value = run.params.get("loss.num_clusters")
-    if value is None:
-        value = ((run.payload.get("config") or {}).get("loss") or {}).get("num_clusters")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def is_standard(run: Run) -> bool:
-    """One cluster: the standard VAE."""
-    return num_clusters(run) == 1
 
 
 def _majority_space(data: dict[str, np.ndarray]) -> Iterator[tuple[int, np.ndarray]]:
@@ -111,7 +103,7 @@ def _draw(figure: str, title: str, panels: list[Run], out_dir: Path) -> Path | N
     fig, axes = plt.subplots(3, sum(widths), figsize=(3.3 * sum(widths) + 0.8, 10), squeeze=False)
     start = 0
     for (run, samples), c in zip(loaded, widths, strict=True):
-        names = ["standard VAE"] if is_standard(run) else [f"TVAE cluster {j}" for j in range(c)]
+        names = ["standard VAE"] if one_cluster(run) else [f"TVAE cluster {j}" for j in range(c)]
         for j, ax in enumerate(axes[0, start : start + c]):
             ax.imshow(np.ma.masked_invalid(image_grid(samples["images"][j], 6)), cmap="gray")
             ax.set(title=f"samples, {names[j]}", xticks=[], yticks=[])
@@ -141,9 +133,9 @@ def tvae_figure(
     TVAE has one latent space per class (not Fig. 11), so the claims about one class per space apply."""
     ok = [r for r in runs if r.ok]
     tvae = sorted(
-        (r for r in ok if not is_standard(r)), key=lambda r: -(r.metric("train/tvae/purity") or -1.0)
+        (r for r in ok if not one_cluster(r)), key=lambda r: -(r.metric("train/tvae/purity") or -1.0)
     )
-    standard = sorted((r for r in ok if is_standard(r)), key=lambda r: run_label(r, KEYS))
+    standard = sorted((r for r in ok if one_cluster(r)), key=lambda r: run_label(r, KEYS))
     knn = {id(r): knn_accuracy(_latents(r, "train"), _latents(r, "test")) for r in ok}
     spread = {id(r): class_spread(_latents(r, "train")) for r in ok}
     rows = [[run_label(r, KEYS), _model(r), metric_text(r, "train/tvae/purity"), metric_text(r, "test/tvae/purity"),
@@ -224,7 +216,7 @@ def fig11(runs: list[Run], out_dir: Path) -> Table:
     # Labels are positions in [0, 1, 3, 6, 7, 9]: 0 -> digit 0, 3 -> digit 6, and 1, 2, 4, 5 -> 1, 3, 7, 9.
     groups: list[bool | None] = []
     detail = []
-    for r in (r for r in runs if r.ok and not is_standard(r)):
+    for r in (r for r in runs if r.ok and not one_cluster(r)):
         data = _latents(r, "train")
         if data is None:
             continue
