@@ -185,8 +185,11 @@ def _protocol_note(runs: list[Run]) -> str:
            "per_batch": "mini-batches (the authors: one step per sample)"}  # fmt: skip
     said = "; ".join(how.get(s, s) for s in steps) or "not run"
     shuffled = all(((r.payload.get("config") or {}).get("dataset") or {}).get("shuffle_rows") for r in runs)
-    order = ("Each repetition permutes the rows with its seed first (another k-means++ start), as the authors do."
-             if shuffled else "The rows keep their file order in every repetition (the authors permute them).")  # fmt: skip
+    order = (
+        "Each repetition permutes the rows with its seed first (another k-means++ start), as the authors do."
+        if shuffled
+        else "The rows keep their file order in every repetition (the authors permute them)."
+    )
     return (f"Standard AEs: {said}, Adam with weight_decay 0.1; tensorized models one full-batch step and a Lloyd "
             f"step per epoch, no weight decay. {order}")  # fmt: skip
 
