@@ -89,6 +89,10 @@ def _umask() -> int:
         (["mode=full", "debug=fast"], "mode is derived from the run"),
         ([SEARCHPATH, "experiment=typo"], "loss.lamda is not an option of GaussianCOREL"),
         (["paths.output_dir=/proc/no/such/folder"], "cannot write to the output folder /proc/no/such/folder"),
+        (
+            ["optimizer_steps=per_sample", "trainer.devices=2"],
+            "optimizer_steps=per_sample runs on one device, not 2",
+        ),
     ],
 )
 def test_every_mistake_is_one_line_before_training(train, overrides, message):

@@ -257,6 +257,10 @@ def _train_and_evaluate(
         default_root_dir=str(run_dir),
     )
 
+    if cfg.optimizer_steps == "per_sample" and trainer.world_size > 1:
+        raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {trainer.world_size}: set "
+                          "trainer.devices=1 or optimizer_steps=per_batch")  # fmt: skip
+
     start = time.perf_counter()
     trainer.fit(module, datamodule=datamodule)
     lloyd = next((c for c in trainer.callbacks if isinstance(c, ClusterUpdates)), None)
