@@ -17,16 +17,22 @@ from clusterable.heads.trbm import TensorizedRBM
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
-def make_rbm(d: int = 4, h: int = 3, c: int = 2, n: int = 6, k: int = 1):
-    """A tiny RBM stack with non-trivial weights and biases, and inputs in [0, 1] with a mixed assignment."""
+def random_rbm(d: int, h: int, c: int, n: int, k: int, **kw) -> tuple[TensorizedRBM, torch.Tensor]:
+    """An RBM stack with non-trivial N(0, 1) weights and biases, its clusters initialised on inputs in [0, 1]."""
     torch.manual_seed(0)
-    rbm = TensorizedRBM([d], c, hidden=h, k=k)
+    rbm = TensorizedRBM([d], c, hidden=h, k=k, **kw)
     with torch.no_grad():
         rbm.weight.normal_(0, 1)
         rbm.visible_bias.normal_(0, 1)
         rbm.hidden_bias.normal_(0, 1)
     v = torch.rand(n, d)
     rbm.init_clusters(v)
+    return rbm, v
+
+
+def make_rbm(d: int = 4, h: int = 3, c: int = 2, n: int = 6, k: int = 1):
+    """A tiny tensorized RBM with a mixed assignment."""
+    rbm, v = random_rbm(d, h, c, n, k)
     rbm.state.assignment = torch.arange(n) % c
     return rbm, v
 
@@ -153,15 +159,8 @@ def test_yaml_instantiates_the_papers_rbm():
 
 
 def standard_rbm(d: int = 5, h: int = 3, n: int = 7, k: int = 1, **kw):
-    torch.manual_seed(0)
-    rbm = TensorizedRBM([d], 2, hidden=h, k=k, num_clusters=1, **kw)
-    with torch.no_grad():
-        rbm.weight.normal_(0, 1)
-        rbm.visible_bias.normal_(0, 1)
-        rbm.hidden_bias.normal_(0, 1)
-    x = torch.rand(n, d)
-    rbm.init_clusters(x)
-    return rbm, x
+    """The one-cluster (standard) RBM."""
+    return random_rbm(d, h, 2, n, k, num_clusters=1, **kw)
 
 
 @pytest.mark.parametrize("k", [1, 2])
