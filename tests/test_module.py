@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import lightning as L
+import pytest
 import torch
 
 from clusterable.data import InMemoryDataModule
+from clusterable.heads.cce import CCELoss
 from clusterable.heads.linear_ae import LinearAE
+from clusterable.models.ffnn import FFNN
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
 
@@ -51,3 +55,83 @@ def test_per_batch_takes_one_step_per_batch():
     _fit_one_epoch(module, dm)
     assert module.steps_taken == 1  # the whole split is one batch
     assert any(not torch.equal(a, b) for a, b in zip(before, module.head.parameters(), strict=True))
+
+
+# ---- schedules, weight-decay groups, model selection by an evaluator ----------------------------------------
+
+
+def test_warmcos_follows_the_papers_formula():
+    from clusterable.schedules import warmcos, warmcos_factor
+
+    total, warmup = 1000, 100
+    for i in (0, 1, 49, 99, 100, 500, 999):  # min((i+1)/100, (1 + cos(pi i / total)) / 2), Boudiaf et al.
+        expected = min((i + 1) / warmup, (1 + math.cos(math.pi * i / total)) / 2)
+        assert warmcos_factor(i, total, warmup) == pytest.approx(expected)
+    param = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([param], lr=0.5)
+    scheduler = warmcos(opt, total_steps=total, warmup_steps=warmup)
+    rates = []
+    for _ in range(300):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        scheduler.step()
+    assert rates[0] == pytest.approx(0.5 / 100) and rates[99] == pytest.approx(
+        0.5 * warmcos_factor(99, total, 100)
+    )
+    assert rates[299] == pytest.approx(0.5 * (1 + math.cos(math.pi * 299 / total)) / 2)
+    assert warmcos_factor(5, 10, 0) == pytest.approx((1 + math.cos(math.pi / 2)) / 2)  # cosine only
+    with pytest.raises(ValueError, match="^warmup_steps must be >= 0, got -1$"):
+        warmcos(opt, total_steps=10, warmup_steps=-1)
+
+
+def test_scheduler_is_stepped_every_optimizer_step_in_both_modes():
+    import functools
+
+    from clusterable.schedules import warmcos
+
+    for steps in ("per_batch", "per_sample"):
+        module, dm, x = _module_and_data(steps)
+        module.scheduler_factory = functools.partial(warmcos, warmup_steps=1000)
+        _fit_one_epoch(module, dm)
+        taken = len(x) if steps == "per_sample" else 1
+        scheduler = module.lr_schedulers()
+        assert scheduler.last_epoch == taken  # stepped once per optimizer step
+        # Its total is the run's steps: the cosine reaches 0 at the last step.
+        assert module.optimizers().param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
+        assert scheduler.lr_lambdas[0](0) == pytest.approx(1 / 1000)
+
+
+def test_weight_decay_on_matrices_leaves_vectors_undecayed():
+    module = RepresentationModule(
+        FFNN(input_shape=(6,), hidden=[5, 4]),
+        CCELoss(num_classes=3, embedding_dim=4, lr=0.5),
+        lambda params: torch.optim.SGD(params, lr=0.1, weight_decay=0.01),
+        weight_decay_on="matrices",
+    )
+    groups = module.configure_optimizers()["optimizer"].param_groups
+    for g in groups:
+        dims = {p.dim() for p in g["params"]}
+        assert dims == {2} and g["weight_decay"] == 0.01 or dims == {1} and g["weight_decay"] == 0.0
+    # The head keeps its own learning rate in both of its groups.
+    head_params = {id(p) for p in module.head.parameters()}
+    assert {g["lr"] for g in groups if id(g["params"][0]) in head_params} == {0.5}
+    assert sum(len(g["params"]) for g in groups) == len(list(module.parameters()))
+
+
+def test_validation_evaluators_are_logged_each_epoch_on_the_whole_split():
+    seen = []
+
+    def spread(embeddings, labels, context):
+        seen.append((len(labels), context.stage, context.train_embeddings))
+        return {"spread": float(embeddings.std())}
+
+    spread.metric_names = lambda: ["spread"]
+    module, dm, x = _module_and_data("per_batch")
+    dm.eval_batch_size = 7  # several validation batches, gathered before the evaluator runs
+    module.validation_evaluators = {"spread": spread}
+    assert "val/spread" in module.logged_keys(validates=True) and not module.logs_undeclared_metrics()
+    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=2)  # fmt: skip
+    trainer.fit(module, datamodule=dm)
+    assert seen == [(len(x), "val", None)] * 2  # not during the sanity check; the whole split each epoch
+    assert "val/spread" in trainer.callback_metrics

@@ -108,7 +108,8 @@ class EvalContext:
         head: the trained loss head.
         encoder_output: (N, D) the encoder's output; the embeddings are ``head.embed`` of it for a
             ``RepresentingHead``, else the same tensor.
-        train_embeddings, train_labels: (M, D'), (M,) the training split's representation and labels.
+        train_embeddings, train_labels: (M, D'), (M,) the training split's representation and labels; None
+            while selecting a model during training (``validation_evaluators``), where they are not computed.
         run_dir: the run directory (plots go there), or None.
         seed: the run's seed, for evaluators that sample or fit.
     """
@@ -117,14 +118,25 @@ class EvalContext:
     split: dict[str, Tensor]
     head: nn.Module
     encoder_output: Tensor
-    train_embeddings: Tensor
-    train_labels: Tensor
+    train_embeddings: Tensor | None
+    train_labels: Tensor | None
     run_dir: Path | None = None
     seed: int = 0
 
     @property
     def inputs(self) -> Tensor:
+        """(N, ...) the split's inputs; a ValueError for datasets that keep their pixels in a cache on disk."""
+        if "inputs" not in self.split:
+            raise ValueError(f"needs the inputs of split {self.stage!r} in memory; this dataset streams them")
         return self.split["inputs"]
+
+    def training_split(self) -> tuple[Tensor, Tensor]:
+        """(M, D'), (M,) the training representation and labels, or a ValueError where there is none."""
+        if self.train_embeddings is None or self.train_labels is None:
+            raise ValueError(
+                f"needs the training split's embeddings, which stage {self.stage!r} does not have"
+            )
+        return self.train_embeddings, self.train_labels
 
 
 class Evaluator(Protocol):
@@ -138,6 +150,30 @@ class Evaluator(Protocol):
 
 
 EVALUATOR_ARGS = ("embeddings", "labels", "context")
+
+
+def declared_metrics(fn: object) -> list[str] | None:
+    """The metric names (no stage prefix) an evaluator will return, if it declares them, else None.
+
+    An evaluator declares them with a ``metric_names`` attribute taking its keyword options
+    (``retrieval_metrics.metric_names(ks=[1], distances=["cos"]) -> ["recall@1/cos", ...]``); for a partial,
+    the bound options are passed. ``train.py`` uses it to check ``checkpoint.monitor`` before training.
+    """
+    func, options = getattr(fn, "func", fn), dict(getattr(fn, "keywords", {}) or {})
+    names = getattr(func, "metric_names", None)
+    return list(names(**options)) if callable(names) else None
+
+
+@runtime_checkable
+class EvalData(Protocol):
+    """What the evaluation runner needs of a datamodule: ``splits`` (name -> per-row tensors: ``labels`` (N,),
+    ``inputs`` (N, ...) for in-memory datasets, flags such as ``is_query``), and ``eval_batches(stage, device)``
+    yielding the split's rows in order as batches ready for the encoder (``inputs`` on ``device``, already
+    transformed for evaluation)."""
+
+    splits: dict[str, dict[str, Tensor]]
+
+    def eval_batches(self, stage: str, device: Any) -> Any: ...
 
 
 def require(part: object, contract: type, what: str) -> None:

@@ -11,7 +11,18 @@ import torch
 from torch import Tensor, nn
 
 from clusterable.callbacks import ClusterUpdates
-from clusterable.contracts import ClassifyingHead, ClusteringHead, OwnLearningRate
+from clusterable.contracts import (
+    ClassifyingHead,
+    ClusteringHead,
+    EvalContext,
+    Evaluator,
+    OwnLearningRate,
+    RepresentingHead,
+    declared_metrics,
+)
+
+# Per-row tensors of a validation batch that evaluators may use besides the labels (In-Shop's query/gallery).
+ROW_FLAGS = ("is_query", "is_gallery")
 
 
 class DivergedError(RuntimeError):
@@ -39,6 +50,14 @@ class RepresentationModule(L.LightningModule):
             ``train_AE`` in ``src/train.py``). ``per_sample`` runs the rows of a batch in a plain loop inside one
             Lightning step (manual optimization), so that Lightning's per-step cost is paid once a batch, not once
             a row: give it large batches (``dataset.batch_size=-1``). One device only.
+        scheduler: partial learning-rate schedule ``scheduler(optimizer, total_steps) -> LRScheduler``, stepped
+            after every optimizer step (``clusterable.schedules``); None keeps the rate constant.
+        weight_decay_on: ``all`` parameters, or only ``matrices`` (parameters with more than one dimension: no
+            decay on biases and normalisation parameters, as Boudiaf et al. 2020 train).
+        validation_evaluators: evaluators run on the whole validation split after every validation epoch, their
+            metrics logged as ``val/<key>`` (model selection by, e.g., ``val/recall@1/cos``).
+        channels_last: image inputs and the encoder in channels-last memory format (faster convolutions on GPUs
+            with tensor cores).
 
     Attributes:
         steps_taken: optimizer steps taken so far (for seconds per step).
@@ -51,11 +70,21 @@ class RepresentationModule(L.LightningModule):
         optimizer: Callable[..., torch.optim.Optimizer],
         divergence_limit: float = 1e10,
         optimizer_steps: Literal["per_batch", "per_sample"] = "per_batch",
+        scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
+        weight_decay_on: Literal["all", "matrices"] = "all",
+        validation_evaluators: dict[str, Evaluator] | None = None,
+        channels_last: bool = False,
     ):
         super().__init__()
         if optimizer_steps not in ("per_batch", "per_sample"):
             raise ValueError(f"optimizer_steps must be per_batch or per_sample, got {optimizer_steps!r}")
+        if weight_decay_on not in ("all", "matrices"):
+            raise ValueError(f"weight_decay_on must be all or matrices, got {weight_decay_on!r}")
         self.encoder, self.head, self.optimizer_factory = encoder, head, optimizer
+        self.scheduler_factory, self.weight_decay_on = scheduler, weight_decay_on
+        self.validation_evaluators = dict(validation_evaluators or {})
+        self.channels_last = bool(channels_last)
+        self._val_rows: list[dict[str, Tensor]] = []
         self.divergence_limit = float(divergence_limit)
         self.automatic_optimization = optimizer_steps == "per_batch"
         self.steps_taken = 0
@@ -75,14 +104,29 @@ class RepresentationModule(L.LightningModule):
         if validates:
             keys += ["val/acc"] if isinstance(self.head, ClassifyingHead) else []
             keys += [] if isinstance(self.head, ClusteringHead) else ["val/loss"]
+            for fn in self.validation_evaluators.values():
+                keys += [f"val/{name}" for name in declared_metrics(fn) or []]
         return keys
+
+    def logs_undeclared_metrics(self) -> bool:
+        """Whether a validation evaluator logs metrics it does not declare (so ``logged_keys`` is incomplete)."""
+        return any(declared_metrics(fn) is None for fn in self.validation_evaluators.values())
 
     def configure_callbacks(self) -> list[L.Callback]:
         return [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
 
+    def on_fit_start(self) -> None:
+        if self.channels_last:
+            self.encoder.to(memory_format=torch.channels_last)
+
+    def _encode(self, inputs: Tensor) -> Tensor:
+        if self.channels_last and inputs.dim() == 4:
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        return self.encoder(inputs)
+
     def _head(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         extra = {k: v for k, v in batch.items() if k not in ("inputs", "labels")}
-        embeddings = self.encoder(batch["inputs"])
+        embeddings = self._encode(batch["inputs"])
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
             embeddings, batch["labels"], inputs=batch["inputs"], epoch=self.current_epoch, encoder=self.encoder,
@@ -113,6 +157,7 @@ class RepresentationModule(L.LightningModule):
         if self.trainer.world_size > 1:
             raise RuntimeError("optimizer_steps=per_sample runs on one device only")
         optimizer = self.optimizers(use_pl_optimizer=False)
+        scheduler = self.lr_schedulers()
         rows = [{k: v[i : i + 1] for k, v in batch.items()} for i in range(len(batch["labels"]))]
         parts = []
         for row in rows:
@@ -120,6 +165,8 @@ class RepresentationModule(L.LightningModule):
             optimizer.zero_grad(set_to_none=True)
             out["loss"].backward()
             optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
             parts.append(out)
         for key in parts[0] if parts else ():
             self._sums[key] = self._sums.get(key, 0.0) + torch.stack([p[key].detach() for p in parts]).sum()
@@ -156,24 +203,75 @@ class RepresentationModule(L.LightningModule):
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         n = len(batch["labels"])
+        embeddings = self._encode(batch["inputs"])
         if isinstance(self.head, ClassifyingHead):
-            logits = self.head.logits(self.encoder(batch["inputs"]))
+            logits = self.head.logits(embeddings)
             labelled = batch["labels"] >= 0
             acc = (logits.argmax(1)[labelled] == batch["labels"][labelled]).float().mean()
             self.log("val/acc", acc, batch_size=int(labelled.sum()), prog_bar=True, sync_dist=True)
-        if not isinstance(
-            self.head, ClusteringHead
-        ):  # a clustering head's loss needs the training assignment
+        # A clustering head's loss needs the training assignment.
+        if not isinstance(self.head, ClusteringHead):
             self.log("val/loss", self._head(batch)["loss"], batch_size=n, sync_dist=True)
+        if self.validation_evaluators and not self.trainer.sanity_checking:
+            rep = (
+                self.head.embed(embeddings, **batch)
+                if isinstance(self.head, RepresentingHead)
+                else embeddings
+            )
+            kept = {"embeddings": rep, "encoder_output": embeddings, "labels": batch["labels"]}
+            kept |= {k: batch[k] for k in ("index", *ROW_FLAGS) if k in batch}
+            self._val_rows.append({k: v.detach() for k, v in kept.items()})
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
+    def on_validation_epoch_end(self) -> None:
+        """The validation evaluators on the whole validation split (every rank's rows gathered, each row once)."""
+        rows, self._val_rows = self._val_rows, []
+        if not rows:
+            return
+        from clusterable.evaluation.runner import call_evaluators
+
+        split = {k: torch.cat([r[k] for r in rows]) for k in rows[0]}
+        if self.trainer.world_size > 1:
+            split = {k: v.flatten(0, 1) for k, v in self.all_gather(split).items()}
+            if "index" in split:  # ranks pad their shares with repeated rows: keep each row once
+                _, first = _first_occurrences(split["index"])
+                split = {k: v[first] for k, v in split.items()}
+        context = EvalContext(
+            stage="val", split=split, head=self.head, encoder_output=split.pop("encoder_output"),
+            train_embeddings=None, train_labels=None, run_dir=None, seed=0,
+        )  # fmt: skip
+        embeddings = split.pop("embeddings")
+        metrics = call_evaluators(self.validation_evaluators, embeddings, split["labels"], context)
+        self.log_dict({k: float(v) for k, v in metrics.items()}, rank_zero_only=True)
+
+    def configure_optimizers(self) -> dict:
         head_lr = self.head.lr if isinstance(self.head, OwnLearningRate) else None
         groups = [
             {"params": [p for p in self.encoder.parameters() if p.requires_grad]},
             {"params": [p for p in self.head.parameters() if p.requires_grad]}
             | ({"lr": head_lr} if head_lr is not None else {}),
         ]
-        return self.optimizer_factory([g for g in groups if g["params"]])
+        if (
+            self.weight_decay_on == "matrices"
+        ):  # each group split in two: vectors (biases, norms) get no decay
+            groups = [{**g, "params": [p for p in g["params"] if p.dim() > 1]} for g in groups] + [
+                {**g, "params": [p for p in g["params"] if p.dim() <= 1], "weight_decay": 0.0} for g in groups
+            ]
+        optimizer = self.optimizer_factory([g for g in groups if g["params"]])
+        if self.scheduler_factory is None:
+            return {"optimizer": optimizer}
+        total = self.trainer.estimated_stepping_batches
+        if not self.automatic_optimization:  # one step per row of the training split
+            total = self.trainer.max_epochs * len(self.trainer.datamodule.split("train")["labels"])
+        scheduler = self.scheduler_factory(optimizer, total_steps=int(total))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _first_occurrences(index: Tensor) -> tuple[Tensor, Tensor]:
+    """The unique values of ``index`` (N,) and the position of each one's first occurrence."""
+    unique, inverse = torch.unique(index, return_inverse=True)
+    first = torch.full((len(unique),), len(index), dtype=torch.long, device=index.device)
+    first.scatter_reduce_(0, inverse, torch.arange(len(index), device=index.device), reduce="amin")
+    return unique, first
 
 
 def count_parameters(*modules: nn.Module) -> int:

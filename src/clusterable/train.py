@@ -41,6 +41,7 @@ CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 # The framework's arguments to the parts it builds (each gets those its signature takes) and calls.
 EVALUATOR_CALL = ("embeddings", "labels", "context")
 OPTIMIZER_CALL = ("params",)
+SCHEDULER_CALL = ("optimizer", "total_steps")
 # The top-level keys no constructor sees, with their types (the config group nodes are checked against their
 # targets' signatures instead).
 TOP_LEVEL = {
@@ -51,6 +52,9 @@ TOP_LEVEL = {
     "divergence_limit": float,
     "torch_threads": int | None,
     "optimizer_steps": Literal["per_batch", "per_sample"],
+    "weight_decay_on": Literal["all", "matrices"],
+    "validation_evaluators": list[str],
+    "channels_last": bool,
     "checkpoint.monitor": str | None,
     "checkpoint.mode": Literal["min", "max"],
 }
@@ -85,8 +89,15 @@ def check_config(cfg: DictConfig) -> None:
     max_epochs = cfg.trainer.get("max_epochs")
     if not (isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs >= 1):
         raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {max_epochs!r}")
+    if cfg.get("scheduler"):
+        check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)
     for name, node in (cfg.get("evaluator") or {}).items():
         check_node(node, f"evaluator.{name}", provided=EVALUATOR_CALL)
+    configured = list(cfg.get("evaluator") or {})
+    for name in cfg.validation_evaluators:
+        if name not in configured:
+            raise ConfigError(f"validation_evaluators: no evaluator named {name!r} in this run; it has: "
+                              f"{', '.join(configured) or 'none'}")  # fmt: skip
 
 
 def _select(cfg: DictConfig, key: str) -> Any:
@@ -226,17 +237,26 @@ def _train_and_evaluate(
     )  # fmt: skip
     require(head, Head, f"loss={HydraConfig.get().runtime.choices.get('loss')}")
     optimizer = build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL)
-    module = RepresentationModule(encoder, head, optimizer, cfg.divergence_limit, cfg.optimizer_steps)
+    scheduler = build(cfg.scheduler, "scheduler", call_args=SCHEDULER_CALL) if cfg.get("scheduler") else None
     evaluators = {
         name: build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL)
         for name, node in (cfg.get("evaluator") or {}).items()
     }
     for name, fn in evaluators.items():
         require_evaluator(fn, f"evaluator.{name}")
+    module = RepresentationModule(
+        encoder, head, optimizer, cfg.divergence_limit, cfg.optimizer_steps, scheduler=scheduler,
+        weight_decay_on=cfg.weight_decay_on, channels_last=cfg.channels_last,
+        validation_evaluators={name: evaluators[name] for name in cfg.validation_evaluators},
+    )  # fmt: skip
 
     validates = cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(datamodule.splits["val"]["labels"]) > 0
     monitor = cfg.checkpoint.monitor
-    if monitor is not None and monitor not in module.logged_keys(validates):
+    if cfg.validation_evaluators and not validates:
+        raise ConfigError("validation_evaluators need a validation loop, but this run has none (an empty val "
+                          "split or trainer.limit_val_batches=0)")  # fmt: skip
+    undeclared = module.logs_undeclared_metrics() and monitor is not None and monitor.startswith("val/")
+    if monitor is not None and monitor not in module.logged_keys(validates) and not undeclared:
         logged = ", ".join(module.logged_keys(validates))
         raise ConfigError(f"checkpoint.monitor: {monitor!r} is never logged by this run "
                           f"(loss={HydraConfig.get().runtime.choices.get('loss')}); it logs {logged}, or use null "
@@ -282,7 +302,7 @@ def _train_and_evaluate(
         payload["best_epoch"] = trainer.current_epoch - 1
 
     start = time.perf_counter()
-    metrics = evaluate(module, datamodule.splits, evaluators, cfg.eval_stages, run_dir, cfg.seed)
+    metrics = evaluate(module, datamodule, evaluators, cfg.eval_stages, run_dir, cfg.seed)
     metrics["model/params"] = count_parameters(encoder, head)
     # The last epoch's training losses (the CSRL paper reports the final training loss as de-noising MSE).
     metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})

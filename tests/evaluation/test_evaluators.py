@@ -21,6 +21,7 @@ from sklearn.metrics import silhouette_score
 from torch import nn
 
 from clusterable.contracts import EvalContext, require_evaluator
+from clusterable.data import InMemoryDataModule
 from clusterable.evaluation import accuracy, classification, cluster_metrics, hungarian_accuracy
 from clusterable.evaluation.latent_plot import latent_plot
 from clusterable.evaluation.runner import evaluate
@@ -345,24 +346,26 @@ def test_evaluator_group_composes_under_its_own_names():
 # ---- the runner --------------------------------------------------------------------------------------------
 
 
-def runner_setup(
-    head: nn.Module | None = None,
-) -> tuple[RepresentationModule, dict[str, dict[str, torch.Tensor]]]:
-    """A module (identity encoder, by default a CCE head) on 4-D inputs and train/val/test splits of 3 blobs."""
+def runner_setup(head: nn.Module | None = None) -> tuple[RepresentationModule, InMemoryDataModule]:
+    """A module (identity encoder, by default a CCE head) on 4-D inputs and train/val/test splits of 3 blobs,
+    in an in-memory datamodule with evaluation batches of 7 rows (so the runner stitches batches together)."""
     head = CCELoss(num_classes=3, embedding_dim=4) if head is None else head
     module = RepresentationModule(Identity(input_shape=(4,)), head, functools.partial(torch.optim.Adam))
     splits = {}
     for seed, stage in enumerate(("train", "val", "test")):
         x, y = blobs(n=30, dim=4, seed=seed)
         splits[stage] = {"inputs": torch.as_tensor(x), "labels": torch.as_tensor(y)}
-    return module, splits
+    data = InMemoryDataModule("blobs", lambda: splits, input_shape=[4], num_classes=3, eval_batch_size=7)
+    data.load()
+    return module, data
 
 
 @pytest.mark.parametrize("representing", [False, True])
 def test_runner_gives_each_evaluator_the_stages_context_and_prefixes_its_metrics(tmp_path, representing):
     # A CCE head scores the encoder output; an autoencoder head (a RepresentingHead) its own embedding of it.
     head = LinearAE(arch="ae2", input_shape=(4,), num_classes=3) if representing else None
-    module, splits = runner_setup(head)
+    module, data = runner_setup(head)
+    splits = data.splits
     represent = module.head.embed if representing else (lambda out, **split: out)
     seen: list[EvalContext] = []
 
@@ -372,20 +375,21 @@ def test_runner_gives_each_evaluator_the_stages_context_and_prefixes_its_metrics
         assert labels is context.split["labels"]
         return {"n": float(len(labels))}
 
-    metrics = evaluate(module, splits, {"spy": spy}, stages=["val", "test"], run_dir=tmp_path, seed=5)
+    metrics = evaluate(module, data, {"spy": spy}, stages=["val", "test"], run_dir=tmp_path, seed=5)
     assert metrics == {"val/n": 30.0, "test/n": 30.0}
     assert [c.stage for c in seen] == ["val", "test"]
     for c in seen:
-        assert c.split is splits[c.stage] and c.head is module.head and (c.run_dir, c.seed) == (tmp_path, 5)
+        assert c.split.keys() == splits[c.stage].keys() and c.head is module.head
+        assert all(c.split[k] is v for k, v in splits[c.stage].items()) and (c.run_dir, c.seed) == (tmp_path, 5)
         torch.testing.assert_close(c.encoder_output, splits[c.stage]["inputs"])
         torch.testing.assert_close(c.train_embeddings, represent(splits["train"]["inputs"]))
         assert c.train_labels is splits["train"]["labels"]
 
 
 def test_runner_refuses_an_unknown_stage_in_one_line():
-    module, splits = runner_setup()
+    module, data = runner_setup()
     called = []
     message = "eval_stages: no split named 'tset'; the dataset has: train, val, test"
     with pytest.raises(ValueError, match=f"^{message}$"):
-        evaluate(module, splits, {"spy": lambda *args: called.append(args) or {}}, stages=["val", "tset"])
+        evaluate(module, data, {"spy": lambda *args: called.append(args) or {}}, stages=["val", "tset"])
     assert called == []  # checked before any stage is evaluated

@@ -146,6 +146,9 @@ class InMemoryDataModule(L.LightningDataModule):
             the CSRL authors' per-sample loop over the standard AEs does.
         eval_batch_size: mini-batch size of the validation and test loaders.
         root: the dataset's folder, for readers of files on disk (their config passes it on as ``${..root}``).
+        class_disjoint: the val/test splits hold classes never seen in training (zero-shot retrieval, as the
+            deep-metric-learning benchmarks split their classes): only the training labels are checked against
+            ``num_classes`` (the number of training classes); the others are any class ids >= -1.
 
     Raises:
         ValueError: a value out of range; the message starts with the parameter's name.
@@ -165,6 +168,7 @@ class InMemoryDataModule(L.LightningDataModule):
         shuffle_batches: bool = True,
         eval_batch_size: int = 4096,
         root: str | None = None,
+        class_disjoint: bool = False,
     ):
         super().__init__()
         if source not in ("real", "fake"):
@@ -191,6 +195,7 @@ class InMemoryDataModule(L.LightningDataModule):
         self.num_classes, self.batch_size, self.fake_size = int(num_classes), int(batch_size), int(fake_size)
         self.seed, self.eval_batch_size, self.root = int(seed), int(eval_batch_size), root
         self.shuffle_rows, self.shuffle_batches = bool(shuffle_rows), bool(shuffle_batches)
+        self.class_disjoint = bool(class_disjoint)
         self.splits: dict[str, Split] = {}
 
     def prepare_data(self) -> None:
@@ -270,7 +275,7 @@ class InMemoryDataModule(L.LightningDataModule):
             if labels.numel() == 0:
                 continue
             high, low = int(labels.max()), int(labels.min())
-            if high >= self.num_classes:
+            if high >= self.num_classes and not (self.class_disjoint and s != "train"):
                 raise ValueError(
                     f"num_classes is {self.num_classes} but the labels of split '{s}' go up to {high}"
                 )
@@ -307,6 +312,13 @@ class InMemoryDataModule(L.LightningDataModule):
             rank=rank,
             world_size=world_size,
         )
+
+    def eval_batches(self, stage: str, device: torch.device | str) -> Iterator[dict[str, torch.Tensor]]:
+        """Split ``stage``'s rows in order, ``eval_batch_size`` at a time: ``{"inputs": (B, ...)}`` on ``device``
+        (the evaluation runner embeds a whole split with it)."""
+        inputs = self.split(stage)["inputs"]
+        for start in range(0, len(inputs), self.eval_batch_size):
+            yield {"inputs": inputs[start : start + self.eval_batch_size].to(device)}
 
     def train_dataloader(self) -> TensorBatches:
         return self._batches("train", train=True)

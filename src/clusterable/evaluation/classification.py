@@ -94,8 +94,8 @@ def accuracy(embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[s
     if isinstance(context.head, ClassifyingHead):
         preds = predict_logits(context.head, to_tensor(context.encoder_output))
     else:
-        train_labels = to_tensor(context.train_labels).long()
-        preds = predict_nearest_mean(embeddings, to_tensor(context.train_embeddings), train_labels)
+        train_embeddings, train_labels = context.training_split()
+        preds = predict_nearest_mean(embeddings, to_tensor(train_embeddings), to_tensor(train_labels).long())
     labelled = labels >= 0
     if not bool(labelled.any()):
         return {"acc": float("nan")}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from clusterable.contracts import EvalContext, Evaluator, RepresentingHead
+from clusterable.contracts import EvalContext, EvalData, Evaluator, RepresentingHead
 from clusterable.module import RepresentationModule
 
 
@@ -16,9 +16,30 @@ class EvaluatorError(ValueError):
 
 
 @torch.no_grad()
+def represent(
+    module: RepresentationModule, data: EvalData, stage: str
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The encoder output (N, D), the representation the evaluators score (N, D') and the split's per-row
+    tensors (on the module's device) of split ``stage``, its rows in order.
+
+    The encoder sees the batches of ``data.eval_batches`` (in-memory inputs in chunks, or decoded and
+    transformed images); the representation is ``head.embed(...)`` for a ``RepresentingHead`` (autoencoders,
+    cluster-specific heads), which learns it itself, else the encoder output.
+    """
+    was_training = module.training
+    module.eval()
+    out = [module.encoder(batch["inputs"]) for batch in data.eval_batches(stage, module.device)]
+    module.train(was_training)
+    split = {k: v.to(module.device) for k, v in data.splits[stage].items()}
+    out = torch.cat(out) if out else torch.zeros(0, module.encoder.embedding_dim, device=module.device)
+    head = module.head
+    return out, (head.embed(out, **split) if isinstance(head, RepresentingHead) else out), split
+
+
+@torch.no_grad()
 def evaluate(
     module: RepresentationModule,
-    splits: dict[str, dict[str, torch.Tensor]],
+    data: EvalData,
     evaluators: dict[str, Evaluator],
     stages: Iterable[str] = ("val", "test"),
     run_dir: Path | None = None,
@@ -27,48 +48,50 @@ def evaluate(
     """Metrics ``{"{stage}/{name}": value}`` of every evaluator on every stage's split.
 
     Each evaluator is called as ``fn(embeddings (N, D'), labels (N,), context)`` with one ``EvalContext`` per
-    stage. The representation it scores is the encoder output (N, D), or ``head.embed(...)`` (N, D') for a
-    ``RepresentingHead`` (autoencoders, cluster-specific heads), which learns it itself. The training split's
-    representation is computed once for all stages (the nearest-class-mean classifier needs it).
+    stage (see ``represent`` for what it scores). The training split's representation is computed once for all
+    stages (the nearest-class-mean classifier needs it).
 
     Raises:
-        ValueError: a stage that is not one of ``splits``, before anything is computed.
+        ValueError: a stage that is not one of ``data.splits``, before anything is computed.
         EvaluatorError: an evaluator's ValueError (an option out of range, a head it cannot score), one line
             naming it: ``evaluator.clustering: kmeans_n_init must be >= 1, got 0``.
     """
     stages = list(stages)
     for stage in stages:
-        if stage not in splits:
-            raise ValueError(f"eval_stages: no split named {stage!r}; the dataset has: {', '.join(splits)}")
+        if stage not in data.splits:
+            raise ValueError(
+                f"eval_stages: no split named {stage!r}; the dataset has: {', '.join(data.splits)}"
+            )
     module.eval()
-    head = module.head
-
-    def represent(split: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        out = module.embed(split["inputs"])
-        rep = head.embed(out, **split) if isinstance(head, RepresentingHead) else out
-        return out, rep
-
-    train = splits["train"]
-    _, train_rep = represent(train)
+    _, train_rep, train = represent(module, data, "train")
     metrics: dict[str, float] = {}
     for stage in stages:
-        split = splits[stage]
-        out, rep = represent(split)
+        out, rep, split = represent(module, data, stage)
         context = EvalContext(
             stage=stage,
             split=split,
-            head=head,
+            head=module.head,
             encoder_output=out,
             train_embeddings=train_rep,
             train_labels=train["labels"],
             run_dir=run_dir,
             seed=seed,
         )
-        for name, fn in evaluators.items():
-            try:
-                scores = fn(rep, split["labels"], context)
-            except ValueError as e:
-                raise EvaluatorError(f"evaluator.{name}: {e}") from None
-            for key, value in scores.items():
-                metrics[f"{stage}/{key}"] = float(value)
+        metrics.update(call_evaluators(evaluators, rep, split["labels"], context))
+    return metrics
+
+
+def call_evaluators(
+    evaluators: dict[str, Evaluator], embeddings: torch.Tensor, labels: torch.Tensor, context: EvalContext
+) -> dict[str, float]:
+    """``{"{stage}/{key}": value}`` of every evaluator on one split; an evaluator's ValueError becomes an
+    ``EvaluatorError`` naming it."""
+    metrics: dict[str, float] = {}
+    for name, fn in evaluators.items():
+        try:
+            scores = fn(embeddings, labels, context)
+        except ValueError as e:
+            raise EvaluatorError(f"evaluator.{name}: {e}") from None
+        for key, value in scores.items():
+            metrics[f"{context.stage}/{key}"] = float(value)
     return metrics
