@@ -165,13 +165,20 @@ def declared_metrics(fn: object) -> list[str] | None:
 
 
 @runtime_checkable
-class EvalData(Protocol):
-    """What the evaluation runner needs of a datamodule: ``splits`` (name -> per-row tensors: ``labels`` (N,),
-    ``inputs`` (N, ...) for in-memory datasets, flags such as ``is_query``), and ``eval_batches(stage, device)``
-    yielding the split's rows in order as batches ready for the encoder (``inputs`` on ``device``, already
-    transformed for evaluation)."""
+class DataModule(Protocol):
+    """``conf/dataset``: what the module, the runner and ``train.py`` need of a datamodule besides Lightning's
+    loaders. ``splits`` (after ``load()``): name -> per-row tensors (``labels`` (N,), ``inputs`` (N, ...) for
+    in-memory datasets, flags such as ``is_query``); ``eval_batches(stage, device)`` yields the split's rows in
+    order as batches ready for the encoder (``inputs`` on ``device``, transformed for evaluation);
+    ``class_disjoint``: the val/test splits hold classes never seen in training (retrieval benchmarks), so no
+    classifier accuracy or loss is computed on them; ``num_classes`` counts the training classes."""
 
     splits: dict[str, dict[str, Tensor]]
+    input_shape: tuple[int, ...]
+    num_classes: int
+    class_disjoint: bool
+
+    def load(self) -> dict[str, dict[str, Tensor]]: ...
 
     def eval_batches(self, stage: str, device: Any) -> Any: ...
 

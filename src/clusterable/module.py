@@ -58,6 +58,8 @@ class RepresentationModule(L.LightningModule):
             metrics logged as ``val/<key>`` (model selection by, e.g., ``val/recall@1/cos``).
         channels_last: image inputs and the encoder in channels-last memory format (faster convolutions on GPUs
             with tensor cores).
+        class_disjoint: the validation split holds classes never seen in training: no ``val/acc`` or ``val/loss``
+            (a classifier has no output for them); only the validation evaluators score it.
 
     Attributes:
         steps_taken: optimizer steps taken so far (for seconds per step).
@@ -74,6 +76,7 @@ class RepresentationModule(L.LightningModule):
         weight_decay_on: Literal["all", "matrices"] = "all",
         validation_evaluators: dict[str, Evaluator] | None = None,
         channels_last: bool = False,
+        class_disjoint: bool = False,
     ):
         super().__init__()
         if optimizer_steps not in ("per_batch", "per_sample"):
@@ -83,7 +86,7 @@ class RepresentationModule(L.LightningModule):
         self.encoder, self.head, self.optimizer_factory = encoder, head, optimizer
         self.scheduler_factory, self.weight_decay_on = scheduler, weight_decay_on
         self.validation_evaluators = dict(validation_evaluators or {})
-        self.channels_last = bool(channels_last)
+        self.channels_last, self.class_disjoint = bool(channels_last), bool(class_disjoint)
         self._val_rows: list[dict[str, Tensor]] = []
         self.divergence_limit = float(divergence_limit)
         self.automatic_optimization = optimizer_steps == "per_batch"
@@ -101,9 +104,10 @@ class RepresentationModule(L.LightningModule):
         ``val/loss`` for heads whose loss is defined on new points (not a clustering head's).
         """
         keys = [f"train/{part}" for part in self.head.loss_parts]
-        if validates:
+        if validates and not self.class_disjoint:
             keys += ["val/acc"] if isinstance(self.head, ClassifyingHead) else []
             keys += [] if isinstance(self.head, ClusteringHead) else ["val/loss"]
+        if validates:
             for fn in self.validation_evaluators.values():
                 keys += [f"val/{name}" for name in declared_metrics(fn) or []]
         return keys
@@ -204,13 +208,13 @@ class RepresentationModule(L.LightningModule):
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         n = len(batch["labels"])
         embeddings = self._encode(batch["inputs"])
-        if isinstance(self.head, ClassifyingHead):
+        if isinstance(self.head, ClassifyingHead) and not self.class_disjoint:
             logits = self.head.logits(embeddings)
             labelled = batch["labels"] >= 0
             acc = (logits.argmax(1)[labelled] == batch["labels"][labelled]).float().mean()
             self.log("val/acc", acc, batch_size=int(labelled.sum()), prog_bar=True, sync_dist=True)
         # A clustering head's loss needs the training assignment.
-        if not isinstance(self.head, ClusteringHead):
+        if not isinstance(self.head, ClusteringHead) and not self.class_disjoint:
             self.log("val/loss", self._head(batch)["loss"], batch_size=n, sync_dist=True)
         if self.validation_evaluators and not self.trainer.sanity_checking:
             rep = (

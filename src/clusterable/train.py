@@ -204,7 +204,7 @@ def _train_and_evaluate(
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from clusterable.callbacks import ClusterUpdates, EpochTimer
-    from clusterable.contracts import Encoder, Head, require, require_evaluator
+    from clusterable.contracts import DataModule, Encoder, Head, require, require_evaluator
     from clusterable.evaluation.runner import evaluate
     from clusterable.module import RepresentationModule, count_parameters
 
@@ -219,6 +219,7 @@ def _train_and_evaluate(
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
+    require(datamodule, DataModule, f"dataset={HydraConfig.get().runtime.choices.get('dataset')}")
     try:
         datamodule.load()
     except ValueError as e:
@@ -248,6 +249,7 @@ def _train_and_evaluate(
         encoder, head, optimizer, cfg.divergence_limit, cfg.optimizer_steps, scheduler=scheduler,
         weight_decay_on=cfg.weight_decay_on, channels_last=cfg.channels_last,
         validation_evaluators={name: evaluators[name] for name in cfg.validation_evaluators},
+        class_disjoint=datamodule.class_disjoint,
     )  # fmt: skip
 
     validates = cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(datamodule.splits["val"]["labels"]) > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from sklearn.datasets import load_digits
 
-from clusterable.data.digits import read_digits
+from clusterable.data.digits import read_digits, read_digits_zeroshot
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "dataset"
 N = 1797
@@ -82,3 +83,49 @@ def test_config_builds_a_datamodule(tmp_path: Path, source: str) -> None:
     assert [len(b["index"]) for b in batches[:-1]] == [128] * (len(batches) - 1)
     assert sorted(torch.cat([b["index"] for b in batches]).tolist()) == list(range(len(train["labels"])))
     assert torch.equal(batches[0]["inputs"], train["inputs"][batches[0]["index"]])
+
+
+# ---- digits_zeroshot: the class-disjoint split of the metric-learning benchmarks ------------------------------
+
+
+def test_zeroshot_split_trains_on_some_digits_and_tests_on_the_others(original):
+    splits = read_digits_zeroshot()
+    assert sorted(set(splits["train"]["labels"].tolist())) == [0, 1, 2, 3, 4]
+    assert sorted(set(splits["test"]["labels"].tolist())) == [5, 6, 7, 8, 9]
+    assert splits["val"] is splits["test"]  # val_classes null: Boudiaf et al.'s selection on the test set
+    digits = original[1]
+    assert len(splits["train"]["labels"]) == int((digits < 5).sum())
+    assert len(splits["test"]["labels"]) == int((digits >= 5).sum())
+    # Every image once, with its own digit (training labels are positions in train_classes).
+    rows = source_rows(splits["train"]["inputs"], original) + source_rows(splits["test"]["inputs"], original)
+    assert sorted(rows) == list(range(N))
+
+
+def test_zeroshot_held_out_validation_classes_are_relabelled_and_disjoint(original):
+    splits = read_digits_zeroshot(train_classes=[7, 2, 0], val_classes=[3, 4], test_classes=[5, 6])
+    train_rows = source_rows(splits["train"]["inputs"], original)
+    # Training labels are positions in train_classes: digit 7 -> 0, 2 -> 1, 0 -> 2.
+    assert [int(original[1][r]) for r in train_rows] == [
+        [7, 2, 0][i] for i in splits["train"]["labels"].tolist()
+    ]
+    assert sorted(set(splits["val"]["labels"].tolist())) == [3, 4]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"train_classes": [0, 10]}, "train_classes must be distinct digits in 0..9, got [0, 10]"),
+        ({"test_classes": [5, 5]}, "test_classes must be distinct digits in 0..9, got [5, 5]"),
+        ({"train_classes": [0, 5]}, "train_classes, val_classes and test_classes must not share a digit"),
+        ({"train_classes": []}, "train_classes and test_classes must each name at least one digit"),
+    ],
+)
+def test_zeroshot_refuses_bad_class_lists_in_one_line(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        read_digits_zeroshot(**kwargs)
+
+
+def test_zeroshot_config_loads_with_test_labels_beyond_num_classes():
+    dm = instantiate(OmegaConf.load(CONF / "digits_zeroshot.yaml"))
+    splits = dm.load()  # test labels 5-9 >= num_classes 5: allowed because the dataset is class-disjoint
+    assert dm.num_classes == 5 and int(splits["test"]["labels"].max()) == 9

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from clusterable.contracts import EvalContext, EvalData, Evaluator, RepresentingHead
+from clusterable.contracts import DataModule, EvalContext, Evaluator, RepresentingHead
 from clusterable.module import RepresentationModule
 
 
@@ -17,7 +17,7 @@ class EvaluatorError(ValueError):
 
 @torch.no_grad()
 def represent(
-    module: RepresentationModule, data: EvalData, stage: str
+    module: RepresentationModule, data: DataModule, stage: str
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """The encoder output (N, D), the representation the evaluators score (N, D') and the split's per-row
     tensors (on the module's device) of split ``stage``, its rows in order.
@@ -39,7 +39,7 @@ def represent(
 @torch.no_grad()
 def evaluate(
     module: RepresentationModule,
-    data: EvalData,
+    data: DataModule,
     evaluators: dict[str, Evaluator],
     stages: Iterable[str] = ("val", "test"),
     run_dir: Path | None = None,
