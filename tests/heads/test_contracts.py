@@ -40,6 +40,9 @@ OWN_LR = CLASSIFYING
 N, C, SIDE = 12, 3, 4
 HEAD_ARGS = {"num_classes": C, "embedding_dim": SIDE * SIDE, "input_shape": [SIDE * SIDE]}
 ENCODER_ARGS = {"input_shape": [1, 28, 28]}
+# ImageNet backbones take RGB images; no weight file offline: random initialisation.
+IMAGE_ENCODERS = {"resnet50", "googlenet", "bninception"}
+IMAGE_ENCODER_ARGS = {"input_shape": [3, 64, 64]}
 FRAMEWORK = {"num_classes", "embedding_dim", "input_shape"}
 
 
@@ -168,11 +171,15 @@ def test_an_out_of_range_value_is_named_first(group, name, overrides, message):
 
 @pytest.mark.parametrize("name", ENCODERS)
 def test_encoders_satisfy_the_encoder_contract(name):
-    encoder = build("model", name, ENCODER_ARGS).eval()
+    image = name in IMAGE_ENCODERS
+    args, overrides = (IMAGE_ENCODER_ARGS, {"weights": None}) if image else (ENCODER_ARGS, {})
+    encoder = build("model", name, args, **overrides).eval()
     require(encoder, Encoder, f"model={name}")
-    out = encoder(torch.rand(2, 1, 28, 28))
+    shape = args["input_shape"]
+    out = encoder(torch.rand(2, *shape))
     assert out.shape == (2, encoder.embedding_dim)
-    assert encoder(torch.rand(2, 784)).shape == out.shape  # flat inputs of the same shape are accepted too
+    flat = torch.rand(2, shape[0] * shape[1] * shape[2])
+    assert encoder(flat).shape == out.shape  # flat inputs of the same shape are accepted too
 
 
 @pytest.mark.parametrize("name", HEADS)
