@@ -53,7 +53,7 @@ def _signature(target: Any) -> tuple[Mapping[str, inspect.Parameter], dict[str, 
     return params, hints
 
 
-def check_node(node: DictConfig, path: str, provided: Iterable[str] = ()) -> None:
+def check_node(node: DictConfig, path: str, provided: Iterable[str] = (), require_all: bool = True) -> None:
     """Check ``node``'s keys and values against its ``_target_``'s signature, recursing into nested targets.
 
     Args:
@@ -61,6 +61,9 @@ def check_node(node: DictConfig, path: str, provided: Iterable[str] = ()) -> Non
         path: its dotted path in the config (``loss``, ``dataset.reader``), for the messages.
         provided: parameters the framework passes itself when it builds or calls the target (``num_classes``,
             the evaluators' ``embeddings``...): the config must not set them, and they count as given.
+        require_all: name a parameter without a default that the node does not set. Off for a nested
+            ``_partial_`` node: the part that calls it supplies the rest (a metric-learning loss built by its head
+            with the run's ``num_classes``).
     Raises:
         ConfigError: one line naming the key.
     """
@@ -89,14 +92,21 @@ def check_node(node: DictConfig, path: str, provided: Iterable[str] = ()) -> Non
             raise ConfigError(f"{path}.{key} is required (the config leaves it ???)")
         value = node[key]
         if isinstance(value, DictConfig) and "_target_" in value:
-            check_node(value, f"{path}.{key}")
+            check_node(value, f"{path}.{key}", require_all=not value.get("_partial_", False))
         elif key in hints:
             check_value(f"{path}.{key}", plain(value), hints[key])
-    required = [
-        p.name
-        for p in params.values()
-        if p.default is p.empty and p.name not in variadic and p.name not in provided and p.name not in node
-    ]
+    required = (
+        [
+            p.name
+            for p in params.values()
+            if p.default is p.empty
+            and p.name not in variadic
+            and p.name not in provided
+            and p.name not in node
+        ]
+        if require_all
+        else []
+    )
     if required:
         raise ConfigError(f"{path}.{required[0]} is required: {name} has no default for it")
 

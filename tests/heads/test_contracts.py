@@ -29,11 +29,16 @@ from clusterable.models.identity import Identity
 CONF = Path(__file__).resolve().parents[2] / "conf"
 HEADS = sorted(p.stem for p in (CONF / "loss").glob("*.yaml"))
 ENCODERS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
-CLASSIFYING = {"cce", "center", "cosine_corel", "gaussian_corel"}
+CLASSIFYING = {"cce", "center", "cosine_corel", "gaussian_corel", "ce"}
+# pytorch-metric-learning's losses through the generic head: on embeddings, with their own parameter group.
+PML = {"pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor", "arcface",
+       "normsoftmax"}  # fmt: skip
+# Heads whose learning rate is not the optimizer's by default (ProxyAnchor's proxies: 100x, as its authors train).
+HEAD_LR = {"proxy_anchor": 0.1}
 CLUSTERING = {"tae1", "tae2", "ptae", "tvae", "tvae_cnn", "tcl", "trbm"}
 REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING}
 RECONSTRUCTING = {"ae1", "ae2", "ae3", "tae1", "tae2", "ptae", "trbm"}
-OWN_LR = CLASSIFYING
+OWN_LR = CLASSIFYING | PML
 
 # What train.py passes: C = 3 classes, flat 4x4 "images" (inputs in [0, 1] for the RBM) through the identity
 # encoder, so D = d = 16. Encoders get MNIST-shaped inputs (TCLConv needs at least 12x12).
@@ -92,9 +97,11 @@ def test_every_constructor_parameter_is_typed_and_nothing_is_swallowed(group, na
 @pytest.mark.parametrize("name", HEADS)
 def test_heads_take_only_the_framework_arguments_they_use(name):
     taken = set(inspect.signature(target("loss", name)).parameters) & FRAMEWORK
-    uses_input_shape = name not in CLASSIFYING | {"tcl"}  # the heads that own the network read d from it
+    # The heads that own the network read d from the input shape; pce needs neither (its classifier is the
+    # batch's class means).
+    uses_input_shape = name not in CLASSIFYING | PML | {"tcl", "pce"}
     assert ("input_shape" in taken) == uses_input_shape
-    assert ("embedding_dim" in taken) == (not uses_input_shape)
+    assert ("embedding_dim" in taken) == (not uses_input_shape and name != "pce")
     assert "num_classes" in taken
 
 
@@ -115,7 +122,7 @@ def test_own_learning_rate_is_positive_or_null(name):
         return
     head = build("loss", name, HEAD_ARGS)
     require(head, OwnLearningRate, f"loss={name}")
-    assert head.lr is None
+    assert head.lr == HEAD_LR.get(name)
     assert build("loss", name, HEAD_ARGS, lr=0.01).lr == 0.01
     for bad in (-1, 0.0):
         with pytest.raises(InstantiationException) as error:
