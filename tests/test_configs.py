@@ -47,7 +47,8 @@ def build_and_step(cfg) -> dict:
     assert callable(build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL))
     for name, node in (cfg.get("evaluator") or {}).items():
         require_evaluator(build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL), name)
-    batch = next(iter(dm.train_dataloader()))
+    # In-memory splits hold their inputs; an image dataset's stay in its cache and come in evaluation views.
+    batch = next(iter(dm.train_dataloader() if "inputs" in splits["train"] else dm.eval_batches("train", "cpu")))
     if isinstance(head, ClusteringHead):
         train = splits["train"]
         head.init_clusters(encoder(train["inputs"]), index=torch.arange(len(train["labels"])), **train)
@@ -65,7 +66,8 @@ def test_dataset_options(tmp_path, name):
         cfg.dataset.source, cfg.dataset.fake_size = "fake", 30
     dm = build(cfg.dataset, "dataset", seed=0)
     splits = dm.load()
-    assert tuple(splits["train"]["inputs"].shape[1:]) == dm.input_shape
+    batch = next(iter(dm.eval_batches("train", "cpu")))
+    assert tuple(batch["inputs"].shape[1:]) == dm.input_shape
     assert int(splits["train"]["labels"].max()) < dm.num_classes
 
 

@@ -1,0 +1,157 @@
+"""Class-balanced ("PK") batches and class-disjoint validation splits for deep metric learning.
+
+``ClassBalancedBatches`` makes batches of ``batch_size / m`` classes with ``m`` images each (the "PK" batches of
+Hermans et al. 2017, the usual sampling for pair-based losses) with pytorch-metric-learning's
+``samplers.MPerClassSampler``, which is used as it is, not rewritten. Two things about it that this wrapper
+makes explicit:
+
+- A class with fewer than ``m`` images does not fail in ``MPerClassSampler``: its ``safe_random_choice`` then
+  draws WITH replacement, so a batch holds the same image several times. Here that is an error naming the class.
+- Its randomness is ``pytorch_metric_learning.utils.common_functions.NUMPY_RANDOM``, numpy's global RNG by
+  default. Here each sampler has its own ``numpy.random.RandomState`` seeded from the run's seed, installed in
+  that module attribute only while the epoch's indices are drawn (``MPerClassSampler.__iter__`` draws them
+  all at once), so the batches depend on the seed alone and nothing else's randomness is touched.
+
+``class_disjoint_validation`` holds out whole training classes as a validation split, the model-selection split
+of the metric-learning protocol Musgrave et al. 2020 ("A Metric Learning Reality Check") argue for; Boudiaf et
+al.'s own protocol selects the epoch on the test classes themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+__all__ = ["ClassBalancedBatches", "class_disjoint_validation"]
+
+
+class ClassBalancedBatches:
+    """Epochs of PK batches: each batch ``batch_size // images_per_class`` distinct classes, ``images_per_class``
+    distinct images of each.
+
+    Args:
+        labels: (N,) the training rows' labels.
+        batch_size: images per batch; a multiple of ``images_per_class``.
+        images_per_class: m, images of each class in a batch; at most the smallest class's size.
+        seed: the run's seed; the same seed gives the same batches.
+        batches_per_epoch: batches an epoch (default ``N // batch_size``, as many as a random sampler with
+            ``drop_last``, at least 1).
+
+    Iterating yields one epoch: lists of row indices (into ``labels``), one list per batch; the next iteration
+    draws another epoch from the same RNG.
+
+    Raises:
+        ValueError: the message starts with the parameter's name, e.g. ``images_per_class (8) exceeds the
+            smallest class (5 images, class 3)``.
+    """
+
+    def __init__(
+        self,
+        labels: torch.Tensor,
+        batch_size: int,
+        images_per_class: int,
+        seed: int = 0,
+        batches_per_epoch: int | None = None,
+    ):
+        from pytorch_metric_learning.samplers import MPerClassSampler
+
+        labels = torch.as_tensor(labels).reshape(-1).cpu()
+        m = images_per_class
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(f"images_per_class must be a positive integer, got {m!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if batch_size % m:
+            raise ValueError(
+                f"batch_size ({batch_size}) must be a multiple of images_per_class ({m}) for class-balanced batches"
+            )
+        if len(labels) == 0:
+            raise ValueError("labels must not be empty: there is nothing to sample")
+        classes, counts = torch.unique(labels, return_counts=True)
+        smallest = int(torch.argmin(counts))
+        if int(counts[smallest]) < m:
+            raise ValueError(
+                f"images_per_class ({m}) exceeds the smallest class ({int(counts[smallest])} images, class "
+                f"{int(classes[smallest])}); MPerClassSampler would repeat that class's images within a batch. "
+                "Lower images_per_class or use sampler=random"
+            )
+        per_batch = batch_size // m
+        if per_batch > len(classes):
+            raise ValueError(
+                f"batch_size ({batch_size}) needs {per_batch} classes of {m} images each, but there are only "
+                f"{len(classes)} classes; lower batch_size or raise images_per_class"
+            )
+        if batches_per_epoch is None:
+            batches_per_epoch = max(1, len(labels) // batch_size)
+        if (
+            isinstance(batches_per_epoch, bool)
+            or not isinstance(batches_per_epoch, int)
+            or batches_per_epoch < 1
+        ):
+            raise ValueError(f"batches_per_epoch must be a positive integer, got {batches_per_epoch!r}")
+        self.batch_size, self.images_per_class, self.batches = batch_size, m, batches_per_epoch
+        self.rng = np.random.RandomState(seed % 2**32)
+        self.sampler = MPerClassSampler(
+            labels.numpy(), m, batch_size=batch_size, length_before_new_iter=batches_per_epoch * batch_size
+        )
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        with _numpy_random(self.rng):
+            flat = [int(i) for i in iter(self.sampler)]  # MPerClassSampler draws the whole epoch here
+        for b in range(self.batches):
+            yield flat[b * self.batch_size : (b + 1) * self.batch_size]
+
+
+@contextmanager
+def _numpy_random(rng: np.random.RandomState) -> Iterator[None]:
+    """pytorch-metric-learning's RNG is its module attribute ``NUMPY_RANDOM``: ``rng`` stands in for it a while."""
+    from pytorch_metric_learning.utils import common_functions
+
+    previous = common_functions.NUMPY_RANDOM
+    common_functions.NUMPY_RANDOM = rng
+    try:
+        yield
+    finally:
+        common_functions.NUMPY_RANDOM = previous
+
+
+def class_disjoint_validation(
+    labels: torch.Tensor, val_classes: float | int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hold out a seeded set of whole classes: (train_rows, val_rows), long, each in increasing order.
+
+    Args:
+        labels: (N,) the training split's labels.
+        val_classes: below 1, the fraction of the classes to hold out (rounded, at least 1); from 1 on, their
+            number (an integer).
+        seed: the hold-out's seed; the same seed and labels always give the same classes.
+
+    Raises:
+        ValueError: ``val_classes`` would hold out no class or every class (the message starts with its name).
+    """
+    labels = torch.as_tensor(labels).reshape(-1).cpu()
+    classes = torch.unique(labels)
+    k = len(classes)
+    if isinstance(val_classes, bool) or not isinstance(val_classes, int | float) or val_classes <= 0:
+        raise ValueError(f"val_classes must be a fraction in (0, 1) or a count >= 1, got {val_classes!r}")
+    if val_classes < 1:
+        count = max(1, int(round(val_classes * k)))
+    elif float(val_classes).is_integer():
+        count = int(val_classes)
+    else:
+        raise ValueError(
+            f"val_classes must be a fraction in (0, 1) or a whole count >= 1, got {val_classes!r}"
+        )
+    if count >= k:
+        raise ValueError(
+            f"val_classes ({val_classes}) would hold out {count} of the {k} training classes, leaving none to train on"
+        )
+    order = torch.randperm(k, generator=torch.Generator().manual_seed(int(seed)))
+    held = torch.isin(labels, classes[order[:count]])
+    return torch.nonzero(~held).squeeze(1), torch.nonzero(held).squeeze(1)
