@@ -272,3 +272,43 @@ def test_datamodule_without_trainer_or_with_one_process_iterates_everything() ->
         (batch,) = dm.train_dataloader()
         assert sorted(batch["index"].tolist()) == list(range(13))
         assert [len(b["index"]) for b in dm.val_dataloader()] == [13]
+
+
+# ---- class-balanced (PK) batches ------------------------------------------------------------------------------
+
+
+def _labelled(counts: list[int]) -> dict[str, dict[str, torch.Tensor]]:
+    labels = torch.cat([torch.full((c,), k) for k, c in enumerate(counts)])
+    split = {"inputs": torch.randn(len(labels), 3), "labels": labels}
+    return {"train": split, "val": split, "test": split}
+
+
+def test_class_balanced_batches_hold_m_rows_of_each_class() -> None:
+    splits = _labelled([10, 12, 9, 15, 11, 8])
+    dm = InMemoryDataModule("pk", lambda: splits, [3], 6, batch_size=12, sampler="class_balanced",
+                            images_per_class=4, seed=3)  # fmt: skip
+    dm.load()
+    batches = list(dm.train_dataloader())
+    assert len(batches) == len(splits["train"]["labels"]) // 12
+    for batch in batches:
+        _, counts = torch.unique(batch["labels"], return_counts=True)
+        assert counts.tolist() == [4, 4, 4]  # 12 / 4 = 3 classes of 4 rows each
+        assert len(set(batch["index"].tolist())) == 12  # distinct rows
+        torch.testing.assert_close(batch["inputs"], splits["train"]["inputs"][batch["index"]])
+    again = InMemoryDataModule("pk", lambda: splits, [3], 6, batch_size=12, sampler="class_balanced",
+                               images_per_class=4, seed=3)  # fmt: skip
+    again.load()
+    assert [b["index"].tolist() for b in again.train_dataloader()] == [b["index"].tolist() for b in batches]
+
+
+def test_class_balanced_settings_that_cannot_work_fail_at_load_in_one_line() -> None:
+    dm = InMemoryDataModule("pk", lambda: _labelled([10, 3, 9]), [3], 3, batch_size=8, sampler="class_balanced",
+                            images_per_class=4)  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"^images_per_class \(4\) exceeds the smallest class \(3 images, class 1\)"
+    ):
+        dm.load()
+    dm = InMemoryDataModule("pk", lambda: _labelled([10, 10]), [3], 2, batch_size=10, sampler="class_balanced",
+                            images_per_class=4)  # fmt: skip
+    with pytest.raises(ValueError, match=r"^batch_size \(10\) must be a multiple of images_per_class \(4\)"):
+        dm.load()

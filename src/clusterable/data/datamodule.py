@@ -16,9 +16,12 @@ import math
 import numbers
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 import lightning as L
 import torch
+
+from clusterable.data.sampling import ClassBalancedBatches
 
 Split = dict[str, torch.Tensor]
 SPLITS = ("train", "val", "test")
@@ -74,6 +77,8 @@ class TensorBatches:
     Yields dicts with the split's tensors sliced plus ``index`` (B,), the rows' positions in the split
     (heads that keep per-sample state, such as a cluster assignment, need it).
 
+    With ``balanced``, the batches are its class-balanced lists of rows instead (PK batches for pairwise losses).
+
     Under data-parallel training (``world_size`` > 1) every rank draws the same permutation each epoch (the
     same ``seed``, one draw an epoch), pads it to a multiple of ``world_size`` by repeating its first rows, and
     takes every ``world_size``-th row from position ``rank`` on (what torch's ``DistributedSampler`` does). So
@@ -90,6 +95,7 @@ class TensorBatches:
         drop_last: bool = False,
         rank: int = 0,
         world_size: int = 1,
+        balanced: ClassBalancedBatches | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -100,6 +106,7 @@ class TensorBatches:
         self.split, self.batch_size, self.shuffle, self.drop_last = split, batch_size, shuffle, drop_last
         self.rank, self.world_size = rank, world_size
         self.generator = torch.Generator().manual_seed(seed)
+        self.balanced = balanced
 
     @property
     def rows_per_rank(self) -> int:
@@ -107,12 +114,19 @@ class TensorBatches:
         return math.ceil(len(self.split["labels"]) / self.world_size)
 
     def __len__(self) -> int:
+        if self.balanced is not None:
+            return len(self.balanced)
         m = self.rows_per_rank
         return m // self.batch_size if self.drop_last else math.ceil(m / self.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         n = len(self.split["labels"])
         device = self.split["labels"].device
+        if self.balanced is not None:  # PK batches: each rank draws its own (seeded by seed + rank)
+            for rows in self.balanced:
+                idx = torch.as_tensor(rows, device=device)
+                yield {"index": idx, **{k: v[idx] for k, v in self.split.items()}}
+            return
         order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
         if self.world_size > 1 and n > 0:
             padding = self.rows_per_rank * self.world_size - n
@@ -146,6 +160,10 @@ class InMemoryDataModule(L.LightningDataModule):
             the CSRL authors' per-sample loop over the standard AEs does.
         eval_batch_size: mini-batch size of the validation and test loaders.
         root: the dataset's folder, for readers of files on disk (their config passes it on as ``${..root}``).
+        sampler: ``random`` batches, or ``class_balanced``: ``batch_size / images_per_class`` classes of
+            ``images_per_class`` rows each (the PK batches pairwise losses need; pytorch-metric-learning's
+            ``MPerClassSampler``), as many batches an epoch as random sampling gives.
+        images_per_class: m of the class-balanced batches.
         class_disjoint: the val/test splits hold classes never seen in training (zero-shot retrieval, as the
             deep-metric-learning benchmarks split their classes): only the training labels are checked against
             ``num_classes`` (the number of training classes); the others are any class ids >= -1.
@@ -169,6 +187,8 @@ class InMemoryDataModule(L.LightningDataModule):
         eval_batch_size: int = 4096,
         root: str | None = None,
         class_disjoint: bool = False,
+        sampler: Literal["random", "class_balanced"] = "random",
+        images_per_class: int = 4,
     ):
         super().__init__()
         if source not in ("real", "fake"):
@@ -196,6 +216,11 @@ class InMemoryDataModule(L.LightningDataModule):
         self.seed, self.eval_batch_size, self.root = int(seed), int(eval_batch_size), root
         self.shuffle_rows, self.shuffle_batches = bool(shuffle_rows), bool(shuffle_batches)
         self.class_disjoint = bool(class_disjoint)
+        if sampler not in ("random", "class_balanced"):
+            raise ValueError(f"sampler must be random or class_balanced, got {sampler!r}")
+        if not _is_int(images_per_class) or images_per_class < 1:
+            raise ValueError(f"images_per_class must be a positive integer, got {images_per_class!r}")
+        self.sampler, self.images_per_class = sampler, int(images_per_class)
         self.splits: dict[str, Split] = {}
 
     def prepare_data(self) -> None:
@@ -232,6 +257,9 @@ class InMemoryDataModule(L.LightningDataModule):
                     f"num_classes ({self.num_classes}, the number of classes or clusters) must not exceed the "
                     f"number of training samples ({n_train})"
                 )
+            if self.sampler == "class_balanced":  # its settings against the classes, before any training
+                size = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
+                ClassBalancedBatches(splits["train"]["labels"], size, self.images_per_class, self.seed)
             if self.shuffle_rows:
                 splits = {s: self._permuted(d) for s, d in splits.items()}
             self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
@@ -304,6 +332,11 @@ class InMemoryDataModule(L.LightningDataModule):
         per_rank = math.ceil(len(split["labels"]) / world_size)
         size = self.batch_size if train else self.eval_batch_size
         size = per_rank if (train and size == -1) else min(size, per_rank)
+        balanced = None
+        if train and self.sampler == "class_balanced":
+            balanced = ClassBalancedBatches(
+                split["labels"], max(size, 1), self.images_per_class, self.seed + rank
+            )
         return TensorBatches(
             split,
             max(size, 1),
@@ -311,6 +344,7 @@ class InMemoryDataModule(L.LightningDataModule):
             seed=self.seed,
             rank=rank,
             world_size=world_size,
+            balanced=balanced,
         )
 
     def eval_batches(self, stage: str, device: torch.device | str) -> Iterator[dict[str, torch.Tensor]]:
