@@ -21,7 +21,7 @@ from pathlib import Path
 
 from clusterable.tables.report import MixedRuns, describe, load_runs
 
-PAPERS = ("corel", "csrl")
+PAPERS = ("corel", "csrl", "boudiaf", "dml")
 
 
 def main(argv: list[str] | None = None) -> int:

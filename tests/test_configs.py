@@ -48,7 +48,9 @@ def build_and_step(cfg) -> dict:
     for name, node in (cfg.get("evaluator") or {}).items():
         require_evaluator(build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL), name)
     # In-memory splits hold their inputs; an image dataset's stay in its cache and come in evaluation views.
-    batch = next(iter(dm.train_dataloader() if "inputs" in splits["train"] else dm.eval_batches("train", "cpu")))
+    batch = next(
+        iter(dm.train_dataloader() if "inputs" in splits["train"] else dm.eval_batches("train", "cpu"))
+    )
     if isinstance(head, ClusteringHead):
         train = splits["train"]
         head.init_clusters(encoder(train["inputs"]), index=torch.arange(len(train["labels"])), **train)

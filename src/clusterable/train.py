@@ -201,6 +201,8 @@ def _train_and_evaluate(
     # Lightning's per-run banner (accelerator lines, tips) repeats for every job of a sweep; warnings still show.
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")  # inside Lightning, not ours
+    # Frozen BatchNorm layers (the metric-learning backbones) stay in eval mode on purpose.
+    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from clusterable.callbacks import ClusterUpdates, EpochTimer

@@ -380,7 +380,10 @@ def test_runner_gives_each_evaluator_the_stages_context_and_prefixes_its_metrics
     assert [c.stage for c in seen] == ["val", "test"]
     for c in seen:
         assert c.split.keys() == splits[c.stage].keys() and c.head is module.head
-        assert all(c.split[k] is v for k, v in splits[c.stage].items()) and (c.run_dir, c.seed) == (tmp_path, 5)
+        assert all(c.split[k] is v for k, v in splits[c.stage].items()) and (c.run_dir, c.seed) == (
+            tmp_path,
+            5,
+        )
         torch.testing.assert_close(c.encoder_output, splits[c.stage]["inputs"])
         torch.testing.assert_close(c.train_embeddings, represent(splits["train"]["inputs"]))
         assert c.train_labels is splits["train"]["labels"]

@@ -22,10 +22,12 @@ def write_run(
     source: str | None = "real",
     timing: dict[str, float] | None = None,
     arrays: dict[str, dict[str, np.ndarray]] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> Path:
     """One run below ``outputs/multirun/<mode>/<experiment>/<overrides>``; ``metrics=None`` is a failed run.
 
     ``mode=None`` writes a legacy metrics.json (no mode, no provenance); ``source=None`` leaves out provenance.
+    ``config`` is merged into the recorded config (e.g. the model's node).
     """
     overrides = [f"{k}={v}" for k, v in params.items()]
     path = outputs / "multirun" / (mode or "full") / experiment / ",".join(overrides)
@@ -52,6 +54,8 @@ def write_run(
             "dataset": {"source": source},
             "trainer": {"max_epochs": payload["provenance"]["max_epochs"]},
         }
+    if config:
+        payload["config"] = {**payload.get("config", {}), **config}
     write_metrics(path, payload)
     for name, data in (arrays or {}).items():
         np.savez(path / name, **data)

@@ -98,3 +98,13 @@ def num_clusters(run: Run) -> int | None:
 def one_cluster(run: Run) -> bool:
     """Whether a run is of a standard (one-cluster) model."""
     return num_clusters(run) == 1
+
+
+def with_dataset(runs: list[Run]) -> list[Run]:
+    """The runs with ``dataset`` among their params: as swept, else the configured dataset's name (an experiment's
+    default dataset is not an override)."""
+    out = []
+    for run in runs:
+        name = ((run.payload.get("config") or {}).get("dataset") or {}).get("name", "")
+        out.append(Run(run.path, {"dataset": str(name), **run.params}, run.payload))
+    return out

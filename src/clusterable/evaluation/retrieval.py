@@ -1,0 +1,481 @@
+"""Retrieval of unseen classes: Recall@K, MAP@R and R-Precision of exact nearest neighbours.
+
+Deep-metric-learning papers (Boudiaf et al. 2020, "A unifying mutual information view of metric learning:
+cross-entropy vs. pairwise losses", ECCV; Law et al. 2017, DSCL; Musgrave et al. 2020, "A Metric Learning
+Reality Check", MLRC) score the embeddings of test images of classes never seen in training by retrieval: every
+test image queries the rest of the test set (CUB-200, Cars196, Stanford Online Products), or a query set is
+searched in a gallery (In-Shop).
+
+The search is exact and memory-bounded: the (queries x gallery) scores are computed in blocks of at most
+``chunk_size x chunk_size``, one matmul each, and every query keeps only its best ``T = max(max(ks), R_max)``
+so far; the extra memory is one score block plus the (queries, T) result, whatever the gallery size. A query's
+first block goes through ``topk``; the later ones only through their entries that reach its current T-th best
+score, a few per cent, found from strided group maxima (a ``topk`` of every block made the whole search 66 s
+instead of 51 s at 60,000 x 512 on 2 busy CPU cores; faiss's exact search took 60-64 s).
+When every row queries all the others the score matrix is symmetric, and each block above the diagonal serves
+both its rows and its columns: half the matmuls of a search that treats queries and gallery apart (faiss's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from clusterable.arrays import to_tensor
+from clusterable.contracts import EvalContext
+
+DISTANCES = ("l2", "cos")
+DEFAULT_KS = (1, 2, 4, 8, 16, 32)  # CUB-200 and Cars196 in Boudiaf et al. 2020, Table 4
+
+_NEG_INF = float("-inf")
+
+
+def _check_options(
+    ks: Sequence[int], distances: Sequence[str], chunk_size: int, map_at_r: bool, r_precision: bool
+) -> None:
+    """Raise ValueError, naming the option, for the first option out of its range (the data-free checks)."""
+    if isinstance(ks, str) or len(ks) == 0:
+        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+    positive = all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in ks)
+    if not positive or len(set(ks)) != len(ks):
+        raise ValueError(f"ks must be distinct positive integers, got {list(ks)}")
+    if isinstance(distances, str) or len(distances) == 0 or any(d not in DISTANCES for d in distances):
+        raise ValueError(f"distances must be a non-empty subset of {list(DISTANCES)}, got {distances!r}")
+    if len(set(distances)) != len(distances):
+        raise ValueError(f"distances must not repeat a distance, got {list(distances)}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    for name, value in (("map_at_r", map_at_r), ("r_precision", r_precision)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def metric_names(
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    distances: Sequence[Literal["l2", "cos"]] = ("cos", "l2"),
+    map_at_r: bool = True,
+    r_precision: bool = True,
+    chunk_size: int = 8192,
+    device: str | None = None,
+) -> list[str]:
+    """The keys ``retrieval_metrics`` returns for these options, in its order (without the stage prefix):
+    ``recall@{k}/{distance}`` for every k, then ``map@r/{distance}`` and ``r_precision/{distance}``, for every
+    distance. ``chunk_size`` and ``device`` do not change the names; they are accepted so that the evaluator's
+    options can be passed as they are."""
+    _check_options(ks, distances, chunk_size, map_at_r, r_precision)
+    names = []
+    for distance in distances:
+        names += [f"recall@{k}/{distance}" for k in ks]
+        names += [f"map@r/{distance}"] if map_at_r else []
+        names += [f"r_precision/{distance}"] if r_precision else []
+    return names
+
+
+def _query_gallery(split: dict[str, Tensor], n: int) -> tuple[Tensor, Tensor] | None:
+    """``(is_query, is_gallery)`` boolean (N,) masks from the split, or None when it has neither."""
+    masks = [split.get(name) for name in ("is_query", "is_gallery")]
+    if masks[0] is None and masks[1] is None:
+        return None
+    for name, mask in zip(("is_query", "is_gallery"), masks, strict=True):
+        if mask is None:
+            other = "is_gallery" if name == "is_query" else "is_query"
+            raise ValueError(f"split {name} is missing: query/gallery mode needs both is_query and is_gallery, "
+                             f"the split has only {other}")  # fmt: skip
+        mask = to_tensor(mask)
+        if mask.dtype != torch.bool or tuple(mask.shape) != (n,):
+            raise ValueError(
+                f"split {name} must be a boolean tensor of shape ({n},), got {mask.dtype} {tuple(mask.shape)}"
+            )
+    return to_tensor(masks[0]), to_tensor(masks[1])  # type: ignore[arg-type]
+
+
+def _lexsort(values: Tensor, index: Tensor) -> tuple[Tensor, Tensor]:
+    """Each row of ``values``/``index`` (r, c) ordered by value, largest first, then by index, lowest first."""
+    order = index.argsort(dim=1)
+    values, index = values.gather(1, order), index.gather(1, order)
+    order = values.argsort(dim=1, descending=True, stable=True)
+    return values.gather(1, order), index.gather(1, order)
+
+
+def _best(scores: Tensor, k: int, index: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The exact set of the ``k`` best entries of each row of ``scores`` (r, c) under the order (score, largest
+    first; then index, lowest first), as (values (r, k'), positions (r, k')) with k' = min(k, c), in no
+    particular order between equal scores.
+
+    ``index`` (r, c) gives the entries' gallery indices for the tie order; None means the column positions. The
+    set is found by ``topk`` of k + 1: when the (k+1)-th score equals the k-th, topk may have picked any of the
+    equal entries, and those rows (rare: duplicates, collapsed embeddings) are redone by choosing, among the
+    entries equal to the k-th score, those of lowest index.
+    """
+    rows, cols = scores.shape
+    if k >= cols:
+        positions = torch.arange(cols, device=scores.device).expand(rows, cols)
+        return scores, positions
+    values, positions = scores.topk(k + 1, dim=1, sorted=True)
+    tied = (values[:, k] == values[:, k - 1]) & (values[:, k - 1] > _NEG_INF)
+    values, positions = values[:, :k], positions[:, :k]
+    if bool(tied.any()):
+        rows_tied = tied.nonzero().squeeze(1)
+        sub = scores[rows_tied]
+        bound = values[rows_tied, k - 1 : k]  # (t, 1) the k-th best score
+        above = values[rows_tied] > bound
+        need = k - above.sum(dim=1)  # how many entries equal to the bound complete the set
+        if index is None:
+            order_key = -torch.arange(cols, device=scores.device, dtype=torch.float64).expand_as(sub)
+        else:
+            order_key = -index[rows_tied].to(torch.float64)
+        key = torch.where(sub == bound, order_key, _NEG_INF)
+        _, equal_pos = key.topk(int(need.max()), dim=1)  # lowest indices first among the equal entries
+        take = torch.arange(equal_pos.shape[1], device=scores.device) < need[:, None]
+        cand_pos = torch.cat([positions[rows_tied], equal_pos], dim=1)
+        cand_val = torch.cat(
+            [torch.where(above, values[rows_tied], _NEG_INF), torch.where(take, bound, _NEG_INF)], dim=1
+        )
+        # Above-bound entries first, then the chosen equal ones: keep the first k by score (stable).
+        order = cand_val.argsort(dim=1, descending=True, stable=True)[:, :k]
+        values[rows_tied] = cand_val.gather(1, order)
+        positions[rows_tied] = cand_pos.gather(1, order)
+    return values, positions
+
+
+# Entries per group of the filter in `_candidates` (see there).
+_GROUP = 8
+
+
+@contextlib.contextmanager
+def _one_thread(device: torch.device) -> Iterator[None]:
+    """Run the bookkeeping of candidate lists on one CPU thread: these ops are small (up to a few million
+    entries) and, on cores shared with other processes, each parallel region waits for a scheduler time slice
+    (~20 ms an op measured on a busy 2-core machine, ~1 ms on one thread); one thread made the whole search
+    15% faster at 30,000 rows there. The matmuls and the passes over whole blocks keep every thread."""
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _group_maxima(scores: Tensor, by_columns: bool) -> tuple[Tensor, int]:
+    """Each query's entries of a score block in groups spread across it, and the groups' maxima: (queries, w)
+    maxima and w. The queries are the rows of ``scores`` (r, c), or its columns with ``by_columns``. Group t of
+    a query holds its entries t, t + w, t + 2w, ... (``_GROUP`` of them; the first ``length % w`` groups one
+    more), so that the maxima are one strided ``amax`` over the block, no ``topk`` and no transposed copy."""
+    r, c = scores.shape
+    length = r if by_columns else c
+    w = max(1, length // _GROUP)
+    members = length // w
+    rest = length - members * w
+    if by_columns:
+        maxima = scores.as_strided((members, w, c), (w * c, c, 1)).amax(dim=0)
+        if rest:
+            maxima[:rest] = torch.maximum(maxima[:rest], scores[members * w :])
+        return maxima.T.contiguous(), w  # (c, w): one row per query, for `nonzero` to list them by query
+    maxima = scores.as_strided((r, members, w), (c, w, 1)).amax(dim=1)
+    if rest:
+        maxima[:, :rest] = torch.maximum(maxima[:, :rest], scores[:, members * w :])
+    return maxima, w
+
+
+def _candidates(
+    scores: Tensor, maxima: Tensor, w: int, bound: Tensor, by_columns: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The entries of a score block that can enter their query's best k: at least the query's current k-th
+    best score ``bound`` (``>=``: an equal score of a lower index still can), looked for only in the groups
+    (``_group_maxima``) whose maximum reaches it: once a query has seen a block or two, a few per cent.
+
+    Returns:
+        (query (E,), gallery position in the block (E,), score (E,)), grouped by query in increasing order.
+    """
+    r, c = scores.shape
+    length = r if by_columns else c
+    query, group = (maxima >= bound[:, None]).nonzero(as_tuple=True)
+    position = group[:, None] + w * torch.arange(-(-length // w), device=scores.device)
+    valid = position < length
+    position.clamp_(max=length - 1)
+    flat = position * c + query[:, None] if by_columns else query[:, None] * c + position
+    values = scores.view(-1)[flat]
+    entry, member = (valid & (values >= bound[query][:, None])).nonzero(as_tuple=True)
+    return query[entry], position[entry, member], values[entry, member]
+
+
+class _Top:
+    """The best ``k`` gallery entries seen so far for each of ``n`` queries, merged block by block: values
+    (n, k) and gallery indices (n, k); -inf and index -1 fill the entries not yet found.
+
+    A query's first block goes through ``topk``; the next ones only through ``_candidates``, the few entries
+    that can still enter (see the module's docstring for what that saves).
+    """
+
+    def __init__(self, n: int, k: int, device: torch.device) -> None:
+        self.k = k
+        self.values = torch.full((n, k), _NEG_INF, device=device)
+        self.index = torch.full((n, k), -1, dtype=torch.long, device=device)
+
+    def offer(self, row0: int, scores: Tensor, col0: int, transposed: bool = False) -> None:
+        """Merge a block of scores (r, c): rows ``row0 + i`` against gallery entries ``col0 + j``; or, with
+        ``transposed``, the block's transpose: rows ``col0 + j`` against gallery entries ``row0 + i``."""
+        if transposed:
+            row0, col0 = col0, row0
+        n_rows = scores.shape[1] if transposed else scores.shape[0]
+        rows = slice(row0, row0 + n_rows)
+        bound = self.values[rows, self.k - 1]
+        if bool((bound == _NEG_INF).any()):  # a query has fewer than k candidates yet: take the block's best
+            values, positions = _best(scores.T.contiguous() if transposed else scores, self.k)
+            with _one_thread(scores.device):
+                self._merge(rows, values, positions + col0)
+            return
+        maxima, w = _group_maxima(scores, by_columns=transposed)
+        with _one_thread(scores.device):
+            query, position, value = _candidates(scores, maxima, w, bound, by_columns=transposed)
+            if len(query) == 0:
+                return
+            # The candidates of each query side by side in a (n_rows, most candidates) block, -inf padded.
+            counts = torch.bincount(query, minlength=n_rows)
+            slot = torch.arange(len(query), device=query.device) - (counts.cumsum(0) - counts)[query]
+            width = int(counts.max())
+            values = torch.full((n_rows, width), _NEG_INF, device=scores.device)
+            index = torch.full((n_rows, width), -1, dtype=torch.long, device=scores.device)
+            values[query, slot] = value
+            index[query, slot] = position + col0
+            self._merge(rows, values, index)
+
+    def _merge(self, rows: slice, values: Tensor, index: Tensor) -> None:
+        values = torch.cat([self.values[rows], values], dim=1)
+        index = torch.cat([self.index[rows], index], dim=1)
+        values, positions = _best(values, self.k, index)
+        self.values[rows], self.index[rows] = values, index.gather(1, positions)
+
+    def ordered(self) -> tuple[Tensor, Tensor]:
+        return _lexsort(self.values, self.index)
+
+
+def _scores(query: Tensor, gallery: Tensor, q_sq: Tensor | None, g_sq: Tensor | None, out: Tensor) -> Tensor:
+    """(q, g) similarities into ``out``: inner products, or minus squared Euclidean distances when the squared
+    norms are given (``2 q.g - |q|^2 - |g|^2``: the same value for (a, b) and (b, a), which the symmetric
+    blocks rely on)."""
+    out = out.view(-1)[: len(query) * len(gallery)].view(len(query), len(gallery))
+    if q_sq is None or g_sq is None:
+        return torch.mm(query, gallery.T, out=out)
+    torch.addmm(g_sq[None, :], query, gallery.T, beta=-1.0, alpha=2.0, out=out)
+    return out.sub_(q_sq[:, None])
+
+
+def _even(n: int, chunk: int) -> int:
+    """The block size that splits ``n`` rows into as few blocks of at most ``chunk`` as possible, evenly."""
+    blocks = max(1, -(-n // chunk))
+    return max(1, -(-n // blocks))
+
+
+@torch.no_grad()
+def _search(
+    x: Tensor, queries: Tensor | None, gallery: Tensor | None, k: int, chunk: int, squared: bool
+) -> tuple[Tensor, Tensor]:
+    """Exact best ``k`` gallery rows of each query row of ``x`` (N, D), excluding itself by index.
+
+    ``queries``/``gallery`` are row indices into ``x``; None, None = every row against every other, on the
+    blocks on and above the diagonal of the symmetric score matrix. Returns (values, gallery positions) (Nq, k)
+    ordered by (score desc, position asc); -inf marks an entry that does not exist (a query with fewer than k
+    candidates). Blocks have at most ``chunk`` rows and columns, evened out (60,000 rows in chunks of 8192 are
+    8 blocks of 7500, not 7 of 8192 and one of 2656: a ``topk`` over rows of fewer than 64 k entries takes a
+    slower path).
+    """
+    sq = (x * x).sum(dim=1) if squared else None
+    n = len(x)
+
+    def norms(rows: Tensor | slice) -> Tensor | None:
+        return None if sq is None else sq[rows]
+
+    if queries is None or gallery is None:
+        chunk = _even(n, chunk)
+        buf = torch.empty(chunk * chunk, device=x.device, dtype=x.dtype)
+        top = _Top(n, k, x.device)
+        starts = range(0, n, chunk)
+        # The diagonal blocks first: every query then has a k-th best score to filter the other blocks with.
+        for i0 in starts:
+            rows = slice(i0, i0 + chunk)
+            block = _scores(x[rows], x[rows], norms(rows), norms(rows), buf)
+            block.fill_diagonal_(_NEG_INF)  # a query is not its own neighbour: by index, not by rank
+            top.offer(i0, block, i0)
+        for i0 in starts:
+            rows = slice(i0, i0 + chunk)
+            for j0 in range(i0 + chunk, n, chunk):
+                cols = slice(j0, j0 + chunk)
+                block = _scores(x[rows], x[cols], norms(rows), norms(cols), buf)
+                top.offer(i0, block, j0)
+                top.offer(i0, block, j0, transposed=True)  # the same scores serve the rows j0..
+        return top.ordered()
+
+    q, g = x[queries], x[gallery]
+    q_sq, g_sq = norms(queries), norms(gallery)
+    position = torch.full((n,), -1, dtype=torch.long, device=x.device)
+    position[gallery] = torch.arange(len(gallery), device=x.device)
+    self_pos = position[queries]  # the query's own position in the gallery, -1 if it is not there
+    q_chunk, g_chunk = _even(len(q), chunk), _even(len(g), chunk)
+    buf = torch.empty(q_chunk * g_chunk, device=x.device, dtype=x.dtype)
+    top = _Top(len(q), k, x.device)
+    for i0 in range(0, len(q), q_chunk):
+        rows = slice(i0, i0 + q_chunk)
+        own = self_pos[rows]
+        for j0 in range(0, len(g), g_chunk):
+            cols = slice(j0, j0 + g_chunk)
+            block = _scores(q[rows], g[cols], None if q_sq is None else q_sq[rows],
+                            None if g_sq is None else g_sq[cols], buf)  # fmt: skip
+            inside = ((own >= j0) & (own < j0 + block.shape[1])).nonzero().squeeze(1)
+            block[inside, own[inside] - j0] = _NEG_INF  # a query is not its own neighbour, by index
+            top.offer(i0, block, j0)
+    return top.ordered()
+
+
+def _scores_of(
+    hits: Tensor, relevant: Tensor, ks: Sequence[int], map_at_r: bool, r_precision: bool
+) -> dict[str, float]:
+    """Mean metrics over queries from ``hits`` (q, T): whether the i-th neighbour shares the query's label, and
+    ``relevant`` (q,) R, the number of other gallery items of the query's class (> 0 for every row)."""
+    out: dict[str, float] = {}
+    n = len(hits)
+    for k in ks:
+        out[f"recall@{k}"] = float(hits[:, :k].any(dim=1).sum()) / n if n else float("nan")
+    rank = torch.arange(1, hits.shape[1] + 1, device=hits.device)
+    first_r = rank[None, :] <= relevant[:, None]  # the first R positions of each query
+    hits_r = hits & first_r
+    r = relevant.double()
+    if r_precision:
+        out["r_precision"] = float((hits_r.sum(dim=1) / r).mean()) if n else float("nan")
+    if map_at_r:
+        precision_at_i = hits_r.cumsum(dim=1).double() / rank
+        out["map@r"] = float(((precision_at_i * hits_r).sum(dim=1) / r).mean()) if n else float("nan")
+    return out
+
+
+@torch.no_grad()
+def retrieval_metrics(
+    embeddings: Tensor,
+    labels: Tensor,
+    context: EvalContext,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    distances: Sequence[Literal["l2", "cos"]] = ("cos", "l2"),
+    map_at_r: bool = True,
+    r_precision: bool = True,
+    chunk_size: int = 8192,
+    device: str | None = None,
+) -> dict[str, float]:
+    """Recall@K, MAP@R and R-Precision of the exact nearest neighbours of every query among the gallery.
+
+    Who queries whom: when ``context.split`` holds boolean (N,) tensors ``is_query`` and ``is_gallery``
+    (In-Shop), the rows with ``is_query`` search the rows with ``is_gallery``; otherwise every row searches all
+    the others (CUB-200, Cars196, SOP). Either way a query is excluded from its own neighbours *by index* (its own
+    entry of the score matrix is masked), never by dropping the first neighbour: an identical copy of a query is
+    its nearest neighbour and counts. Rows labelled ``-1`` (unlabelled) are neither queries nor gallery.
+
+    Distances: ``l2`` is the Euclidean distance of the raw features; ``cos`` the inner product of the
+    l2-normalised features (cosine similarity; a zero vector stays zero and is at similarity 0 to everything).
+
+    Definitions, per query q with label y, its neighbours sorted nearest first, and R = the number of gallery
+    items of class y other than q itself:
+    - Recall@K (Boudiaf et al. 2020, Sec. 5; the hit rate of the DML literature): 1 if any of the K nearest has
+      label y, else 0.
+    - R-Precision (Musgrave et al. 2020, Sec. 3): the fraction of the R nearest that have label y.
+    - MAP@R (Musgrave et al. 2020, Sec. 3): (1/R) sum_{i <= R} P(i) [neighbour i has label y], P(i) the
+      precision of the i nearest.
+    Each is averaged over the queries (a fraction in [0, 1]; the papers' tables multiply by 100). A query whose
+    class has no other item in the gallery (R = 0) is left out of all three, as pytorch-metric-learning's
+    ``AccuracyCalculator`` leaves such "lone" queries out of its precision_at_1, r_precision and
+    mean_average_precision_at_r; a metric is NaN when every query is lone (pytorch-metric-learning gives 0).
+    Unlike its k-NN helpers, which drop the first returned neighbour of each query, the self match is removed
+    by index.
+
+    Exact: every query is compared with every gallery item in float32 (no approximate index, no reduced
+    precision); ties are broken deterministically, the lower gallery index first (on the scores as computed:
+    ``2 q.g - |q|^2 - |g|^2`` for l2, ``q.g`` for cos), which is also the order of a stable sort.
+
+    Args:
+        embeddings: (N, D) the representation. labels: (N,) class labels, ``-1`` = unlabelled.
+        context: ``context.split`` may hold ``is_query``/``is_gallery`` (N,) booleans.
+        ks: the K of Recall@K, distinct and >= 1; each at most the number of candidates of a query: the
+            gallery size minus one (every row queries the others) or the gallery size (query/gallery).
+        distances: a non-empty subset of ``("l2", "cos")``; each gives its own set of metrics.
+        map_at_r, r_precision: whether to report MAP@R and R-Precision (they need the R_max nearest,
+            R_max the largest class, instead of max(ks)).
+        chunk_size: the edge of the score blocks (rows and gallery columns per matmul): the extra memory is
+            one (chunk_size, chunk_size) float32 block, a normalised copy of the embeddings (cos) and the
+            (queries, max(max(ks), R_max)) results with their indices.
+        device: where to compute (``"cpu"``, ``"cuda"``...); None = the device of ``embeddings``.
+    Returns:
+        ``metric_names(...)`` of these options: ``{"recall@{k}/{distance}", "map@r/{distance}",
+        "r_precision/{distance}": float}``.
+    Raises:
+        ValueError: an option out of range, a K larger than a query's candidates, mismatched shapes,
+            non-finite embeddings, or is_query/is_gallery of the wrong type.
+    """
+    _check_options(ks, distances, chunk_size, map_at_r, r_precision)
+    x, y = to_tensor(embeddings), to_tensor(labels)
+    if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
+        shapes = f"{tuple(x.shape)} and {tuple(y.shape)}"
+        raise ValueError(f"embeddings must be (N, D) and labels (N,) of the same N, got {shapes}")
+    where = torch.device(device) if device is not None else x.device
+    x, y = x.to(where, torch.float32), y.to(where, torch.long)
+    split_masks = _query_gallery(context.split, len(y))
+    labelled = y >= 0
+    if split_masks is None:
+        queries = gallery = labelled.nonzero().squeeze(1)
+        candidates, what = len(gallery) - 1, "the gallery size minus one (every row queries the others)"
+        if len(gallery) < 2:
+            raise ValueError(f"labels must mark at least two rows as labelled (>= 0), got {len(gallery)}")
+    else:
+        is_query, is_gallery = (m.to(where) & labelled for m in split_masks)
+        queries, gallery = is_query.nonzero().squeeze(1), is_gallery.nonzero().squeeze(1)
+        candidates, what = len(gallery), "the gallery size (query/gallery mode)"
+        if len(queries) == 0 or len(gallery) == 0:
+            empty = "is_query" if len(queries) == 0 else "is_gallery"
+            raise ValueError(f"split {empty} must mark at least one labelled row, it marks none")
+    if max(ks) > candidates:
+        raise ValueError(f"ks must be <= {candidates}, {what}; got K = {max(ks)}")
+    used = labelled if split_masks is None else (is_query | is_gallery)
+    x_used = x if bool(used.all()) else x[used]  # no copy in the usual case, every row labelled and used
+    if not bool(torch.isfinite(x_used).all()):
+        raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
+    if "l2" in distances and not bool(torch.isfinite((x_used * x_used).sum(dim=1)).all()):
+        raise ValueError("embeddings are too large for float32 squared distances (a squared norm overflows)")
+    del x_used
+
+    # R of every query: the gallery items of its class, minus itself when it is in the gallery.
+    _, inverse = torch.unique(y, return_inverse=True)
+    in_gallery = torch.zeros(len(y), dtype=torch.bool, device=where)
+    in_gallery[gallery] = True
+    class_size = torch.bincount(inverse[gallery], minlength=int(inverse.max()) + 1)
+    relevant = class_size[inverse[queries]] - in_gallery[queries].long()
+    not_lone = relevant > 0
+    r_max = int(relevant.max()) if (map_at_r or r_precision) and len(relevant) else 0
+    k = max(max(ks), min(r_max, candidates))
+
+    out: dict[str, float] = {}
+    all_vs_all = split_masks is None
+    for distance in distances:
+        feats = F.normalize(x, dim=1) if distance == "cos" else x
+        # The search runs on the gallery rows (and the query rows in query/gallery mode) only.
+        if all_vs_all:
+            rows = feats if len(gallery) == len(feats) else feats[gallery]
+            values, positions = _search(rows, None, None, k, chunk_size, squared=distance == "l2")
+        else:
+            values, positions = _search(feats, queries, gallery, k, chunk_size, squared=distance == "l2")
+        neighbour_labels = y[gallery][positions.clamp(min=0)]
+        hits = (neighbour_labels == y[queries][:, None]) & (values > _NEG_INF)
+        scores = _scores_of(hits[not_lone], relevant[not_lone], ks, map_at_r, r_precision)
+        out.update({f"{name}/{distance}": value for name, value in scores.items()})
+    return {name: out[name] for name in metric_names(ks=ks, distances=distances, map_at_r=map_at_r,
+                                                     r_precision=r_precision)}  # fmt: skip
+
+
+retrieval_metrics.metric_names = metric_names  # type: ignore[attr-defined]
