@@ -12,6 +12,12 @@ Cases (goals from the issues):
   cluster_heads         one epoch (79 Adam steps on 20,000 x 64, then the Lloyd step) of ptae against ae3 at
                         k = 3, 10, 50 clusters (<= 1.5 at k = 3, sublinear in k); and a stacked per-cluster layer
                         (forward + backward) against a Python loop over clusters, at PTAE's and TVAE's shapes
+  pairwise_losses       forward + backward of each named metric-learning loss head at batch 256 x 128 (32 classes
+                        x 8) against the ce head; seconds a step and ratio to ce; reported
+  image_pipeline        training images/s of the decoded cache + batched augmentation against an ImageFolder-style
+                        DataLoader decoding JPEGs per sample (2 workers, same transforms). >= 3
+  resnet50_training     ResNet-50 training images/s through the framework on a CUDA GPU (bf16-mixed,
+                        channels-last, batch 256; skipped without CUDA). >= 2,500 on one H100
   retrieval_eval        the retrieval evaluator (Recall@{1,10,100}, MAP@R, cosine) on SOP-sized random data
                         (60,000 x 512, ~11,000 classes) against faiss-cpu's IndexFlatIP and scikit-learn's brute
                         force, 2 threads each: same recalls as faiss; <= 20 s, faster than faiss, < 2 GB extra
@@ -23,10 +29,13 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import torch
 
 from clusterable.contracts import ClusteringHead
@@ -404,6 +413,259 @@ def retrieval_eval() -> dict:
         out[f"retrieval_eval_{key}"] = value
     out["retrieval_eval_loadavg_1min_before_after"] = f"{load_before:.2f} / {os.getloadavg()[0]:.2f}"
     return out
+
+
+PAIRWISE_LOSSES = [
+    "ce", "pce", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor",
+    "arcface", "normsoftmax",
+]  # fmt: skip
+
+
+@case
+def pairwise_losses(
+    batch: int = 256, dim: int = 128, classes: int = 32, steps: int = 10, names: list[str] | None = None
+) -> dict:
+    """Seconds of one forward + backward step of each named loss head built from conf/loss, best of 3 runs of
+    ``steps`` steps on the same random embeddings (batch x dim, ``classes`` classes of batch / classes each), and
+    the ratio to the ``ce`` head (Boudiaf et al.'s cross-entropy: a linear classifier, the unary baseline)."""
+    from hydra import compose, initialize_config_dir
+
+    from clusterable.config import build
+
+    names = names or PAIRWISE_LOSSES
+    g = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(batch, dim, generator=g).requires_grad_(True)
+    labels = torch.arange(batch) % classes
+    seconds = {}
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        for name in ["ce", *(n for n in names if n != "ce")]:
+            node = compose(overrides=[f"+loss={name}"]).loss
+            head = build(node, "loss", num_classes=classes, embedding_dim=dim)
+
+            def run(head=head) -> None:
+                for _ in range(steps):
+                    embeddings.grad = None
+                    head.zero_grad(set_to_none=True)
+                    head(embeddings, labels)["loss"].backward()
+
+            run()  # warm-up (lazy initialisations, allocator)
+            seconds[name] = best_of(run) / steps
+    result = {}
+    for name, s in seconds.items():
+        result[f"pairwise_losses_{name}_s"] = s
+        if name != "ce":
+            result[f"pairwise_losses_{name}_vs_ce"] = s / seconds["ce"]
+    return result
+
+
+@case
+def image_pipeline() -> dict:
+    """Training images per second of ``ImageDataModule`` (the decoded cache, batches read by a prefetching thread,
+    the CUB recipe's crop + flip + colour jitter batched on the training device) against a torchvision
+    ImageFolder-style ``DataLoader`` that decodes every JPEG and applies torchvision's per-sample transforms
+    (the same recipe, Boudiaf et al.'s ``get_transforms``), ``num_workers=2``, batch 128, ``drop_last``.
+
+    512 synthetic JPEGs of about 500 x 375 (CUB's usual size, portrait and landscape) in CUB-200-2011's real
+    layout. Both pipelines hand the batch to the device and wait for it; the one-off cache build is excluded
+    from the timing and reported (``image_pipeline_cache_build_s``). Goal: ratio >= 3.
+    """
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+    from torchvision import transforms as T
+
+    from clusterable.data.images import ImageDataModule
+    from clusterable.data.retrieval_sets import read_cub200
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    n, batch_size, classes = 512, 128, 16
+    root = Path(tempfile.mkdtemp(prefix="bench_image_pipeline_"))
+    base = root / "CUB_200_2011"
+    rng = np.random.default_rng(0)
+    shapes = [(375, 500), (500, 375), (333, 500), (375, 500), (400, 500), (500, 332)]
+    images, labels = [], []
+    for i in range(n + 2):  # the last two: one test class, so that the reader has its two parts
+        c = 1 + i % classes if i < n else 101
+        relative = f"{c:03d}.Class_{c}/img_{i:04d}.jpg"
+        h, w = shapes[i % len(shapes)]
+        coarse = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize(
+            (w, h), Image.BICUBIC
+        )
+        texture = rng.normal(0, 12, (h, w, 3))
+        pixels = np.clip(np.asarray(coarse, dtype=np.float64) + texture, 0, 255).astype(np.uint8)
+        (base / "images" / relative).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(base / "images" / relative, quality=90)
+        images.append(f"{i + 1} {relative}")
+        labels.append(f"{i + 1} {c}")
+    (base / "images.txt").write_text("\n".join(images) + "\n")
+    (base / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+    recipe = {
+        "scale": (0.16, 1.0),
+        "ratio": (3 / 4, 4 / 3),
+        "jitter": (0.25, 0.25, 0.25, 0.0),
+    }  # Boudiaf, CUB
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    # --- ours: decode once, then batches from the memmap, views on the device
+    dm = ImageDataModule(
+        "bench", lambda: read_cub200(root, expected_sizes=None), [3, 224, 224], classes, batch_size=batch_size,
+        resize="shorter:256", crop_scale=list(recipe["scale"]), crop_ratio=list(recipe["ratio"]),
+        jitter=list(recipe["jitter"]), validation="none", decode_workers=2, cache_dir=str(root / "cache"),
+        progress=False,
+    )  # fmt: skip
+    start = time.perf_counter()
+    dm.load()
+    build_s = time.perf_counter() - start
+    dm.trainer = SimpleNamespace(training=True, global_rank=0, world_size=1)
+
+    def ours() -> int:
+        seen = 0
+        for batch in dm.train_dataloader():
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            seen += len(dm.on_after_batch_transfer(batch, 0)["inputs"])
+        sync()
+        return seen
+
+    # --- the baseline: decode + resize + per-sample transforms in 2 DataLoader workers
+    paths = [base / "images" / line.split()[1] for line in images[:n]]
+    transform = T.Compose([
+        T.Resize(256), T.ColorJitter(*recipe["jitter"]),
+        T.RandomResizedCrop(224, scale=recipe["scale"], ratio=recipe["ratio"]), T.RandomHorizontalFlip(), T.ToTensor(),
+    ])  # fmt: skip
+
+    class Folder(Dataset):
+        def __len__(self) -> int:
+            return n
+
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+            return transform(Image.open(paths[i]).convert("RGB")), i % classes
+
+    loader = DataLoader(Folder(), batch_size=batch_size, shuffle=True, num_workers=2, drop_last=True,
+                        persistent_workers=True, pin_memory=device.type == "cuda")  # fmt: skip
+
+    def baseline() -> int:
+        seen = 0
+        for x, _ in loader:
+            seen += len(x.to(device, non_blocking=True))
+        sync()
+        return seen
+
+    rates = {}
+    for name, run in (("ours", ours), ("baseline", baseline)):
+        run()  # warm-up: worker start, page cache, CUDA kernels
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            seen = run()
+            best = min(best, time.perf_counter() - start)
+        rates[name] = seen / best
+    return {
+        "image_pipeline_ratio": rates["ours"] / rates["baseline"],
+        "image_pipeline_ours_img_s": rates["ours"],
+        "image_pipeline_baseline_img_s": rates["baseline"],
+        "image_pipeline_cache_build_s": build_s,
+        "image_pipeline_device": str(device),
+        "image_pipeline_torch_threads": torch.get_num_threads(),
+    }
+
+
+@case
+def resnet50_training(batch: int = 256, steps: int = 40, side: int = 224, accelerator: str = "gpu") -> dict:
+    """ResNet-50 training images per second through the framework on a CUDA GPU: ImageDataModule (fake source,
+    in memory, 256 x 256 canvases), per-image augmentation on the GPU, the Boudiaf CE head, SGD, warmcos,
+    bf16-mixed and channels-last, batch 256; images per second over the steps after a warm-up epoch. Reported
+    with fp32 / no channels-last for comparison. Goal (issue): >= 2,500 img/s on one H100-class GPU.
+    Skipped (reported as such) without CUDA."""
+    if accelerator == "gpu" and not torch.cuda.is_available():
+        return {"resnet50_training": "skipped: no CUDA device"}
+    import functools
+
+    import lightning as L
+
+    from clusterable.data.images import ImageDataModule
+    from clusterable.heads.ce import CrossEntropy
+    from clusterable.models.backbones import ResNet50
+    from clusterable.module import RepresentationModule
+    from clusterable.schedules import warmcos
+
+    torch.backends.cudnn.benchmark = True
+    out: dict = {"resnet50_device": torch.cuda.get_device_name() if accelerator == "gpu" else "cpu"}
+    for precision, channels_last in (("bf16-mixed", True), ("bf16-mixed", False), ("32-true", False)):
+        dm = ImageDataModule(
+            "bench",
+            None,
+            [3, side, side],
+            num_classes=100,
+            batch_size=batch,
+            source="fake",
+            fake_size=batch * steps,
+            seed=0,
+            validation="none",
+            jitter=[0.25, 0.25, 0.25, 0.0],
+        )
+        encoder = ResNet50(input_shape=(3, side, side), weights=None)
+        head = CrossEntropy(num_classes=100, embedding_dim=encoder.embedding_dim)
+        opt = functools.partial(torch.optim.SGD, lr=0.02, momentum=0.9, weight_decay=5e-4)
+        module = RepresentationModule(
+            encoder,
+            head,
+            opt,
+            scheduler=functools.partial(warmcos, warmup_steps=100),
+            weight_decay_on="matrices",
+            channels_last=channels_last,
+            class_disjoint=True,
+        )
+        timer = _StepTimer(skip=5)
+        trainer = L.Trainer(
+            max_epochs=1,
+            accelerator=accelerator,
+            devices=1,
+            precision=precision,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            callbacks=[timer],
+        )
+        trainer.fit(module, datamodule=dm)
+        key = f"resnet50_img_per_s/{precision}{'/channels_last' if channels_last else ''}"
+        out[key] = round(batch * timer.steps / timer.seconds, 1)
+    return out
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+class _StepTimer:
+    """Seconds of the training steps after the first ``skip`` (cudnn autotuning, allocator warm-up)."""
+
+    def __new__(cls, skip: int):
+        import lightning as L
+
+        class Timer(L.Callback):
+            def __init__(self) -> None:
+                self.count, self.steps, self.seconds, self.start = 0, 0, 0.0, None
+
+            def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+                if self.count == skip:
+                    _sync()
+                    self.start = time.perf_counter()
+
+            def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+                self.count += 1
+                if self.start is not None:
+                    self.steps += 1
+
+            def on_train_epoch_end(self, trainer, module) -> None:
+                _sync()
+                self.seconds = time.perf_counter() - self.start
+
+        return Timer()
 
 
 def main() -> None:

@@ -312,3 +312,11 @@ def test_class_balanced_settings_that_cannot_work_fail_at_load_in_one_line() -> 
                             images_per_class=4)  # fmt: skip
     with pytest.raises(ValueError, match=r"^batch_size \(10\) must be a multiple of images_per_class \(4\)"):
         dm.load()
+
+
+def test_drop_last_leaves_out_the_short_training_batch_only() -> None:
+    splits = _labelled([10, 11])  # 21 rows: batches of 8, 8 and a short one of 5
+    dm = InMemoryDataModule("short", lambda: splits, [3], 2, batch_size=8, drop_last=True)
+    dm.load()
+    assert [len(b["labels"]) for b in dm.train_dataloader()] == [8, 8]
+    assert sum(len(b["labels"]) for b in dm.test_dataloader()) == 21  # evaluation sees every row

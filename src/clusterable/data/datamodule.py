@@ -164,6 +164,8 @@ class InMemoryDataModule(L.LightningDataModule):
             ``images_per_class`` rows each (the PK batches pairwise losses need; pytorch-metric-learning's
             ``MPerClassSampler``), as many batches an epoch as random sampling gives.
         images_per_class: m of the class-balanced batches.
+        drop_last: leave out the last training batch of an epoch when it is short (metric-learning recipes do:
+            a batch of a few rows may hold no two of one class, where a pairwise loss such as NCA is undefined).
         class_disjoint: the val/test splits hold classes never seen in training (zero-shot retrieval, as the
             deep-metric-learning benchmarks split their classes): only the training labels are checked against
             ``num_classes`` (the number of training classes); the others are any class ids >= -1.
@@ -189,6 +191,7 @@ class InMemoryDataModule(L.LightningDataModule):
         class_disjoint: bool = False,
         sampler: Literal["random", "class_balanced"] = "random",
         images_per_class: int = 4,
+        drop_last: bool = False,
     ):
         super().__init__()
         if source not in ("real", "fake"):
@@ -221,6 +224,7 @@ class InMemoryDataModule(L.LightningDataModule):
         if not _is_int(images_per_class) or images_per_class < 1:
             raise ValueError(f"images_per_class must be a positive integer, got {images_per_class!r}")
         self.sampler, self.images_per_class = sampler, int(images_per_class)
+        self.drop_last = bool(drop_last)
         self.splits: dict[str, Split] = {}
 
     def prepare_data(self) -> None:
@@ -342,6 +346,7 @@ class InMemoryDataModule(L.LightningDataModule):
             max(size, 1),
             shuffle=train and self.shuffle_batches,
             seed=self.seed,
+            drop_last=train and self.drop_last,
             rank=rank,
             world_size=world_size,
             balanced=balanced,

@@ -52,14 +52,18 @@ def losses(runs: list[Run], out_dir: Path) -> Table:
         cell = table["test/recall@1/cos"].get((dataset, loss), Cell())
         return 100 * cell.mean if cell.values else math.nan
 
-    claims = [
-        check(
-            "Cross-entropy's R@1 at least matches every pairwise loss's (Boudiaf et al. 2020's thesis, on one "
-            "recipe for all)",
-            ((f"{d}: vs {LOSSES[p]}", r1(d, "ce"), r1(d, p)) for d in datasets for p in PAIRWISE),
-            ge,
-        )
-    ]
+    pairs = [(f"{d}: vs {LOSSES[p]}", r1(d, "ce"), r1(d, p)) for d in datasets for p in PAIRWISE]
+    present = [pair for pair in pairs if not (math.isnan(pair[1]) or math.isnan(pair[2]))]
+    claim = check(
+        "Cross-entropy's R@1 at least matches every pairwise loss's (Boudiaf et al. 2020's thesis, on one recipe "
+        "for all)",
+        present,
+        ge,
+    )
+    if present and len(present) < len(pairs):
+        missing = ", ".join(pair[0] for pair in pairs if pair not in present)
+        claim.detail += f"; no numbers for {missing}"
+    claims = [claim]
     notes = [
         "Every loss uses the same encoder, data, optimizer, schedule, epochs and seeds (the experiment file); "
         "the loss's own hyperparameters are those of its paper or MLRC (Musgrave et al. 2020), see conf/loss/.",
