@@ -16,15 +16,7 @@ from clusterable.evaluation import kmeans as kmeans_module
 from clusterable.evaluation.clustering import cluster_metrics
 from clusterable.evaluation.kmeans import kmeans
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tensors are tiny: with 2 threads on a busy 2-core machine each op waits ~7 ms for the second
-    thread (measured: 1.2-1.9 s against 0.03 s for five k-means calls)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def blobs(

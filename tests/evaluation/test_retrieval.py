@@ -21,14 +21,7 @@ from clusterable.evaluation.retrieval import metric_names, retrieval_metrics
 CONF = Path(__file__).resolve().parents[2] / "conf" / "evaluator" / "retrieval.yaml"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tensors are tiny: with 2 threads on a busy 2-core machine each op waits ~7 ms for the second
-    thread (measured: 1.2-1.9 s against 0.03 s for five k-means calls)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def context(x: torch.Tensor, y: torch.Tensor, **split: torch.Tensor) -> EvalContext:
