@@ -128,9 +128,9 @@ class RepresentationModule(L.LightningModule):
             inputs = inputs.contiguous(memory_format=torch.channels_last)
         return self.encoder(inputs)
 
-    def _head(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def _head(self, batch: dict[str, Tensor], embeddings: Tensor | None = None) -> dict[str, Tensor]:
         extra = {k: v for k, v in batch.items() if k not in ("inputs", "labels")}
-        embeddings = self._encode(batch["inputs"])
+        embeddings = self._encode(batch["inputs"]) if embeddings is None else embeddings
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
             embeddings, batch["labels"], inputs=batch["inputs"], epoch=self.current_epoch, encoder=self.encoder,
@@ -215,7 +215,7 @@ class RepresentationModule(L.LightningModule):
             self.log("val/acc", acc, batch_size=int(labelled.sum()), prog_bar=True, sync_dist=True)
         # A clustering head's loss needs the training assignment.
         if not isinstance(self.head, ClusteringHead) and not self.class_disjoint:
-            self.log("val/loss", self._head(batch)["loss"], batch_size=n, sync_dist=True)
+            self.log("val/loss", self._head(batch, embeddings)["loss"], batch_size=n, sync_dist=True)
         if self.validation_evaluators and not self.trainer.sanity_checking:
             rep = (
                 self.head.embed(embeddings, **batch)
