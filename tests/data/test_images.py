@@ -280,31 +280,18 @@ def test_resized_crops_never_read_the_zero_padding() -> None:
 def test_train_views_draw_per_image_and_are_seeded() -> None:
     image = (smooth(48, 64, seed=3) * 255).round().to(torch.uint8)
     batch, sizes = canvas([image] * 8)
-    views = train_views(
-        batch,
-        sizes,
-        torch.Generator().manual_seed(0),
-        32,
-        (0.16, 1),
-        (0.75, 4 / 3),
-        True,
-        (0.25, 0.25, 0.25, 0.1),
-    )
+
+    def views_of(seed: int) -> torch.Tensor:
+        recipe = ((0.16, 1), (0.75, 4 / 3), True, (0.25, 0.25, 0.25, 0.1))  # scale, ratio, flip, jitter
+        return train_views(batch, sizes, torch.Generator().manual_seed(seed), 32, *recipe)
+
+    views = views_of(0)
     assert views.shape == (8, 3, 32, 32) and views.dtype == torch.float32
     assert views.min() >= 0 and views.max() <= 1
     distinct = {tuple(v.flatten()[:50].tolist()) for v in views}
     assert len(distinct) == 8, "the same image twice in a batch gets two different views"
-    again = train_views(
-        batch,
-        sizes,
-        torch.Generator().manual_seed(0),
-        32,
-        (0.16, 1),
-        (0.75, 4 / 3),
-        True,
-        (0.25, 0.25, 0.25, 0.1),
-    )
-    assert torch.equal(views, again)
+    assert torch.equal(views, views_of(0))
+    assert not torch.equal(views, views_of(1))
 
 
 def test_flip_per_image() -> None:
