@@ -111,16 +111,17 @@ def test_integer_grid_l2_matches_brute_force(chunk_size):
 
 @pytest.mark.parametrize("mode", ["all", "query/gallery"])
 def test_blocks_filtered_by_group_maxima_match_brute_force(mode):
-    # Blocks of 50 (150 rows in chunks of 60): after a query's first block, the entries that can still enter
-    # are found through groups of 8 strided entries (6 groups a query, 2 of them with a ninth), by rows and, on
-    # the symmetric blocks, by columns; with many exact ties.
-    x, y = exact_points(150, 13)
-    y = torch.arange(150) % 10
+    # 301 rows (padded to 304) in blocks of 104 (chunks of 128): wide enough (13 groups of 8 a row) for a
+    # query's first block to be bounded by its groups' maxima rather than a topk, and every later block found
+    # through the groups whose maximum reaches the bound, by rows and, on the symmetric blocks, by columns; with
+    # many exact ties at the bounds. K = 10 (R is at most 6).
+    x, y = exact_points(301, 13)
+    y = torch.arange(301) % 60
     split = {}
     if mode == "query/gallery":
-        split = {"is_query": torch.arange(150) % 3 != 0, "is_gallery": torch.arange(150) % 5 != 1}
+        split = {"is_query": torch.arange(301) % 3 != 0, "is_gallery": torch.arange(301) % 5 != 1}
     ks = [1, 3, 10]
-    out = retrieval_metrics(x, y, context(x, y, **split), ks=ks, distances=["l2", "cos"], chunk_size=60)
+    out = retrieval_metrics(x, y, context(x, y, **split), ks=ks, distances=["l2", "cos"], chunk_size=128)
     masks = (split.get("is_query"), split.get("is_gallery"))
     expected = {**brute_force(x, y, ks, "l2", *masks), **brute_force(x, y, ks, "cos", *masks)}
     assert_same(out, {key: expected[key] for key in metric_names(ks=ks, distances=["l2", "cos"])})
@@ -141,7 +142,8 @@ def test_random_features_match_brute_force_and_do_not_depend_on_the_chunk_size()
 
 
 def test_several_threads_give_the_same_result_and_are_restored():
-    # The candidate bookkeeping runs on one thread (`_one_thread`), the rest on all of them.
+    # The matmuls (NumPy's BLAS) and the candidate bookkeeping on 2 threads: the same answers, and the
+    # thread settings are left as they were.
     x, y = exact_points(150, 14)
     options = {"ks": [1, 5], "distances": ["l2", "cos"], "chunk_size": 60}
     one = retrieval_metrics(x, y, context(x, y), **options)

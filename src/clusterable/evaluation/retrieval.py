@@ -8,23 +8,28 @@ searched in a gallery (In-Shop).
 
 The search is exact and memory-bounded: the (queries x gallery) scores are computed in blocks of at most
 ``chunk_size x chunk_size``, one matmul each, and every query keeps only its best ``T = max(max(ks), R_max)``
-so far; the extra memory is one score block plus the (queries, T) result, whatever the gallery size. A query's
-first block goes through ``topk``; the later ones only through their entries that reach its current T-th best
-score, a few per cent, found from strided group maxima (a ``topk`` of every block made the whole search 66 s
-instead of 51 s at 60,000 x 512 on 2 busy CPU cores; faiss's exact search took 60-64 s).
-When every row queries all the others the score matrix is symmetric, and each block above the diagonal serves
-both its rows and its columns: half the matmuls of a search that treats queries and gallery apart (faiss's).
+so far; the extra memory is one score block plus the (queries, T) result, whatever the gallery size. No block
+goes through a ``topk``: each query's entries are read in groups of 8, and only the groups whose maximum
+reaches the query's current T-th best score (on its first block, a bound from the groups' maxima) are read
+again, a few per cent of them. When every row queries all the others the score matrix is symmetric, and each
+block above the diagonal serves both its rows and its columns: half the matmuls of a search that treats
+queries and gallery apart (faiss's). Measured at 60,000 x 512 (Stanford Online Products' test size, T = 101) on
+2 idle AMD EPYC cores: 17.1 s, of which 12.4 s matmuls; faiss-cpu's exact ``IndexFlatIP`` took 24.3 s for the
+same neighbours (``scripts/bench.py --only retrieval_eval``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from clusterable.arrays import to_tensor
@@ -145,76 +150,68 @@ def _best(scores: Tensor, k: int, index: Tensor | None = None) -> tuple[Tensor, 
     return values, positions
 
 
-# Entries per group of the filter in `_candidates` (see there).
+# Entries per group of the filters in `_row_candidates` and `_column_candidates`; blocks are cut to multiples of it.
 _GROUP = 8
 
 
-@contextlib.contextmanager
-def _one_thread(device: torch.device) -> Iterator[None]:
-    """Run the bookkeeping of candidate lists on one CPU thread: these ops are small (up to a few million
-    entries) and, on cores shared with other processes, each parallel region waits for a scheduler time slice
-    (~20 ms an op measured on a busy 2-core machine, ~1 ms on one thread); one thread made the whole search
-    15% faster at 30,000 rows there. The matmuls and the passes over whole blocks keep every thread."""
-    threads = torch.get_num_threads()
-    if device.type != "cpu" or threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+def _row_candidates(scores: Tensor, bound: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The entries of a score block (r, c), queries on its rows, that can enter their query's best k: at least
+    the query's current k-th best score ``bound`` (r,) (``>=``: an equal score of a lower index still can).
 
-
-def _group_maxima(scores: Tensor, by_columns: bool) -> tuple[Tensor, int]:
-    """Each query's entries of a score block in groups spread across it, and the groups' maxima: (queries, w)
-    maxima and w. The queries are the rows of ``scores`` (r, c), or its columns with ``by_columns``. Group t of
-    a query holds its entries t, t + w, t + 2w, ... (``_GROUP`` of them; the first ``length % w`` groups one
-    more), so that the maxima are one strided ``amax`` over the block, no ``topk`` and no transposed copy."""
-    r, c = scores.shape
-    length = r if by_columns else c
-    w = max(1, length // _GROUP)
-    members = length // w
-    rest = length - members * w
-    if by_columns:
-        maxima = scores.as_strided((members, w, c), (w * c, c, 1)).amax(dim=0)
-        if rest:
-            maxima[:rest] = torch.maximum(maxima[:rest], scores[members * w :])
-        return maxima.T.contiguous(), w  # (c, w): one row per query, for `nonzero` to list them by query
-    maxima = scores.as_strided((r, members, w), (c, w, 1)).amax(dim=1)
-    if rest:
-        maxima[:, :rest] = torch.maximum(maxima[:, :rest], scores[:, members * w :])
-    return maxima, w
-
-
-def _candidates(
-    scores: Tensor, maxima: Tensor, w: int, bound: Tensor, by_columns: bool
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The entries of a score block that can enter their query's best k: at least the query's current k-th
-    best score ``bound`` (``>=``: an equal score of a lower index still can), looked for only in the groups
-    (``_group_maxima``) whose maximum reaches it: once a query has seen a block or two, a few per cent.
+    Group t of a row holds its entries t, t + w, ..., t + 7w (w = c / 8; c is a multiple of ``_GROUP``): the
+    groups' maxima are one pass over the block (a max of 8 contiguous rows of w), and only the groups whose
+    maximum reaches the bound are read again, by index: once a query has seen a block, a few per cent of them.
 
     Returns:
-        (query (E,), gallery position in the block (E,), score (E,)), grouped by query in increasing order.
+        (query (E,), column in the block (E,), score (E,)), ordered by query.
     """
     r, c = scores.shape
-    length = r if by_columns else c
-    query, group = (maxima >= bound[:, None]).nonzero(as_tuple=True)
-    position = group[:, None] + w * torch.arange(-(-length // w), device=scores.device)
-    valid = position < length
-    position.clamp_(max=length - 1)
-    flat = position * c + query[:, None] if by_columns else query[:, None] * c + position
-    values = scores.view(-1)[flat]
-    entry, member = (valid & (values >= bound[query][:, None])).nonzero(as_tuple=True)
-    return query[entry], position[entry, member], values[entry, member]
+    w = c // _GROUP
+    view = scores.view(r, _GROUP, w)
+    query, group = (view.amax(dim=1) >= bound[:, None]).nonzero(as_tuple=True)
+    values = view[query, :, group]  # (groups, _GROUP)
+    entry, member = (values >= bound[query][:, None]).nonzero(as_tuple=True)
+    return query[entry], member * w + group[entry], values[entry, member]
+
+
+def _column_candidates(scores: Tensor, bound: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``_row_candidates`` for queries on the columns of a score block (r, c), ``bound`` (c,): the symmetric
+    blocks serve their columns too, without a transposed copy.
+
+    Group g of a column holds its entries on rows 8g, ..., 8g + 7 (r is a multiple of ``_GROUP``): maxima of 8
+    contiguous rows again. The groups are listed group-major, so that the columns read from the same 8 rows
+    follow each other (measured 1.5x faster than listing them query by query), and then ordered by query.
+
+    Returns:
+        (query = column (E,), row in the block (E,), score (E,)), ordered by query.
+    """
+    r, c = scores.shape
+    view = scores.view(r // _GROUP, _GROUP, c)
+    group, query = (view.amax(dim=1) >= bound[None, :]).nonzero(as_tuple=True)
+    values = view[group, :, query]  # (groups, _GROUP)
+    entry, member = (values >= bound[query][:, None]).nonzero(as_tuple=True)
+    query = query[entry]
+    order = query.argsort(stable=True)
+    return query[order], (group[entry] * _GROUP + member)[order], values[entry, member][order]
+
+
+def _group_bound(scores: Tensor, k: int) -> Tensor:
+    """A lower bound on the k-th best score of each row of a score block (r, c) that is cheaper than a ``topk``
+    of the block: the k-th largest maximum of the row's ``_row_candidates`` groups (k groups hold an entry that
+    reaches it). Needs c / 8 >= k. A query's first block is filtered with it (measured 0.05 s instead of 0.17 s
+    for a ``topk`` at 7,500 x 7,500, k = 101)."""
+    r, c = scores.shape
+    maxima = scores.view(r, _GROUP, c // _GROUP).amax(dim=1)
+    return maxima.topk(k, dim=1, sorted=False).values.amin(dim=1)
 
 
 class _Top:
     """The best ``k`` gallery entries seen so far for each of ``n`` queries, merged block by block: values
     (n, k) and gallery indices (n, k); -inf and index -1 fill the entries not yet found.
 
-    A query's first block goes through ``topk``; the next ones only through ``_candidates``, the few entries
-    that can still enter (see the module's docstring for what that saves).
+    Every block goes through ``_row_candidates``/``_column_candidates`` with the query's current k-th best as
+    the bound, raised on a query's first block by ``_group_bound``; a block too narrow for that (fewer than k
+    groups) goes through ``_best``.
     """
 
     def __init__(self, n: int, k: int, device: torch.device) -> None:
@@ -227,28 +224,32 @@ class _Top:
         ``transposed``, the block's transpose: rows ``col0 + j`` against gallery entries ``row0 + i``."""
         if transposed:
             row0, col0 = col0, row0
-        n_rows = scores.shape[1] if transposed else scores.shape[0]
+        # Padding rows at the end of the last block are no query.
+        n_rows = min(scores.shape[1] if transposed else scores.shape[0], len(self.values) - row0)
+        scores = scores[:, :n_rows] if transposed else scores[:n_rows]
         rows = slice(row0, row0 + n_rows)
         bound = self.values[rows, self.k - 1]
-        if bool((bound == _NEG_INF).any()):  # a query has fewer than k candidates yet: take the block's best
+        unknown = bool((bound == _NEG_INF).any())
+        if unknown and not transposed and scores.shape[1] // _GROUP >= self.k:
+            bound = torch.maximum(bound, _group_bound(scores, self.k))
+            unknown = bool((bound == _NEG_INF).any())
+        if unknown:  # a query with fewer than k candidates so far, and a block too small to bound it
             values, positions = _best(scores.T.contiguous() if transposed else scores, self.k)
-            with _one_thread(scores.device):
-                self._merge(rows, values, positions + col0)
+            self._merge(rows, values, positions + col0)
             return
-        maxima, w = _group_maxima(scores, by_columns=transposed)
-        with _one_thread(scores.device):
-            query, position, value = _candidates(scores, maxima, w, bound, by_columns=transposed)
-            if len(query) == 0:
-                return
-            # The candidates of each query side by side in a (n_rows, most candidates) block, -inf padded.
-            counts = torch.bincount(query, minlength=n_rows)
-            slot = torch.arange(len(query), device=query.device) - (counts.cumsum(0) - counts)[query]
-            width = int(counts.max())
-            values = torch.full((n_rows, width), _NEG_INF, device=scores.device)
-            index = torch.full((n_rows, width), -1, dtype=torch.long, device=scores.device)
-            values[query, slot] = value
-            index[query, slot] = position + col0
-            self._merge(rows, values, index)
+        find = _column_candidates if transposed else _row_candidates
+        query, position, value = find(scores, bound)
+        if len(query) == 0:
+            return
+        # The candidates of each query side by side in a (n_rows, most candidates) block, -inf padded.
+        counts = torch.bincount(query, minlength=n_rows)
+        slot = torch.arange(len(query), device=query.device) - (counts.cumsum(0) - counts)[query]
+        width = int(counts.max())
+        values = torch.full((n_rows, width), _NEG_INF, device=scores.device)
+        index = torch.full((n_rows, width), -1, dtype=torch.long, device=scores.device)
+        values[query, slot] = value
+        index[query, slot] = position + col0
+        self._merge(rows, values, index)
 
     def _merge(self, rows: slice, values: Tensor, index: Tensor) -> None:
         values = torch.cat([self.values[rows], values], dim=1)
@@ -257,24 +258,70 @@ class _Top:
         self.values[rows], self.index[rows] = values, index.gather(1, positions)
 
     def ordered(self) -> tuple[Tensor, Tensor]:
-        return _lexsort(self.values, self.index)
+        values, index = _lexsort(self.values, self.index)
+        return values, index.masked_fill(values == _NEG_INF, -1)
 
 
-def _scores(query: Tensor, gallery: Tensor, q_sq: Tensor | None, g_sq: Tensor | None, out: Tensor) -> Tensor:
-    """(q, g) similarities into ``out``: inner products, or minus squared Euclidean distances when the squared
-    norms are given (``2 q.g - |q|^2 - |g|^2``: the same value for (a, b) and (b, a), which the symmetric
-    blocks rely on)."""
-    out = out.view(-1)[: len(query) * len(gallery)].view(len(query), len(gallery))
-    if q_sq is None or g_sq is None:
-        return torch.mm(query, gallery.T, out=out)
-    torch.addmm(g_sq[None, :], query, gallery.T, beta=-1.0, alpha=2.0, out=out)
-    return out.sub_(q_sq[:, None])
+def _operands(x: Tensor, squared: bool) -> tuple[Tensor, Tensor]:
+    """(left, right) such that ``left[i] . right[j]`` is the score of row j for query i: ``x`` twice for inner
+    products; for minus squared Euclidean distances ``[2x, -|x|^2, -1]`` and ``[x, 1, |x|^2]``, whose product
+    ``2 x_i.x_j - |x_i|^2 - |x_j|^2`` then comes out of the matmul itself, with no pass over the block."""
+    if not squared:
+        return x, x
+    sq = (x * x).sum(dim=1, keepdim=True)
+    ones = torch.ones_like(sq)
+    return torch.cat([2 * x, -sq, -ones], dim=1), torch.cat([x, ones, sq], dim=1)
 
 
-def _even(n: int, chunk: int) -> int:
-    """The block size that splits ``n`` rows into as few blocks of at most ``chunk`` as possible, evenly."""
+Matmul = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+@contextlib.contextmanager
+def _score_blocks(device: torch.device) -> Iterator[Matmul]:
+    """A function ``scores(left, right, out)``: the (l, r) score block ``left @ right.T`` into the front of the
+    buffer ``out``.
+
+    On the CPU through NumPy's BLAS: on the AMD EPYC cores we measured, its OpenBLAS sgemm ran at 177-185
+    GFLOPS on 2 threads where torch's MKL ran at 118-124 (the same float32 products, summed in another order).
+    One single-threaded BLAS call per torch thread, each on its share of the rows, from a pool of Python
+    threads (NumPy releases the GIL): OpenBLAS's own threads keep spinning for a while after each call, which
+    slowed the torch ops that follow it (the filters) twofold.
+    """
+    if device.type != "cpu":
+        yield lambda left, right, out: torch.mm(left, right.T, out=_front(out, len(left), len(right)))
+        return
+    parts = torch.get_num_threads()
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(parts) as pool:
+
+        def scores(left: Tensor, right: Tensor, out: Tensor) -> Tensor:
+            out = _front(out, len(left), len(right))
+            step = -(-len(left) // parts)
+            rows = [slice(i, i + step) for i in range(0, len(left), step)]
+            done = pool.map(lambda r: np.matmul(left[r].numpy(), right.numpy().T, out=out[r].numpy()), rows)
+            list(done)  # waits, and raises what a part raised
+            return out
+
+        yield scores
+
+
+def _front(buffer: Tensor, rows: int, cols: int) -> Tensor:
+    """The first ``rows * cols`` entries of a flat buffer as a (rows, cols) matrix."""
+    return buffer.view(-1)[: rows * cols].view(rows, cols)
+
+
+def _edge(n: int, chunk: int) -> int:
+    """The block edge that splits ``n`` rows into as few blocks of at most ``chunk`` (rounded up to a multiple
+    of ``_GROUP``) as possible, evenly: 60,000 rows in chunks of 8192 are 8 blocks of 7,504, not 7 of 8,192 and
+    one of 2,656 (a ``topk`` over rows of fewer than 64 k entries takes a slower path)."""
     blocks = max(1, -(-n // chunk))
-    return max(1, -(-n // blocks))
+    rows = -(-n // blocks)
+    return -(-rows // _GROUP) * _GROUP
+
+
+def _padded(x: Tensor) -> Tensor:
+    """``x`` (N, D) with zero rows appended up to a multiple of ``_GROUP`` rows (masked to -inf in the blocks)."""
+    rest = -len(x) % _GROUP
+    return x if rest == 0 else torch.cat([x, x.new_zeros(rest, x.shape[1])])
 
 
 @torch.no_grad()
@@ -284,56 +331,66 @@ def _search(
     """Exact best ``k`` gallery rows of each query row of ``x`` (N, D), excluding itself by index.
 
     ``queries``/``gallery`` are row indices into ``x``; None, None = every row against every other, on the
-    blocks on and above the diagonal of the symmetric score matrix. Returns (values, gallery positions) (Nq, k)
-    ordered by (score desc, position asc); -inf marks an entry that does not exist (a query with fewer than k
-    candidates). Blocks have at most ``chunk`` rows and columns, evened out (60,000 rows in chunks of 8192 are
-    8 blocks of 7500, not 7 of 8192 and one of 2656: a ``topk`` over rows of fewer than 64 k entries takes a
-    slower path).
+    blocks on and above the diagonal of the symmetric score matrix (each block above it serves its rows and its
+    columns: half the matmuls of a search that treats queries and gallery apart, as faiss's does). Returns
+    (values, gallery positions) (Nq, k) ordered by (score desc, position asc); -inf and position -1 mark an
+    entry that does not exist (a query with fewer than k candidates). Blocks have at most ``chunk`` rows and
+    columns, evened out (``_edge``).
     """
-    sq = (x * x).sum(dim=1) if squared else None
+    with _score_blocks(x.device) as matmul:
+        if queries is None or gallery is None:
+            return _search_all(x, k, chunk, squared, matmul)
+        return _search_gallery(x, queries, gallery, k, chunk, squared, matmul)
+
+
+def _search_all(x: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul) -> tuple[Tensor, Tensor]:
     n = len(x)
+    left, right = (_padded(t) for t in _operands(x, squared))
+    n_pad = len(left)
+    edge = _edge(n_pad, chunk)
+    buf = torch.empty(edge * edge, device=x.device, dtype=x.dtype)
+    top = _Top(n, k, x.device)
+    starts = range(0, n_pad, edge)
 
-    def norms(rows: Tensor | slice) -> Tensor | None:
-        return None if sq is None else sq[rows]
+    def block(i0: int, j0: int) -> Tensor:
+        scores = matmul(left[i0 : i0 + edge], right[j0 : j0 + edge], buf)
+        scores[:, max(0, n - j0) :] = _NEG_INF  # the padding rows are nobody's neighbours
+        scores[max(0, n - i0) :] = _NEG_INF
+        return scores
 
-    if queries is None or gallery is None:
-        chunk = _even(n, chunk)
-        buf = torch.empty(chunk * chunk, device=x.device, dtype=x.dtype)
-        top = _Top(n, k, x.device)
-        starts = range(0, n, chunk)
-        # The diagonal blocks first: every query then has a k-th best score to filter the other blocks with.
-        for i0 in starts:
-            rows = slice(i0, i0 + chunk)
-            block = _scores(x[rows], x[rows], norms(rows), norms(rows), buf)
-            block.fill_diagonal_(_NEG_INF)  # a query is not its own neighbour: by index, not by rank
-            top.offer(i0, block, i0)
-        for i0 in starts:
-            rows = slice(i0, i0 + chunk)
-            for j0 in range(i0 + chunk, n, chunk):
-                cols = slice(j0, j0 + chunk)
-                block = _scores(x[rows], x[cols], norms(rows), norms(cols), buf)
-                top.offer(i0, block, j0)
-                top.offer(i0, block, j0, transposed=True)  # the same scores serve the rows j0..
-        return top.ordered()
+    # The diagonal blocks first: every query then has a k-th best score to filter the other blocks with.
+    for i0 in starts:
+        scores = block(i0, i0)
+        scores.fill_diagonal_(_NEG_INF)  # a query is not its own neighbour: by index, not by rank
+        top.offer(i0, scores, i0)
+    for i0 in starts:
+        for j0 in range(i0 + edge, n_pad, edge):
+            scores = block(i0, j0)
+            top.offer(i0, scores, j0)
+            top.offer(i0, scores, j0, transposed=True)  # the same scores serve the rows j0..
+    return top.ordered()
 
-    q, g = x[queries], x[gallery]
-    q_sq, g_sq = norms(queries), norms(gallery)
-    position = torch.full((n,), -1, dtype=torch.long, device=x.device)
-    position[gallery] = torch.arange(len(gallery), device=x.device)
+
+def _search_gallery(
+    x: Tensor, queries: Tensor, gallery: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul
+) -> tuple[Tensor, Tensor]:
+    n_gallery = len(gallery)
+    left, right = _operands(x, squared)
+    q, g = left[queries], _padded(right[gallery])
+    position = torch.full((len(x),), -1, dtype=torch.long, device=x.device)
+    position[gallery] = torch.arange(n_gallery, device=x.device)
     self_pos = position[queries]  # the query's own position in the gallery, -1 if it is not there
-    q_chunk, g_chunk = _even(len(q), chunk), _even(len(g), chunk)
-    buf = torch.empty(q_chunk * g_chunk, device=x.device, dtype=x.dtype)
+    q_edge, g_edge = _edge(len(q), chunk), _edge(len(g), chunk)
+    buf = torch.empty(q_edge * g_edge, device=x.device, dtype=x.dtype)
     top = _Top(len(q), k, x.device)
-    for i0 in range(0, len(q), q_chunk):
-        rows = slice(i0, i0 + q_chunk)
-        own = self_pos[rows]
-        for j0 in range(0, len(g), g_chunk):
-            cols = slice(j0, j0 + g_chunk)
-            block = _scores(q[rows], g[cols], None if q_sq is None else q_sq[rows],
-                            None if g_sq is None else g_sq[cols], buf)  # fmt: skip
-            inside = ((own >= j0) & (own < j0 + block.shape[1])).nonzero().squeeze(1)
-            block[inside, own[inside] - j0] = _NEG_INF  # a query is not its own neighbour, by index
-            top.offer(i0, block, j0)
+    for i0 in range(0, len(q), q_edge):
+        own = self_pos[i0 : i0 + q_edge]
+        for j0 in range(0, len(g), g_edge):
+            scores = matmul(q[i0 : i0 + q_edge], g[j0 : j0 + g_edge], buf)
+            scores[:, max(0, n_gallery - j0) :] = _NEG_INF  # padding
+            inside = ((own >= j0) & (own < j0 + scores.shape[1])).nonzero().squeeze(1)
+            scores[inside, own[inside] - j0] = _NEG_INF  # a query is not its own neighbour, by index
+            top.offer(i0, scores, j0)
     return top.ordered()
 
 
@@ -408,8 +465,9 @@ def retrieval_metrics(
         distances: a non-empty subset of ``("l2", "cos")``; each gives its own set of metrics.
         map_at_r, r_precision: whether to report MAP@R and R-Precision (they need the R_max nearest,
             R_max the largest class, instead of max(ks)).
-        chunk_size: the edge of the score blocks (rows and gallery columns per matmul): the extra memory is
-            one (chunk_size, chunk_size) float32 block, a normalised copy of the embeddings (cos) and the
+        chunk_size: the edge of the score blocks (rows and gallery columns per matmul, rounded up to a
+            multiple of 8): the extra memory is one (chunk_size, chunk_size) float32 block, a normalised copy
+            of the embeddings (cos) or two (N, D + 2) copies (l2: the squared norms ride in the matmul), and the
             (queries, max(max(ks), R_max)) results with their indices.
         device: where to compute (``"cpu"``, ``"cuda"``...); None = the device of ``embeddings``.
     Returns:
