@@ -16,11 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: `train.py --help` must not pay for importing torch
+    from collections.abc import Callable
+
     from torch import Tensor, nn
 
 
 class ContractError(TypeError):
     """A part built from the config does not satisfy the contract its config group promises."""
+
+
+class BatchError(ValueError):
+    """A head refuses a training batch it cannot score (bad input, not a bug): the run fails with this one line,
+    no traceback (e.g. DSCL on a batch holding a single class)."""
 
 
 @runtime_checkable
@@ -30,6 +37,15 @@ class Encoder(Protocol):
     embedding_dim: int
 
     def forward(self, x: Tensor) -> Tensor: ...
+
+
+@runtime_checkable
+class HasEmbeddingLayer(Protocol):
+    """An encoder whose last layer maps its features to the embedding: ``embedding_layer`` (an ``nn.Module``;
+    None for an encoder configured without one, e.g. a backbone without ``out_dim``). ``trainable:
+    embedding_layer`` trains that layer alone, the rest frozen (DSCL's "last layer" fine-tuning)."""
+
+    embedding_layer: nn.Module | None
 
 
 @runtime_checkable
@@ -45,6 +61,15 @@ class Head(Protocol):
     loss_parts: tuple[str, ...]
 
     def forward(self, embeddings: Tensor, labels: Tensor, **batch: Any) -> dict[str, Tensor]: ...
+
+
+@runtime_checkable
+class EncodingHead(Protocol):
+    """A head that embeds its training batch itself: ``encode(encoder, inputs (N, ...)) -> (N, D)``, called by the
+    module instead of ``encoder(inputs)`` in training steps (DSCL's sub-batches: the whole batch embedded without
+    activations, then back-propagated sub-batch by sub-batch). ``encoder`` is the module's encoding function."""
+
+    def encode(self, encoder: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor: ...
 
 
 @runtime_checkable

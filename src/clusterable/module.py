@@ -14,6 +14,8 @@ from clusterable.callbacks import ClusterUpdates
 from clusterable.contracts import (
     ClassifyingHead,
     ClusteringHead,
+    ContractError,
+    EncodingHead,
     EvalContext,
     Evaluator,
     OwnLearningRate,
@@ -60,6 +62,9 @@ class RepresentationModule(L.LightningModule):
             with tensor cores).
         class_disjoint: the validation split holds classes never seen in training: no ``val/acc`` or ``val/loss``
             (a classifier has no output for them); only the validation evaluators score it.
+        trainable: ``all`` of the encoder trains, or only its ``embedding_layer`` (``contracts.HasEmbeddingLayer``;
+            DSCL's "last layer" fine-tuning): every other encoder parameter is frozen and the rest of the encoder
+            stays in eval mode (BatchNorm statistics and dropout as at evaluation). The head trains either way.
 
     Attributes:
         steps_taken: optimizer steps taken so far (for seconds per step).
@@ -77,6 +82,7 @@ class RepresentationModule(L.LightningModule):
         validation_evaluators: dict[str, Evaluator] | None = None,
         channels_last: bool = False,
         class_disjoint: bool = False,
+        trainable: Literal["all", "embedding_layer"] = "all",
     ):
         super().__init__()
         if optimizer_steps not in ("per_batch", "per_sample"):
@@ -87,6 +93,9 @@ class RepresentationModule(L.LightningModule):
         self.scheduler_factory, self.weight_decay_on = scheduler, weight_decay_on
         self.validation_evaluators = dict(validation_evaluators or {})
         self.channels_last, self.class_disjoint = bool(channels_last), bool(class_disjoint)
+        if trainable not in ("all", "embedding_layer"):
+            raise ValueError(f"trainable must be all or embedding_layer, got {trainable!r}")
+        self._frozen: list[nn.Module] = _freeze_all_but_embedding_layer(encoder) if trainable != "all" else []
         self._val_rows: list[dict[str, Tensor]] = []
         self.divergence_limit = float(divergence_limit)
         self.automatic_optimization = optimizer_steps == "per_batch"
@@ -96,6 +105,13 @@ class RepresentationModule(L.LightningModule):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.encoder(x)
+
+    def train(self, mode: bool = True) -> RepresentationModule:
+        """Set train or eval mode; with ``trainable: embedding_layer`` the frozen encoder layers stay in eval mode."""
+        super().train(mode)
+        for module in self._frozen:
+            module.eval()
+        return self
 
     def logged_keys(self, validates: bool) -> list[str]:
         """The metric names this module logs during fit (what ``checkpoint.monitor`` may name).
@@ -130,7 +146,11 @@ class RepresentationModule(L.LightningModule):
 
     def _head(self, batch: dict[str, Tensor], embeddings: Tensor | None = None) -> dict[str, Tensor]:
         extra = {k: v for k, v in batch.items() if k not in ("inputs", "labels")}
-        embeddings = self._encode(batch["inputs"]) if embeddings is None else embeddings
+        if embeddings is None:  # a training step: an EncodingHead embeds the batch its own way (sub-batches)
+            encode = self.head.encode if isinstance(self.head, EncodingHead) else None
+            embeddings = (
+                self._encode(batch["inputs"]) if encode is None else encode(self._encode, batch["inputs"])
+            )
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
             embeddings, batch["labels"], inputs=batch["inputs"], epoch=self.current_epoch, encoder=self.encoder,
@@ -266,8 +286,29 @@ class RepresentationModule(L.LightningModule):
         total = self.trainer.estimated_stepping_batches
         if not self.automatic_optimization:  # one step per row of the training split
             total = self.trainer.max_epochs * len(self.trainer.datamodule.split("train")["labels"])
+        if total == 0:  # trainer.max_steps=0: nothing to schedule
+            return {"optimizer": optimizer}
         scheduler = self.scheduler_factory(optimizer, total_steps=int(total))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _freeze_all_but_embedding_layer(encoder: nn.Module) -> list[nn.Module]:
+    """Freeze every encoder parameter outside ``encoder.embedding_layer``; return the encoder's direct and
+    nested submodules that hold none of it (kept in eval mode by ``RepresentationModule.train``)."""
+    layer = getattr(encoder, "embedding_layer", None)
+    if not isinstance(layer, nn.Module) or not any(True for _ in layer.parameters()):
+        raise ContractError(
+            f"trainable=embedding_layer: {type(encoder).__name__} has no embedding layer with parameters "
+            "(an encoder declares it as `embedding_layer`; a backbone has one when model.out_dim is set)"
+        )
+    keep = {id(p) for p in layer.parameters()}
+    for p in encoder.parameters():
+        if id(p) not in keep:
+            p.requires_grad_(False)
+    inside = {id(m) for m in layer.modules()}
+    # The leaf modules outside the layer: putting them in eval mode leaves the layer (and its parents' own
+    # flags, which no layer reads) alone.
+    return [m for m in encoder.modules() if id(m) not in inside and not any(True for _ in m.children())]
 
 
 def _first_occurrences(index: Tensor) -> tuple[Tensor, Tensor]:

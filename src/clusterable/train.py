@@ -55,6 +55,7 @@ TOP_LEVEL = {
     "weight_decay_on": Literal["all", "matrices"],
     "validation_evaluators": list[str],
     "channels_last": bool,
+    "trainable": Literal["all", "embedding_layer"],
     "checkpoint.monitor": str | None,
     "checkpoint.mode": Literal["min", "max"],
 }
@@ -168,6 +169,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     except (ConfigError, ContractError) as e:
         error = str(e)
     except BaseException as e:
+        from clusterable.contracts import BatchError
         from clusterable.data.errors import DatasetError
         from clusterable.evaluation.runner import EvaluatorError
         from clusterable.module import DivergedError
@@ -175,7 +177,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         if isinstance(e, DivergedError):
             payload["failed_epoch"] = e.epoch
             error = str(e)
-        elif isinstance(e, DatasetError | EvaluatorError):
+        elif isinstance(e, DatasetError | EvaluatorError | BatchError):
             error = str(e)
         elif isinstance(e, KeyboardInterrupt | SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
             _finish(run_dir, hc, payload, "interrupted", rank_zero, loggers)
@@ -251,7 +253,7 @@ def _train_and_evaluate(
         encoder, head, optimizer, cfg.divergence_limit, cfg.optimizer_steps, scheduler=scheduler,
         weight_decay_on=cfg.weight_decay_on, channels_last=cfg.channels_last,
         validation_evaluators={name: evaluators[name] for name in cfg.validation_evaluators},
-        class_disjoint=datamodule.class_disjoint,
+        class_disjoint=datamodule.class_disjoint, trainable=cfg.trainable,
     )  # fmt: skip
 
     validates = cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(datamodule.splits["val"]["labels"]) > 0
@@ -303,7 +305,7 @@ def _train_and_evaluate(
         module.load_state_dict(state["state_dict"])
         payload["best_epoch"] = int(state["epoch"])
     else:
-        payload["best_epoch"] = trainer.current_epoch - 1
+        payload["best_epoch"] = trainer.current_epoch - 1 if module.steps_taken else None  # None: not trained
 
     start = time.perf_counter()
     metrics = evaluate(module, datamodule, evaluators, cfg.eval_stages, run_dir, cfg.seed)
@@ -361,7 +363,8 @@ def _print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None
     rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]
     width = max((len(k) for k, _ in rows), default=10)
     lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
-    print("\n".join(["run: ok", *lines, f"best epoch: {payload['best_epoch']}", f"run dir: {run_dir}"]))
+    best = "none (not trained)" if payload["best_epoch"] is None else payload["best_epoch"]
+    print("\n".join(["run: ok", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")

@@ -99,7 +99,7 @@ def test_heads_take_only_the_framework_arguments_they_use(name):
     taken = set(inspect.signature(target("loss", name)).parameters) & FRAMEWORK
     # The heads that own the network read d from the input shape; pce needs neither (its classifier is the
     # batch's class means).
-    uses_input_shape = name not in CLASSIFYING | PML | {"tcl", "pce"}
+    uses_input_shape = name not in CLASSIFYING | PML | {"tcl", "pce", "dscl"}
     assert ("input_shape" in taken) == uses_input_shape
     assert ("embedding_dim" in taken) == (not uses_input_shape and name != "pce")
     assert "num_classes" in taken

@@ -246,6 +246,11 @@ class PretrainedBackbone(nn.Module):
                 module.requires_grad_(False)
         self.train()
 
+    @property
+    def embedding_layer(self) -> nn.Linear | None:
+        """The linear embedding layer (``out_dim``), None without one: DSCL's "last layer"."""
+        return self.embedding if isinstance(self.embedding, nn.Linear) else None
+
     def _batchnorms(self) -> list[nn.BatchNorm2d]:
         return [m for m in self.trunk.modules() if isinstance(m, nn.BatchNorm2d)]
 

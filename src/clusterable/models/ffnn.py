@@ -49,5 +49,10 @@ class FFNN(nn.Module):
         )
         self.embedding_dim = hidden[-1]
 
+    @property
+    def embedding_layer(self) -> nn.Linear:
+        """The last Linear layer (its LeakyReLU and dropout have no parameters): DSCL's "last layer"."""
+        return [m for m in self.net if isinstance(m, nn.Linear)][-1]
+
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
