@@ -2,6 +2,7 @@
 
     python scripts/make_tables.py corel/table2            # after: python train.py -m experiment=corel/table2
     python scripts/make_tables.py csrl/fig2 --mode smoke
+    python scripts/make_tables.py dscl/digits             # also dscl/table1, dscl/table2, dscl/table3
 
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
 the paper's claims checked on our numbers (holds / does not hold). A table is built from runs of one mode only
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from clusterable.tables.report import MixedRuns, describe, load_runs
 
-PAPERS = ("corel", "csrl", "boudiaf", "dml")
+PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl")
 
 
 def main(argv: list[str] | None = None) -> int:

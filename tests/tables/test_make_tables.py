@@ -122,7 +122,7 @@ def test_no_runs_says_what_to_run_and_usage_errors_exit_2(tmp_path, run_main):
     corel_table2_runs(tmp_path, mode="smoke", source="fake")
     code, _, err = run_main("corel/table2", "--outputs", str(tmp_path), "--mode", "full")
     assert code == 1 and "(mode full)" in err
-    for argv in (["corel/table9"], ["dscl/table1"], ["corel/table2", "--mode", "fast"]):
+    for argv in (["corel/table9"], ["nopaper/table1"], ["corel/table2", "--mode", "fast"]):
         with pytest.raises(SystemExit) as exc:
             run_main(*argv, "--outputs", str(tmp_path))
         assert exc.value.code == 2
