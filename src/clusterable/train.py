@@ -74,6 +74,18 @@ def _mode(*, _root_: DictConfig) -> str:
 OmegaConf.register_new_resolver("run_mode", _mode, replace=True)
 
 
+def _inception_arch() -> str:
+    """``${inception_arch:}``: ``bninception`` when its ImageNet weight file is in torch's checkpoint cache, else
+    ``googlenet`` (DSCL's Inception with BatchNorm, and the fallback we can load). The resolved config in
+    metrics.json records which one ran."""
+    from clusterable.models.backbones import weight_file  # torch only when a config asks
+
+    return "bninception" if weight_file("bninception").is_file() else "googlenet"
+
+
+OmegaConf.register_new_resolver("inception_arch", _inception_arch, replace=True)
+
+
 def check_config(cfg: DictConfig) -> None:
     """The keys that no constructor sees, checked before any training: types, seeds, learning rate, epochs."""
     for key, hint in TOP_LEVEL.items():

@@ -46,7 +46,7 @@ N, C, SIDE = 12, 3, 4
 HEAD_ARGS = {"num_classes": C, "embedding_dim": SIDE * SIDE, "input_shape": [SIDE * SIDE]}
 ENCODER_ARGS = {"input_shape": [1, 28, 28]}
 # ImageNet backbones take RGB images; no weight file offline: random initialisation.
-IMAGE_ENCODERS = {"resnet50", "googlenet", "bninception"}
+IMAGE_ENCODERS = {"resnet50", "googlenet", "bninception", "inception"}
 IMAGE_ENCODER_ARGS = {"input_shape": [3, 64, 64]}
 FRAMEWORK = {"num_classes", "embedding_dim", "input_shape"}
 

@@ -31,6 +31,8 @@ class FFNN(nn.Module):
         hidden: widths of the hidden layers, each >= 1.
         negative_slope: LeakyReLU slope, >= 0.
         dropout: dropout after each hidden layer, in [0, 1).
+        linear_output: the last layer without its activation and dropout, a linear embedding layer (as metric
+            learning and DSCL put after a network); False keeps COREL's activated last hidden layer.
     """
 
     def __init__(
@@ -39,14 +41,19 @@ class FFNN(nn.Module):
         hidden: Sequence[int] = (500, 500),
         negative_slope: float = 0.01,
         dropout: float = 0.0,
+        linear_output: bool = False,
     ):
         super().__init__()
         hidden = checks.widths("hidden", hidden)
         dropout = checks.dropout(dropout)
         negative_slope = float(checks.at_least("negative_slope", negative_slope, 0))
-        self.net = nn.Sequential(
-            nn.Flatten(), *leaky_layers(checks.input_dim(input_shape), hidden, negative_slope, dropout)
-        )
+        if not isinstance(linear_output, bool):
+            raise ValueError(f"linear_output must be true or false, got {linear_output!r}")
+        layers = leaky_layers(checks.input_dim(input_shape), hidden, negative_slope, dropout)
+        if linear_output:  # drop what follows the last Linear: its activation (and dropout)
+            last = max(i for i, m in enumerate(layers) if isinstance(m, nn.Linear))
+            layers = layers[: last + 1]
+        self.net = nn.Sequential(nn.Flatten(), *layers)
         self.embedding_dim = hidden[-1]
 
     @property
