@@ -1,5 +1,5 @@
-"""Batched torch k-means: recovers separated blobs, seeded, k == N, empty clusters; and as the clustering
-evaluator's ``kmeans_backend=torch``."""
+"""Batched torch k-means: recovers separated blobs, seeded, k == N, empty clusters, the pruned assignment
+against the full argmin and plain Lloyd; and as the clustering evaluator's ``kmeans_backend=torch``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from clusterable.contracts import EvalContext
 from clusterable.evaluation import kmeans as kmeans_module
 from clusterable.evaluation.clustering import cluster_metrics
 from clusterable.evaluation.kmeans import kmeans
+from clusterable.evaluation.matmul import score_blocks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -146,3 +147,74 @@ def test_cluster_metrics_rejects_an_unknown_backend():
     x, y = blobs(30, 3)
     with pytest.raises(ValueError, match=r"^kmeans_backend must be one of \['sklearn', 'torch'\]"):
         cluster_metrics(x, torch.as_tensor(y), context(x, y), kmeans_backend="faiss")
+
+
+def test_pruned_assignment_is_the_full_argmin():
+    # Centres that move a few at a time, as in Lloyd's later iterations: some far (their points must be
+    # compared with every centre again), some into other clusters (they take points), some not at all.
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(300, 5, generator=g)
+    x_sq = (x * x).sum(dim=1)
+    centres = x[:20].clone()
+    with score_blocks(x.device) as matmul:
+        nearest = kmeans_module._Nearest(x, 64, matmul)
+        for step in range(8):
+            assignment, own = nearest(centres)
+            exact = torch.cdist(x.double(), centres.double()) ** 2
+            assert torch.equal(assignment, exact.argmin(dim=1)), step
+            torch.testing.assert_close((own + x_sq).double(), exact.min(dim=1).values, atol=1e-4, rtol=1e-4)
+            centres = centres.clone()
+            if step == 4:  # most centres move: every point is compared with every centre
+                centres += 0.3 * torch.randn(20, 5, generator=g)
+            else:
+                moving = torch.randperm(20, generator=g)[:3]
+                centres[moving] += (1.5 if step % 2 else 0.2) * torch.randn(3, 5, generator=g)
+    assert nearest.passes == 8
+    # Without the pruning every call computes 300 x 20 distances.
+    assert nearest.products < 0.7 * 8 * 300 * 20
+
+
+def test_pruned_assignment_breaks_ties_to_the_lower_centre():
+    # Small integers: every distance is exact in float32, so a centre moved onto another one ties exactly.
+    x = torch.tensor([[-1.0, 0.0], [1.0, 0.0], [10.0, 0.0], [11.0, 0.0], [0.0, 10.0], [0.0, 11.0]])
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0], [50.0, 50.0], [-50.0, 50.0], [50.0, -50.0]])
+
+    def exact(c: torch.Tensor) -> list[int]:
+        return ((x[:, None].double() - c[None].double()) ** 2).sum(dim=2).argmin(dim=1).tolist()
+
+    with score_blocks(x.device) as matmul:
+        nearest = kmeans_module._Nearest(x, 4, matmul)
+        assert nearest(centres)[0].tolist() == exact(centres) == [0, 0, 1, 1, 2, 2]
+        moved = centres.clone()
+        moved[4] = centres[1]  # a higher index onto centre 1: its points stay with 1
+        moved[0] = centres[2]  # a lower index onto centre 2: its points go to 0; point 0 ties 0 and 2: 0
+        assert nearest(moved)[0].tolist() == exact(moved) == [0, 1, 1, 1, 0, 0]
+
+
+def plain_lloyd(x: torch.Tensor, k: int, seed: int, n_iter: int) -> torch.Tensor:
+    """Lloyd's iterations by the book in float64 from ``kmeans``'s random start (the same generator draw), with
+    its empty-cluster rule; the (N,) assignment."""
+    g = torch.Generator().manual_seed(seed)
+    x64 = x.double()
+    centres = x64[torch.randperm(len(x), generator=g)[:k]].clone()
+    previous = None
+    for _ in range(n_iter):
+        distance = torch.cdist(x64, centres) ** 2
+        assignment = distance.argmin(dim=1)
+        if previous is not None and torch.equal(assignment, previous):
+            return assignment
+        previous = assignment
+        counts = torch.bincount(assignment, minlength=k)
+        centres = torch.zeros_like(centres).index_add_(0, assignment, x64) / counts.clamp(min=1)[:, None]
+        empty = (counts == 0).nonzero().squeeze(1)
+        if len(empty):
+            farthest = torch.sort(distance.min(dim=1).values, descending=True, stable=True).indices
+            centres[empty] = x64[farthest[: len(empty)]]
+    return torch.cdist(x64, centres).argmin(dim=1)
+
+
+def test_same_partition_as_plain_lloyd():
+    x, _ = blobs(400, 40, dim=6, spread=1.5, seed=2)  # overlapping: many iterations, many moves
+    for n_iter in (3, 20):
+        assignment, _ = kmeans(x, 40, seed=5, init="random", n_iter=n_iter)
+        assert torch.equal(assignment, plain_lloyd(x, 40, 5, n_iter)), n_iter

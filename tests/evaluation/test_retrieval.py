@@ -234,7 +234,7 @@ def test_runs_on_the_embeddings_device_in_float32():
         ({"ks": []}, {}, "ks must be a non-empty list"),
         ({"ks": [0, 1]}, {}, "ks must be distinct positive integers"),
         ({"ks": [2, 2]}, {}, "ks must be distinct positive integers"),
-        ({"distances": ["l1"]}, {}, "distances must be a non-empty subset of ['l2', 'cos']"),
+        ({"distances": ["l1"]}, {}, "distances must be a non-empty subset of ['l2', 'cos', 'sc']"),
         ({"distances": []}, {}, "distances must be a non-empty subset"),
         ({"chunk_size": 0}, {}, "chunk_size must be >= 1, got 0"),
         ({}, {"is_query": torch.ones(12, dtype=torch.bool)}, "split is_gallery is missing"),

@@ -4,6 +4,9 @@ COREL's Tables 3-4 (Kenyon-Dean et al. 2019): Hungarian-matched accuracy, ARI, V
 of the representations w.r.t. the predicted clusters, for K-Means and a GMM. NMI and AMI are added because the
 DSCL and VAE-DML papers report them. Fitting and scoring are scikit-learn's (k-means optionally our torch
 implementation, ``kmeans_backend=torch``, for thousands of clusters); matching is scipy's Hungarian solver.
+DSCL's two protocols (Law et al. 2017, "Deep Spectral Clustering Learning", ICML): "without SC", k-means on the
+l2-normalised embeddings (``l2_normalize``), and "with SC", k-means on the spectral rows of Algorithm 2 (the
+``sc`` method, ``clusterable.evaluation.spectral``).
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from torch import Tensor
 from clusterable.arrays import to_numpy, to_tensor
 from clusterable.contracts import EvalContext
 from clusterable.evaluation.kmeans import kmeans as torch_kmeans
+from clusterable.evaluation.spectral import spectral_rows
 
-METHODS = ("kmeans", "gmm")
+METHODS = ("kmeans", "gmm", "sc")
+DEFAULT_METHODS = ("kmeans", "gmm")  # COREL's two; sc costs an SVD and is DSCL's
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")  # scikit-learn's GaussianMixture
 KMEANS_BACKENDS = ("sklearn", "torch")
+_TINY = float(np.finfo(np.float64).tiny)
 
 
 def hungarian_accuracy(y_true: np.ndarray | Tensor, y_pred: np.ndarray | Tensor) -> float:
@@ -61,6 +67,14 @@ def _fit_predict(
     kmeans_backend: str = "sklearn",
     x_torch: Tensor | None = None,
 ) -> np.ndarray:
+    """(N,) cluster ids of ``method`` on the labelled rows ``x`` (N, D) float64; ``x_torch`` (N, D) is the same
+    rows as a tensor on the embeddings' device, for the torch k-means backend and ``sc``."""
+    if method == "sc":
+        assert x_torch is not None
+        rows = spectral_rows(x_torch)  # (N, r), on the embeddings' device
+        if kmeans_backend == "torch":
+            return torch_kmeans(rows, k, seed, n_init=kmeans_n_init)[0].cpu().numpy()
+        return KMeans(n_clusters=k, n_init=kmeans_n_init, random_state=seed).fit_predict(rows.cpu().numpy())
     if method == "kmeans" and kmeans_backend == "torch" and x_torch is not None:
         assignment, _ = torch_kmeans(x_torch, k, seed, n_init=kmeans_n_init)
         return assignment.cpu().numpy()
@@ -95,6 +109,7 @@ def _check_options(
     gmm_max_iter: int,
     num_threads: int | None,
     kmeans_backend: str = "sklearn",
+    l2_normalize: bool = False,
 ) -> None:
     """Raise ValueError, naming the option, for the first option out of its range."""
     if isinstance(methods, str) or not methods or any(m not in METHODS for m in methods):
@@ -116,6 +131,8 @@ def _check_options(
         raise ValueError(f"num_threads must be >= 1 or null, got {num_threads}")
     if kmeans_backend not in KMEANS_BACKENDS:
         raise ValueError(f"kmeans_backend must be one of {list(KMEANS_BACKENDS)}, got {kmeans_backend!r}")
+    if not isinstance(l2_normalize, bool):
+        raise ValueError(f"l2_normalize must be true or false, got {l2_normalize!r}")
 
 
 def cluster_metrics(
@@ -124,7 +141,7 @@ def cluster_metrics(
     context: EvalContext,
     *,
     num_clusters: int | None = None,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = DEFAULT_METHODS,
     silhouette_sample: int | None = 2000,
     kmeans_n_init: int = 3,
     gmm_covariance_type: str = "diag",
@@ -133,6 +150,7 @@ def cluster_metrics(
     num_threads: int | None = 1,
     kmeans_backend: Literal["sklearn", "torch"] = "sklearn",
     ami: bool = True,
+    l2_normalize: bool = False,
 ) -> dict[str, float]:
     """Cluster the labelled embeddings with each method and score the clusters against the labels.
 
@@ -140,7 +158,10 @@ def cluster_metrics(
         embeddings: (N, D) the representation. labels: (N,) class labels; ``-1`` (unlabelled) rows are left out.
         context: ``context.seed`` is the random state of k-means, the GMM and the silhouette sample.
         num_clusters: K; None = the number of distinct labels (COREL: K = number of classes).
-        methods: a non-empty subset of ``("kmeans", "gmm")``.
+        methods: a non-empty subset of ``("kmeans", "gmm", "sc")``. ``sc``: DSCL's spectral clustering (Law et
+            al. 2017, Algorithm 2): k-means (``kmeans_backend``, ``kmeans_n_init``) on ``spectral_rows`` of the
+            labelled embeddings, the l2-normalised rows of the leading left singular vectors of the centred
+            embeddings; DSCL's NMI "with SC".
         silhouette_sample: size of the seeded sample the silhouette is computed on (it costs O(n^2));
             None = all rows.
         kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter: scikit-learn settings.
@@ -155,13 +176,20 @@ def cluster_metrics(
         ami: whether to compute AMI. scikit-learn's expected mutual information grows with the number of
             clusters: 37 s at 60,502 points in 11,316 classes and 11,316 clusters (SOP's test split; 2 busy
             cores), when ARI, NMI and V-measure take < 0.1 s; ``ami: false`` leaves the key out.
+        l2_normalize: divide each embedding by its l2 norm before ``kmeans`` and ``gmm`` (a zero row stays
+            zero): DSCL's NMI "without SC" (Law et al. 2017). Not before ``sc``, whose Algorithm 2
+            centres the embeddings as they are.
     Returns:
         ``{f"{method}/{name}": float}`` for name in acc (Hungarian), ari, nmi, ami (if ``ami``), v_measure,
-        silhouette.
+        silhouette. The silhouette is always that of the embeddings as given (Euclidean, whatever
+        ``l2_normalize``, and for ``sc`` too), so that the methods' silhouettes compare.
+    Raises:
+        ValueError: an option out of range (the message starts with its name), mismatched shapes, non-finite
+            embeddings, no labelled row, or (``sc``) labelled embeddings of rank 0 once centred.
     """
     _check_options(
         methods, silhouette_sample, kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter, num_threads,
-        kmeans_backend,
+        kmeans_backend, l2_normalize,
     )  # fmt: skip
     seed = context.seed
     x, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
@@ -169,7 +197,7 @@ def cluster_metrics(
         raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape} and {y.shape}")
     # The torch backend clusters the labelled rows where the embeddings are (the GPU during training).
     x_torch = None
-    if kmeans_backend == "torch" and "kmeans" in methods:
+    if (kmeans_backend == "torch" and "kmeans" in methods) or "sc" in methods:
         rows = to_tensor(embeddings)
         x_torch = rows[torch.from_numpy(y >= 0).to(rows.device)]
     # float64 keeps the GMM's variance estimates (E[x^2] - E[x]^2) from cancelling to <= 0 on large-valued
@@ -177,6 +205,12 @@ def cluster_metrics(
     x, y = x[y >= 0].astype(np.float64), y[y >= 0]
     if not np.isfinite(x).all():
         raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
+    x_raw, x_kmeans_torch = x, x_torch  # x_raw: the silhouette's space; x_torch: sc's input
+    if l2_normalize:  # DSCL "without SC"; a zero row stays zero
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), _TINY)
+        if x_torch is not None:
+            x_float = x_torch.to(torch.float64 if x_torch.dtype == torch.float64 else torch.float32)
+            x_kmeans_torch = x_float / x_float.norm(dim=1, keepdim=True).clamp_min(_TINY)
     if len(y) == 0:
         raise ValueError("labels must mark at least one sample as labelled (>= 0); all are -1")
     k = len(np.unique(y)) if num_clusters is None else int(num_clusters)
@@ -189,12 +223,12 @@ def cluster_metrics(
     out: dict[str, float] = {}
     with threadpool_limits(limits=num_threads):
         # Distances computed once for all methods; sklearn's silhouette would recompute them per call.
-        distances = metrics.pairwise_distances(x[sample])
+        distances = metrics.pairwise_distances(x_raw[sample])
         np.fill_diagonal(distances, 0.0)
         for method in methods:
             pred = _fit_predict(
                 method, x, k, seed, kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter,
-                kmeans_backend, x_torch,
+                kmeans_backend, x_torch if method == "sc" else x_kmeans_torch,
             )  # fmt: skip
             out[f"{method}/acc"] = hungarian_accuracy(y, pred)
             out[f"{method}/ari"] = float(metrics.adjusted_rand_score(y, pred))

@@ -20,22 +20,20 @@ same neighbours (``scripts/bench.py --only retrieval_eval``).
 
 from __future__ import annotations
 
-import contextlib
 import numbers
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 from clusterable.arrays import to_tensor
 from clusterable.contracts import EvalContext
+from clusterable.evaluation.matmul import Matmul, score_blocks
+from clusterable.evaluation.spectral import spectral_rows
 
-DISTANCES = ("l2", "cos")
+DISTANCES = ("l2", "cos", "sc")
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)  # CUB-200 and Cars196 in Boudiaf et al. 2020, Table 4
 
 _NEG_INF = float("-inf")
@@ -64,7 +62,7 @@ def _check_options(
 def metric_names(
     *,
     ks: Sequence[int] = DEFAULT_KS,
-    distances: Sequence[Literal["l2", "cos"]] = ("cos", "l2"),
+    distances: Sequence[Literal["l2", "cos", "sc"]] = ("cos", "l2"),
     map_at_r: bool = True,
     r_precision: bool = True,
     chunk_size: int = 8192,
@@ -273,42 +271,6 @@ def _operands(x: Tensor, squared: bool) -> tuple[Tensor, Tensor]:
     return torch.cat([2 * x, -sq, -ones], dim=1), torch.cat([x, ones, sq], dim=1)
 
 
-Matmul = Callable[[Tensor, Tensor, Tensor], Tensor]
-
-
-@contextlib.contextmanager
-def _score_blocks(device: torch.device) -> Iterator[Matmul]:
-    """A function ``scores(left, right, out)``: the (l, r) score block ``left @ right.T`` into the front of the
-    buffer ``out``.
-
-    On the CPU through NumPy's BLAS: on the AMD EPYC cores we measured, its OpenBLAS sgemm ran at 177-185
-    GFLOPS on 2 threads where torch's MKL ran at 118-124 (the same float32 products, summed in another order).
-    One single-threaded BLAS call per torch thread, each on its share of the rows, from a pool of Python
-    threads (NumPy releases the GIL): OpenBLAS's own threads keep spinning for a while after each call, which
-    slowed the torch ops that follow it (the filters) twofold.
-    """
-    if device.type != "cpu":
-        yield lambda left, right, out: torch.mm(left, right.T, out=_front(out, len(left), len(right)))
-        return
-    parts = torch.get_num_threads()
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(parts) as pool:
-
-        def scores(left: Tensor, right: Tensor, out: Tensor) -> Tensor:
-            out = _front(out, len(left), len(right))
-            step = -(-len(left) // parts)
-            rows = [slice(i, i + step) for i in range(0, len(left), step)]
-            done = pool.map(lambda r: np.matmul(left[r].numpy(), right.numpy().T, out=out[r].numpy()), rows)
-            list(done)  # waits, and raises what a part raised
-            return out
-
-        yield scores
-
-
-def _front(buffer: Tensor, rows: int, cols: int) -> Tensor:
-    """The first ``rows * cols`` entries of a flat buffer as a (rows, cols) matrix."""
-    return buffer.view(-1)[: rows * cols].view(rows, cols)
-
-
 def _edge(n: int, chunk: int) -> int:
     """The block edge that splits ``n`` rows into as few blocks of at most ``chunk`` (rounded up to a multiple
     of ``_GROUP``) as possible, evenly: 60,000 rows in chunks of 8192 are 8 blocks of 7,504, not 7 of 8,192 and
@@ -337,7 +299,7 @@ def _search(
     entry that does not exist (a query with fewer than k candidates). Blocks have at most ``chunk`` rows and
     columns, evened out (``_edge``).
     """
-    with _score_blocks(x.device) as matmul:
+    with score_blocks(x.device) as matmul:
         if queries is None or gallery is None:
             return _search_all(x, k, chunk, squared, matmul)
         return _search_gallery(x, queries, gallery, k, chunk, squared, matmul)
@@ -394,6 +356,17 @@ def _search_gallery(
     return top.ordered()
 
 
+def _spectral(x: Tensor, used: Tensor) -> Tensor:
+    """(N, r) the spectral rows (``spectral_rows``) of the rows of ``x`` (N, D) that take part, ``used`` (N,)
+    boolean; zero rows elsewhere (they are nobody's query nor gallery item)."""
+    if bool(used.all()):
+        return spectral_rows(x)
+    rows = spectral_rows(x[used])
+    out = rows.new_zeros(len(x), rows.shape[1])
+    out[used] = rows
+    return out
+
+
 def _scores_of(
     hits: Tensor, relevant: Tensor, ks: Sequence[int], map_at_r: bool, r_precision: bool
 ) -> dict[str, float]:
@@ -422,7 +395,7 @@ def retrieval_metrics(
     context: EvalContext,
     *,
     ks: Sequence[int] = DEFAULT_KS,
-    distances: Sequence[Literal["l2", "cos"]] = ("cos", "l2"),
+    distances: Sequence[Literal["l2", "cos", "sc"]] = ("cos", "l2"),
     map_at_r: bool = True,
     r_precision: bool = True,
     chunk_size: int = 8192,
@@ -437,7 +410,10 @@ def retrieval_metrics(
     its nearest neighbour and counts. Rows labelled ``-1`` (unlabelled) are neither queries nor gallery.
 
     Distances: ``l2`` is the Euclidean distance of the raw features; ``cos`` the inner product of the
-    l2-normalised features (cosine similarity; a zero vector stays zero and is at similarity 0 to everything).
+    l2-normalised features (cosine similarity; a zero vector stays zero and is at similarity 0 to everything);
+    ``sc`` the inner product of the rows of T = ``spectral_rows`` of the embeddings of the rows that take part
+    (the queries and the gallery): DSCL's Recall@K "with SC" (Law et al. 2017, Algorithm 2: the l2-normalised
+    rows of the leading left singular vectors of the centred embeddings; unit rows, so this is their cosine).
 
     Definitions, per query q with label y, its neighbours sorted nearest first, and R = the number of gallery
     items of class y other than q itself:
@@ -462,20 +438,22 @@ def retrieval_metrics(
         context: ``context.split`` may hold ``is_query``/``is_gallery`` (N,) booleans.
         ks: the K of Recall@K, distinct and >= 1; each at most the number of candidates of a query: the
             gallery size minus one (every row queries the others) or the gallery size (query/gallery).
-        distances: a non-empty subset of ``("l2", "cos")``; each gives its own set of metrics.
+        distances: a non-empty subset of ``("l2", "cos", "sc")``; each gives its own set of metrics.
         map_at_r, r_precision: whether to report MAP@R and R-Precision (they need the R_max nearest,
             R_max the largest class, instead of max(ks)).
         chunk_size: the edge of the score blocks (rows and gallery columns per matmul, rounded up to a
             multiple of 8): the extra memory is one (chunk_size, chunk_size) float32 block, a normalised copy
-            of the embeddings (cos) or two (N, D + 2) copies (l2: the squared norms ride in the matmul), and the
-            (queries, max(max(ks), R_max)) results with their indices.
+            of the embeddings (cos), two (N, D + 2) copies (l2: the squared norms ride in the matmul) or the
+            (N, rank) float32 spectral rows (sc), and the (queries, max(max(ks), R_max)) results with their
+            indices.
         device: where to compute (``"cpu"``, ``"cuda"``...); None = the device of ``embeddings``.
     Returns:
         ``metric_names(...)`` of these options: ``{"recall@{k}/{distance}", "map@r/{distance}",
         "r_precision/{distance}": float}``.
     Raises:
         ValueError: an option out of range, a K larger than a query's candidates, mismatched shapes,
-            non-finite embeddings, or is_query/is_gallery of the wrong type.
+            non-finite embeddings, is_query/is_gallery of the wrong type, or (sc) embeddings of rank 0 once
+            centred (every row the same).
     """
     _check_options(ks, distances, chunk_size, map_at_r, r_precision)
     x, y = to_tensor(embeddings), to_tensor(labels)
@@ -521,7 +499,7 @@ def retrieval_metrics(
     out: dict[str, float] = {}
     all_vs_all = split_masks is None
     for distance in distances:
-        feats = F.normalize(x, dim=1) if distance == "cos" else x
+        feats = F.normalize(x, dim=1) if distance == "cos" else _spectral(x, used) if distance == "sc" else x
         # The search runs on the gallery rows (and the query rows in query/gallery mode) only.
         if all_vs_all:
             rows = feats if len(gallery) == len(feats) else feats[gallery]
