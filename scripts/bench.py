@@ -18,9 +18,13 @@ Cases (goals from the issues):
                         DataLoader decoding JPEGs per sample (2 workers, same transforms). >= 3
   resnet50_training     ResNet-50 training images/s through the framework on a CUDA GPU (bf16-mixed,
                         channels-last, batch 256; skipped without CUDA). >= 2,500 on one H100
+  dscl                  DSCL's loss, forward + backward: closed form (Cholesky; SVD fallback) vs autograd through
+                        pinv at n = 1,260, d = 100, k = 63 and d = k = 512: same gradients; goal >= 10x at the first
   retrieval_eval        the retrieval evaluator (Recall@{1,10,100}, MAP@R, cosine) on SOP-sized random data
                         (60,000 x 512, ~11,000 classes) against faiss-cpu's IndexFlatIP and scikit-learn's brute
                         force, 2 threads each: same recalls as faiss; <= 20 s, faster than faiss, < 2 GB extra
+  sc_partition          DSCL's SC partition (spectral rows + torch k-means, ~11,000 clusters) of SOP-sized
+                        class-structured data (60,000 x 512), 2 threads; seconds, peak extra memory, NMI. <= 30 s
 """
 
 from __future__ import annotations
@@ -415,6 +419,83 @@ def retrieval_eval() -> dict:
     return out
 
 
+@case
+def sc_partition() -> dict:
+    """DSCL's partition "with SC" (Law et al. 2017, Algorithm 2) at Stanford Online Products' test size:
+    ``spectral_rows`` of 60,000 x 512 embeddings, then the torch k-means (``kmeans_backend=torch``; n_iter 20, the
+    default the evaluator uses; one start, ``kmeans_n_init=1``) with k = the number of classes (~11,000 of 2-9
+    rows). The data are class-structured, as trained embeddings are: each row is its class centre (N(0, I)) plus
+    as much noise (N(0, I)), so that k-means has clusters to find and its iterations go as on trained
+    embeddings. 2 torch threads, in a fresh subprocess that reports its seconds and peak extra resident memory
+    as ``retrieval_eval`` does; then the NMI against the classes, the
+    assignment passes of Lloyd's iterations and the share of the point-centre distances they computed (1 per
+    pass without the k-means pruning). Goal: <= 30 s."""
+    import os
+    import textwrap
+
+    n = 60_000
+    child = textwrap.dedent(f"""
+        import json, time
+        import torch
+        torch.set_num_threads(2)
+        g = torch.Generator().manual_seed(0)
+        sizes = torch.randint(2, 10, ({n} // 5,), generator=g)  # 2..9 rows a class, 5.5 on average
+        labels = torch.repeat_interleave(torch.arange(len(sizes)), sizes)[:{n}]
+        labels = labels[torch.randperm({n}, generator=g)]
+        k = int(labels.max()) + 1
+        x = torch.randn(k, 512, generator=g)[labels] + torch.randn({n}, 512, generator=g)
+        from sklearn.metrics import normalized_mutual_info_score
+        from clusterable.evaluation import kmeans as kmeans_module
+        from clusterable.evaluation.spectral import spectral_rows
+        kmeans_module.kmeans(spectral_rows(x[:3000]), 500, 0)  # warm-up: kernels, allocator, thread pools
+        work = []  # (distances computed / (N k)) of each assignment pass
+        call = kmeans_module._Nearest.__call__
+        def counted(self, centres):
+            before = self.products
+            out = call(self, centres)
+            work.append((self.products - before) / (len(self.left) * len(centres)))
+            return out
+        kmeans_module._Nearest.__call__ = counted
+        def status(key):
+            return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith(key)))  # kB
+        try:
+            open("/proc/self/clear_refs", "w").write("5")  # reset the peak resident size (Linux >= 4.0)
+            how = "VmHWM - VmRSS before"
+        except OSError:
+            how = "ru_maxrss - VmRSS before (the peak may predate the call)"
+        before = status("VmRSS:")
+        start = time.perf_counter()
+        rows = spectral_rows(x)
+        spectral_s = time.perf_counter() - start
+        assignment, _ = kmeans_module.kmeans(rows, k, 0)
+        seconds = time.perf_counter() - start
+        if how.startswith("VmHWM"):
+            peak = status("VmHWM:")
+        else:
+            import resource
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        nmi = normalized_mutual_info_score(labels.numpy(), assignment.numpy())
+        print(json.dumps({{"seconds": seconds, "spectral_s": spectral_s, "extra_mb": (peak - before) / 1024,
+                          "how": how, "nmi": nmi, "k": k, "rank": rows.shape[1], "work": work}}))
+    """)
+    load_before = os.getloadavg()[0]
+    done = subprocess.run([sys.executable, "-c", child], cwd=ROOT, check=True, capture_output=True, text=True)
+    ours = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "sc_partition_s": ours["seconds"],
+        "sc_partition_spectral_rows_s": ours["spectral_s"],
+        "sc_partition_extra_mb": ours["extra_mb"],
+        "sc_partition_memory_measure": ours["how"],
+        "sc_partition_nmi": ours["nmi"],
+        "sc_partition_clusters": ours["k"],
+        "sc_partition_rank": ours["rank"],
+        "sc_partition_assignment_passes": len(ours["work"]),
+        "sc_partition_distance_share_per_pass": " ".join(f"{w:.3f}" for w in ours["work"]),
+        "sc_partition_full_pass_equivalents": sum(ours["work"]),
+        "sc_partition_loadavg_1min_before_after": f"{load_before:.2f} / {os.getloadavg()[0]:.2f}",
+    }
+
+
 PAIRWISE_LOSSES = [
     "ce", "pce", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor",
     "arcface", "normsoftmax",
@@ -666,6 +747,50 @@ class _StepTimer:
                 self.seconds = time.perf_counter() - self.start
 
         return Timer()
+
+
+@case
+def dscl() -> dict:
+    """DSCL's loss (Law et al. 2017, Eq. 10), forward + backward, float32 on the CPU: our closed form (Cholesky of F^T
+    F; Eq. 9's gradient) and its SVD fallback (forced) against autograd through ``torch.linalg.pinv`` of the same
+    trace, at the paper's batch n = 1,260 with d = 100, k = 63 and with d = k = 512 (SOP). Same gradients (relative
+    difference reported); goal >= 10x at the first shape."""
+    from unittest import mock
+
+    from clusterable.heads.dscl import spectral_trace
+
+    def closed(f: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        x = f.clone().requires_grad_()
+        spectral_trace(x, labels)[0].backward()
+        return x.grad
+
+    def svd(f: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        failed = lambda a: (a, torch.ones((), dtype=torch.int32))  # noqa: E731 - Cholesky "fails": the SVD path
+        with mock.patch("torch.linalg.cholesky_ex", failed):
+            return closed(f, labels)
+
+    def through_pinv(f: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        x = f.clone().requires_grad_()
+        y = torch.nn.functional.one_hot(labels).to(f.dtype)  # (n, k)
+        means = (y / y.sum(0)).T @ x  # Y^+ F (k, d)
+        (means * (torch.linalg.pinv(x) @ y).T).sum().backward()  # tr(Y^+ F F^+ Y), autograd through pinv
+        return x.grad
+
+    out = {}
+    for n, d, k in ((1260, 100, 63), (1260, 512, 512)):
+        g = torch.Generator().manual_seed(0)
+        f, labels = torch.randn(n, d, generator=g), torch.arange(n) % k
+        reference = through_pinv(f, labels)
+        times = {name: best_of(lambda fn=fn, f=f, labels=labels: fn(f, labels), 5) for name, fn in
+                 (("closed", closed), ("svd", svd), ("pinv", through_pinv))}  # fmt: skip
+        tag = f"n{n}_d{d}_k{k}"
+        out[f"dscl_{tag}_closed_ms"] = 1000 * times["closed"]
+        out[f"dscl_{tag}_pinv_autograd_over_closed"] = times["pinv"] / times["closed"]
+        out[f"dscl_{tag}_pinv_autograd_over_svd"] = times["pinv"] / times["svd"]
+        for name, fn in (("closed", closed), ("svd", svd)):
+            diff = (fn(f, labels) - reference).norm() / reference.norm()
+            out[f"dscl_{tag}_{name}_grad_rel_diff"] = float(diff)
+    return out
 
 
 def main() -> None:

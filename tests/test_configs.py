@@ -75,7 +75,12 @@ def test_dataset_options(tmp_path, name):
 
 @pytest.mark.parametrize("name", options("model"))
 def test_model_options(tmp_path, name):
-    image = name in ("resnet50", "googlenet", "bninception", "inception")  # RGB backbones; no weight file offline
+    image = name in (
+        "resnet50",
+        "googlenet",
+        "bninception",
+        "inception",
+    )  # RGB backbones; no weight file offline
     cfg = composed(tmp_path, f"model={name}", *(["model.weights=null"] if image else []))
     shape = (3, 64, 64) if image else (1, 28, 28)
     encoder = build(cfg.model, "model", input_shape=shape).eval()

@@ -37,7 +37,13 @@ def test_default_run_end_to_end(cli):
     (path,) = metrics_files(cli.outputs)
     m = json.loads(path.read_text())
     assert m["status"] == "ok" and m["error"] is None and m["seed"] == 0 and m["mode"] == "full"
-    assert m["provenance"] == {"data_source": "real", "debug": None, "limits": {}, "max_epochs": 30}
+    assert m["provenance"] == {
+        "data_source": "real",
+        "debug": None,
+        "limits": {},
+        "max_epochs": 30,
+        "max_steps": -1,
+    }
     assert m["metrics"]["test/acc"] > 0.85, m["metrics"]  # digits are easy; a broken pipeline is not
     for key in ("test/kmeans/ari", "test/gmm/nmi", "test/kmeans/silhouette", "val/acc", "model/params"):
         assert key in m["metrics"]

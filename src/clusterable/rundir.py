@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.json"
-# Trainer limits that make a run less than a full one; the values that still mean "everything".
+# Trainer limits that make a run less than a full one; the values that still mean "everything". max_steps is not
+# one: like max_epochs it is the length of training a protocol asks for (DSCL's 100 and 200 iterations).
 LIMITS = {
     "limit_train_batches": (1.0,),
     "limit_val_batches": (1.0, 0, 0.0),  # 0: no validation loop at all, as experiments without one set
     "limit_test_batches": (1.0,),
     "fast_dev_run": (False, 0),
     "overfit_batches": (0, 0.0),
-    "max_steps": (-1, None),
     "max_time": (None,),
 }
 # Keys that do not change what a run computes: a finished run is reused whatever they are now.
@@ -85,7 +85,8 @@ def provenance(config: Mapping[str, Any], debug: str | None) -> dict[str, Any]:
     trainer = config.get("trainer") or {}
     limits = {k: trainer[k] for k in LIMITS if k in trainer and trainer[k] is not None}
     source = (config.get("dataset") or {}).get("source", "real")
-    return {"data_source": source, "debug": debug, "limits": limits, "max_epochs": trainer.get("max_epochs")}
+    return {"data_source": source, "debug": debug, "limits": limits, "max_epochs": trainer.get("max_epochs"),
+            "max_steps": trainer.get("max_steps")}  # fmt: skip
 
 
 def run_mode(prov: Mapping[str, Any]) -> str:
