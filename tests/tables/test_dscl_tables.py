@@ -187,3 +187,31 @@ def test_make_tables_finds_every_dscl_table(tmp_path, make_tables):
     with pytest.raises(SystemExit) as exc:
         make_tables("dscl/table4", "--outputs", str(tmp_path))
     assert exc.value.code == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["table1", "table3"])
+def test_smoke_pipeline_fills_every_row(train, make_tables, table):
+    # Fake images, random GoogLeNet, a few steps: every row trains (or not: vanilla) and is scored with and
+    # without SC. table3 adds SOP's class-balanced batches and the torch k-means.
+    result = train(
+        "-m", f"experiment=dscl/{table}", "debug=smoke", "hydra.sweeper.params.seed=0", "torch_threads=2"
+    )
+    assert result.code == 0 and "4 ok, 0 failed" in result.out, result.out[-2000:] + result.err
+    code, out, err = make_tables(f"dscl/{table}", "--outputs", str(train.outputs))
+    assert code == 0, err
+    ours = [line for line in out.splitlines() if line.startswith("|") and "(ours)" in line]
+    assert len(ours) == 8 and all("not run" not in line and "failed" not in line for line in ours)
+    assert "GoogLeNet (random init)" in out and "SMOKE" in out
+
+
+def test_the_digits_rows_run_for_real(train, make_tables):
+    # The README's digits table, one seed and fewer steps: every row is a real run on scikit-learn's digits.
+    result = train("-m", "experiment=dscl/digits", "hydra.sweeper.params.seed=0", "dscl.steps.end_to_end=30",
+                   "dscl.steps.last_layer=30", "dscl.steps.softmax=30", "torch_threads=1")  # fmt: skip
+    assert result.code == 0 and "4 ok, 0 failed" in result.out, result.out[-2000:] + result.err
+    code, out, err = make_tables("dscl/digits", "--outputs", str(train.outputs))
+    assert code == 0, err
+    assert "full runs" in out and "FFNN (random init)" in out
+    rows = [line for line in out.splitlines() if line.startswith("|") and "(ours)" in line]
+    assert len(rows) == 8 and all(line.count("±") == 5 for line in rows)
