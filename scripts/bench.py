@@ -34,6 +34,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,22 @@ from clusterable.contracts import ClusteringHead
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES: dict[str, Callable[[], dict]] = {}
+
+
+# The child scripts' peak-memory probe: VmHWM after resetting it through /proc/self/clear_refs, minus VmRSS before.
+MEMORY_PROBE = """def status(key):
+    return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith(key)))  # kB
+try:
+    open("/proc/self/clear_refs", "w").write("5")  # reset the peak resident size (Linux >= 4.0)
+    how = "VmHWM - VmRSS before"
+except OSError:
+    how = "ru_maxrss - VmRSS before (the peak may predate the call)"
+before = status("VmRSS:")"""
+
+
+def _probe(indent: str) -> str:
+    """``MEMORY_PROBE`` indented to sit inside a dedented child script at ``indent``."""
+    return textwrap.indent(MEMORY_PROBE, indent).lstrip()
 
 
 def case(fn: Callable[[], dict]) -> Callable[[], dict]:
@@ -311,7 +328,6 @@ def retrieval_eval() -> dict:
     its peak extra resident memory (the rise of VmHWM over the resident size before the call, after resetting the
     peak through /proc/self/clear_refs): that counts torch's allocations, which tracemalloc does not see."""
     import os
-    import textwrap
 
     import numpy as np
 
@@ -334,14 +350,7 @@ def retrieval_eval() -> dict:
             return EvalContext("test", {{"labels": labels[:rows]}}, torch.nn.Identity(), x[:rows], x[:rows],
                                labels[:rows])
         retrieval_metrics(x[:3000], labels[:3000], context(3000), **options)  # warm-up: kernels, allocator
-        def status(key):
-            return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith(key)))  # kB
-        try:
-            open("/proc/self/clear_refs", "w").write("5")  # reset the peak resident size (Linux >= 4.0)
-            how = "VmHWM - VmRSS before"
-        except OSError:
-            how = "ru_maxrss - VmRSS before (the peak may predate the call)"
-        before = status("VmRSS:")
+        {_probe(" " * 8)}
         start = time.perf_counter()
         out = retrieval_metrics(x, labels, context(len(x)), **options)
         seconds = time.perf_counter() - start
@@ -431,7 +440,6 @@ def sc_partition() -> dict:
     assignment passes of Lloyd's iterations and the share of the point-centre distances they computed (1 per
     pass without the k-means pruning). Goal: <= 30 s."""
     import os
-    import textwrap
 
     n = 60_000
     child = textwrap.dedent(f"""
@@ -456,14 +464,7 @@ def sc_partition() -> dict:
             work.append((self.products - before) / (len(self.left) * len(centres)))
             return out
         kmeans_module._Nearest.__call__ = counted
-        def status(key):
-            return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith(key)))  # kB
-        try:
-            open("/proc/self/clear_refs", "w").write("5")  # reset the peak resident size (Linux >= 4.0)
-            how = "VmHWM - VmRSS before"
-        except OSError:
-            how = "ru_maxrss - VmRSS before (the peak may predate the call)"
-        before = status("VmRSS:")
+        {_probe(" " * 8)}
         start = time.perf_counter()
         rows = spectral_rows(x)
         spectral_s = time.perf_counter() - start
