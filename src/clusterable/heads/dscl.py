@@ -35,22 +35,21 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def _pinv_times_y(f: Tensor, classes: Tensor, k: int) -> tuple[Tensor, bool]:
-    """F^+ Y (d, k) for F (n, d) and the rows' classes (n,) in [0, k), and whether the SVD fallback was used.
+def _pinv_times_y(f: Tensor, class_sums: Tensor, classes: Tensor) -> tuple[Tensor, bool]:
+    """F^+ Y (d, k) for F (n, d), its class sums F^T Y (d, k) and the rows' classes (n,) in [0, k), and whether the
+    SVD fallback was used.
 
     F^+ = (F^T F)^-1 F^T when F has full column rank: a Cholesky factorisation of F^T F and two triangular
     solves, O(n d^2). When the factorisation reports failure (rank(F) < d: fewer rows than dimensions, or
     collapsed embeddings), F^+ is the SVD pseudo-inverse (``torch.linalg.pinv``), so the result never turns
     into NaN."""
-    d = f.shape[1]
-    class_sums = torch.zeros(d, k, dtype=f.dtype, device=f.device).index_add_(1, classes, f.T)  # F^T Y
     factor, info = torch.linalg.cholesky_ex(f.T @ f)
     if int(info) == 0:
         solved = torch.cholesky_solve(class_sums, factor)
         if bool(torch.isfinite(solved).all()):
             return solved, False
     pinv = torch.linalg.pinv(f)  # (d, n)
-    return torch.zeros(d, k, dtype=f.dtype, device=f.device).index_add_(1, classes, pinv), True
+    return torch.zeros_like(class_sums).index_add_(1, classes, pinv), True
 
 
 class _SpectralTrace(torch.autograd.Function):
@@ -58,9 +57,8 @@ class _SpectralTrace(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, f: Tensor, classes: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:
-        k = len(counts)
-        solved, fallback = _pinv_times_y(f, classes, k)  # F^+ Y (d, k)
-        class_sums = torch.zeros_like(solved).index_add_(1, classes, f.T)
+        class_sums = f.new_zeros(f.shape[1], len(counts)).index_add_(1, classes, f.T)  # F^T Y (d, k)
+        solved, fallback = _pinv_times_y(f, class_sums, classes)  # F^+ Y (d, k)
         means = class_sums / counts  # (Y^+ F)^T (d, k): the class means
         ctx.save_for_backward(f, classes, counts, solved)
         used_svd = torch.tensor(fallback)
