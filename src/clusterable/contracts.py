@@ -135,8 +135,11 @@ class EvalContext:
             ``RepresentingHead``, else the same tensor.
         train_embeddings, train_labels: (M, D'), (M,) the training split's representation and labels; None
             while selecting a model during training (``validation_evaluators``), where they are not computed.
+            ``train_labels`` are the labels training saw (``-1`` where ``dataset.labelled_percent`` hid one).
         run_dir: the run directory (plots go there), or None.
         seed: the run's seed, for evaluators that sample or fit.
+        train_all_labels: (M,) every training label, before ``dataset.labelled_percent`` hid some; equal to
+            ``train_labels`` when none is hidden; None where ``train_labels`` is None.
     """
 
     stage: str
@@ -147,6 +150,7 @@ class EvalContext:
     train_labels: Tensor | None
     run_dir: Path | None = None
     seed: int = 0
+    train_all_labels: Tensor | None = None
 
     @property
     def inputs(self) -> Tensor:
@@ -155,12 +159,19 @@ class EvalContext:
             raise ValueError(f"needs the inputs of split {self.stage!r} in memory; this dataset streams them")
         return self.split["inputs"]
 
-    def training_split(self) -> tuple[Tensor, Tensor]:
-        """(M, D'), (M,) the training representation and labels, or a ValueError where there is none."""
+    def training_split(self, *, all_labels: bool = False) -> tuple[Tensor, Tensor]:
+        """(M, D'), (M,) the training representation and labels, or a ValueError where there is none.
+
+        ``all_labels`` gives every training label (``train_all_labels``: for a classifier of the representation
+        fitted on all of them, whatever training saw) instead of those training saw (``-1`` where
+        ``dataset.labelled_percent`` hid one); ``train_labels`` where the former was not given.
+        """
         if self.train_embeddings is None or self.train_labels is None:
             raise ValueError(
                 f"needs the training split's embeddings, which stage {self.stage!r} does not have"
             )
+        if all_labels and self.train_all_labels is not None:
+            return self.train_embeddings, self.train_all_labels
         return self.train_embeddings, self.train_labels
 
 
@@ -206,6 +217,15 @@ class DataModule(Protocol):
     def load(self) -> dict[str, dict[str, Tensor]]: ...
 
     def eval_batches(self, stage: str, device: Any) -> Any: ...
+
+
+@runtime_checkable
+class PartiallyLabelled(Protocol):
+    """A datamodule that can hide training labels (``dataset.labelled_percent``): ``all_labels(stage) -> (N,)``
+    gives every label of split ``stage`` as read, in the split's row order, where its ``labels`` hold ``-1`` for
+    the hidden ones. For evaluation only: loss heads see the split's ``labels``."""
+
+    def all_labels(self, stage: str) -> Tensor: ...
 
 
 def require(part: object, contract: type, what: str) -> None:

@@ -8,6 +8,9 @@ A split is a dict of tensors with a common first dimension:
     ``labels``  (N,) long, ``-1`` marks an unlabelled sample
     ``targets`` (N, *input_shape) float, optional: what to reconstruct when it is not ``inputs`` (de-noising)
 A reader is a callable ``reader() -> {"train": split, "val": split, "test": split}``.
+
+``labelled_percent`` < 100 hides most training labels (``hide_labels``): the split's ``labels`` then hold ``-1``
+for them, and the labels as read are kept apart (``InMemoryDataModule.all_labels``) where no loss head sees them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 import numbers
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
 from typing import Literal
 
 import lightning as L
@@ -69,6 +73,77 @@ def split_off(
     else:
         held, rest = order[:count], order[count:]
     return {k: v[rest] for k, v in split.items()}, {k: v[held] for k, v in split.items()}
+
+
+def labelled_count(n: int, labelled_percent: float) -> int:
+    """How many of ``n`` labels ``labelled_percent`` keeps: ``floor(n * pl / 100 + 1/2)`` (rounded half up).
+
+    Computed in exact fractions of the percentage as written (``str(0.01)`` is ``"0.01"``), so that a product
+    such as 55,000 x 0.01% = 5.5 rounds to 6 whatever the float error of ``0.01``.
+    """
+    return math.floor(n * Fraction(str(labelled_percent)) / 100 + Fraction(1, 2))
+
+
+def hide_labels(labels: torch.Tensor, labelled_percent: float, seed: int) -> torch.Tensor:
+    """A copy of ``labels`` (N,) with all but ``labelled_count(n, labelled_percent)`` of its n labelled
+    (``>= 0``) entries set to ``-1``; already unlabelled entries stay ``-1``.
+
+    Which rows keep their label is drawn from a generator seeded with ``seed`` (the run's, so that each
+    repetition draws its own subset): one random row of each class, the classes in a random order, of which the
+    first ``min(count, classes)`` are kept (so every class keeps a label when the count allows, and the labels
+    kept are of distinct classes when it does not); the rest of the count is drawn uniformly from the other rows.
+    Safir 2022 (section 6.1.4) makes its partially labelled sets by dropping labels without saying which: the
+    one-per-class rule is our choice, so that a small count (0.01% of MNIST's training split: 6 labels) covers as
+    many classes as it can instead of leaving some out by chance.
+
+    Returns:
+        (N,) long on ``labels``' device.
+
+    Raises:
+        ValueError: the count is 0, in one line with the numbers and the smallest percentage that keeps one.
+    """
+    cpu = labels.cpu()
+    rows = torch.nonzero(cpu >= 0).flatten()  # (n,) the labelled rows
+    n = len(rows)
+    count = labelled_count(n, labelled_percent)
+    if count == 0:
+        if n == 0:
+            raise ValueError(
+                f"labelled_percent={_number(labelled_percent)} has no training labels to keep: every training "
+                "row is unlabelled (-1) already; use 100"
+            )
+        exact = n * Fraction(str(labelled_percent)) / 100
+        raise ValueError(
+            f"labelled_percent={_number(labelled_percent)} keeps 0 of the {n:,} training labels "
+            f"({float(exact):.3g} rounds to 0); use at least {_smallest_percent(n)}"
+        )
+    g = torch.Generator().manual_seed(seed)
+    order = rows[torch.randperm(n, generator=g)]  # the labelled rows in a random order
+    by_class = torch.argsort(cpu[order], stable=True)  # positions in `order`, grouped by class, random within
+    _, sizes = torch.unique_consecutive(cpu[order][by_class], return_counts=True)
+    first = by_class[torch.cumsum(sizes, 0) - sizes]  # (C,) each class's first row in `order`: a random one
+    first = first[torch.randperm(len(first), generator=g)][: min(count, len(first))]  # random class order
+    taken = torch.zeros(n, dtype=torch.bool)
+    taken[first] = True
+    # The other positions in ascending order are the rest in `order`'s random order: a prefix is uniform.
+    rest = torch.nonzero(~taken).flatten()[: count - len(first)]
+    keep = order[torch.cat([first, rest])]
+    hidden = torch.full_like(cpu, -1)
+    hidden[keep] = cpu[keep]
+    return hidden.to(labels.device)
+
+
+def _smallest_percent(n: int) -> str:
+    """The smallest percentage, to 3 significant digits rounded up, that keeps one of ``n`` labels (50 / n)."""
+    least = Fraction(50, n)  # n * pl / 100 >= 1/2
+    digits = max(0, 2 - math.floor(math.log10(least)))
+    value = Fraction(math.ceil(least * 10**digits), 10**digits)
+    return _number(float(value)) if value.denominator > 1 else str(value.numerator)
+
+
+def _number(value: float) -> str:
+    """``10`` for 10.0, ``0.01`` for 0.01: a percentage as the user would write it."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 class TensorBatches:
@@ -169,6 +244,10 @@ class InMemoryDataModule(L.LightningDataModule):
         class_disjoint: the val/test splits hold classes never seen in training (zero-shot retrieval, as the
             deep-metric-learning benchmarks split their classes): only the training labels are checked against
             ``num_classes`` (the number of training classes); the others are any class ids >= -1.
+        labelled_percent: the percentage of the training labels kept (Safir 2022's "pl%", section 6.1.4: 0.01,
+            0.1, 10, 100); the others become ``-1`` (see ``hide_labels``: seeded by ``seed``, at least one per
+            class when the count allows). Validation and test keep every label; ``all_labels`` gives the
+            training labels as read, for evaluation only.
 
     Raises:
         ValueError: a value out of range; the message starts with the parameter's name.
@@ -192,6 +271,7 @@ class InMemoryDataModule(L.LightningDataModule):
         sampler: Literal["random", "class_balanced"] = "random",
         images_per_class: int = 4,
         drop_last: bool = False,
+        labelled_percent: float = 100.0,
     ):
         super().__init__()
         if source not in ("real", "fake"):
@@ -225,7 +305,16 @@ class InMemoryDataModule(L.LightningDataModule):
             raise ValueError(f"images_per_class must be a positive integer, got {images_per_class!r}")
         self.sampler, self.images_per_class = sampler, int(images_per_class)
         self.drop_last = bool(drop_last)
+        # NaN fails the range test too; a bool is an int to Python, never a percentage here.
+        if isinstance(labelled_percent, bool) or not isinstance(labelled_percent, numbers.Real):
+            raise ValueError(f"labelled_percent must be a number in (0, 100], got {labelled_percent!r}")
+        if not 0 < labelled_percent <= 100:
+            raise ValueError(f"labelled_percent must be in (0, 100], got {labelled_percent!r}")
+        self.labelled_percent = float(labelled_percent)
         self.splits: dict[str, Split] = {}
+        # The labels as read of each split whose labels were hidden (only "train"): kept out of the split's dict
+        # because a batch carries every tensor of it to the loss head, which must not see them.
+        self._unmasked: dict[str, torch.Tensor] = {}
 
     def prepare_data(self) -> None:
         self.load()
@@ -236,7 +325,8 @@ class InMemoryDataModule(L.LightningDataModule):
         Raises:
             ValueError: the reader rejected one of its arguments (the message then starts with ``reader.``), or
                 the splits do not fit this module's settings: a label ``>= num_classes`` or ``< -1``, inputs not
-                of ``input_shape``, tensors of different lengths in one split.
+                of ``input_shape``, tensors of different lengths in one split; or ``labelled_percent`` keeps no
+                training label (see ``hide_labels``).
             clusterable.data.errors.DatasetError: the reader's files are missing or corrupt.
         """
         if not self.splits:
@@ -261,18 +351,45 @@ class InMemoryDataModule(L.LightningDataModule):
                     f"num_classes ({self.num_classes}, the number of classes or clusters) must not exceed the "
                     f"number of training samples ({n_train})"
                 )
+            unmasked: dict[str, torch.Tensor] = {}
+            # Before the rows are shuffled, so that shuffle_rows leaves the subset of labelled rows as it is; new
+            # dicts, so that the reader's (which may be kept and returned again) stay as they were.
+            if self.labelled_percent < 100:
+                train = splits["train"]
+                unmasked["train"] = train["labels"]
+                labels = hide_labels(train["labels"], self.labelled_percent, self.seed)
+                splits = {**splits, "train": {**train, "labels": labels}}
             if self.sampler == "class_balanced":  # its settings against the classes, before any training
                 size = n_train if self.batch_size == -1 else min(self.batch_size, n_train)
                 ClassBalancedBatches(splits["train"]["labels"], size, self.images_per_class, self.seed)
             if self.shuffle_rows:
                 splits = {s: self._permuted(d) for s, d in splits.items()}
+                unmasked = {s: v[self._order(len(v))] for s, v in unmasked.items()}
+            self._unmasked = {s: v.contiguous() for s, v in unmasked.items()}
             self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
         return self.splits
 
+    def all_labels(self, stage: str) -> torch.Tensor:
+        """(N,) every label of split ``stage`` as read, before ``labelled_percent`` hid any: the split's own
+        ``labels`` for val/test or when nothing is hidden. In the split's row order (after ``shuffle_rows``) and
+        on its device. For evaluation only: no loss head may see them.
+
+        Raises:
+            ValueError: ``stage`` is not one of the splits.
+        """
+        splits = self.load()
+        if stage not in splits:
+            raise ValueError(f"all_labels: no split named {stage!r}; the dataset has: {', '.join(splits)}")
+        return self._unmasked.get(stage, splits[stage]["labels"])
+
+    def _order(self, n: int) -> torch.Tensor:
+        """(n,) ``randperm(n)`` of a generator seeded with ``seed``: the same order for every tensor of n rows."""
+        return torch.randperm(n, generator=torch.Generator().manual_seed(self.seed))
+
     def _permuted(self, split: Split) -> Split:
-        """The split's rows in the order ``randperm(N)`` of a generator seeded with ``seed`` (the same order for
-        every split of the same length, so splits that hold the same points stay aligned)."""
-        order = torch.randperm(len(split["labels"]), generator=torch.Generator().manual_seed(self.seed))
+        """The split's rows in the order ``_order(N)`` (the same order for every split of the same length, so
+        splits that hold the same points stay aligned)."""
+        order = self._order(len(split["labels"]))
         return {k: v[order] for k, v in split.items()}
 
     def _check(self, splits: dict[str, Split]) -> None:
@@ -323,6 +440,7 @@ class InMemoryDataModule(L.LightningDataModule):
         if self.trainer is not None:
             device = self.trainer.strategy.root_device
             self.splits = {s: {k: v.to(device) for k, v in d.items()} for s, d in self.splits.items()}
+            self._unmasked = {s: v.to(device) for s, v in self._unmasked.items()}
 
     def split(self, name: str) -> Split:
         return self.load()[name]

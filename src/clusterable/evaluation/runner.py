@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from clusterable.contracts import DataModule, EvalContext, Evaluator, RepresentingHead
+from clusterable.contracts import DataModule, EvalContext, Evaluator, PartiallyLabelled, RepresentingHead
 from clusterable.module import RepresentationModule
 
 
@@ -49,7 +49,8 @@ def evaluate(
 
     Each evaluator is called as ``fn(embeddings (N, D'), labels (N,), context)`` with one ``EvalContext`` per
     stage (see ``represent`` for what it scores). The training split's representation is computed once for all
-    stages (the nearest-class-mean classifier needs it).
+    stages (the nearest-class-mean classifier needs it), with the training labels as training saw them
+    (``train_labels``) and as read (``train_all_labels``: a ``PartiallyLabelled`` dataset's ``all_labels``).
 
     Raises:
         ValueError: a stage that is not one of ``data.splits``, before anything is computed.
@@ -64,6 +65,13 @@ def evaluate(
             )
     module.eval()
     _, train_rep, train = represent(module, data, "train")
+    train_labels = train["labels"]
+    # The labels `dataset.labelled_percent` hid from training, for evaluators that score with every label.
+    train_all_labels = (
+        data.all_labels("train").to(train_labels.device)
+        if isinstance(data, PartiallyLabelled)
+        else train_labels
+    )
     metrics: dict[str, float] = {}
     for stage in stages:
         out, rep, split = represent(module, data, stage)
@@ -73,9 +81,10 @@ def evaluate(
             head=module.head,
             encoder_output=out,
             train_embeddings=train_rep,
-            train_labels=train["labels"],
+            train_labels=train_labels,
             run_dir=run_dir,
             seed=seed,
+            train_all_labels=train_all_labels,
         )
         metrics.update(call_evaluators(evaluators, rep, split["labels"], context))
     return metrics
