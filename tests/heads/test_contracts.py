@@ -10,6 +10,7 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
@@ -36,7 +37,9 @@ PML = {"pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "pr
 # Heads whose learning rate is not the optimizer's by default (ProxyAnchor's proxies: 100x, as its authors train).
 HEAD_LR = {"proxy_anchor": 0.1}
 CLUSTERING = {"tae1", "tae2", "ptae", "tvae", "tvae_cnn", "tcl", "trbm"}
-REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING}
+# Safir 2022's heads: a latent on the encoder output (embedding_dim); the autoencoders also decode to the input.
+SAFIR = {"dml", "dml_ae", "dml_prior", "mvae"}
+REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING, *SAFIR}
 RECONSTRUCTING = {"ae1", "ae2", "ae3", "tae1", "tae2", "ptae", "trbm"}
 OWN_LR = CLASSIFYING | PML
 
@@ -55,10 +58,19 @@ def target(group: str, name: str) -> type:
     return hydra.utils.get_class(OmegaConf.load(CONF / group / f"{name}.yaml")._target_)
 
 
+def config(group: str, name: str):
+    """The config file; one with a defaults list of its own (the Safir heads' `loss/metric`) composed by Hydra."""
+    cfg = OmegaConf.load(CONF / group / f"{name}.yaml")
+    if "defaults" in cfg:
+        with initialize_config_dir(config_dir=str(CONF), version_base=None):
+            cfg = compose(overrides=[f"+{group}={name}"])[group]
+    return cfg
+
+
 def build(group: str, name: str, available: dict, **overrides) -> torch.nn.Module:
     """``instantiate`` the config as the framework does: only the arguments in ``available`` that the target's
     signature takes, plus ``overrides`` (as if set on the command line)."""
-    cfg = OmegaConf.load(CONF / group / f"{name}.yaml")
+    cfg = config(group, name)
     params = inspect.signature(hydra.utils.get_class(cfg._target_)).parameters
     return hydra.utils.instantiate(cfg, **{k: v for k, v in available.items() if k in params}, **overrides)
 
@@ -99,9 +111,9 @@ def test_heads_take_only_the_framework_arguments_they_use(name):
     taken = set(inspect.signature(target("loss", name)).parameters) & FRAMEWORK
     # The heads that own the network read d from the input shape; pce needs neither (its classifier is the
     # batch's class means).
-    uses_input_shape = name not in CLASSIFYING | PML | {"tcl", "pce", "dscl"}
+    uses_input_shape = name not in CLASSIFYING | PML | {"tcl", "pce", "dscl", "dml", "dml_prior"}
     assert ("input_shape" in taken) == uses_input_shape
-    assert ("embedding_dim" in taken) == (not uses_input_shape and name != "pce")
+    assert ("embedding_dim" in taken) == ((not uses_input_shape or name in SAFIR) and name != "pce")
     assert "num_classes" in taken
 
 

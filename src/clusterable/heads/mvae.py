@@ -1,0 +1,134 @@
+"""Safir 2022's MetricVAE (MS thesis, University of Georgia, §5.3, Algorithm 5): a VAE with a VampPrior (Tomczak &
+Welling 2018) whose latent also carries the metric loss of the labelled samples."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from clusterable.heads.priors import VampPrior, kl_monte_carlo
+from clusterable.heads.semi_supervised import (
+    REDUCTIONS,
+    Reduction,
+    Schedule,
+    SemiSupervisedHead,
+    decoder_mlp,
+    flat_target,
+    reconstruction_error,
+    reparameterise,
+)
+from clusterable.models import checks
+
+
+class MVAE(SemiSupervisedHead):
+    """MetricVAE: ``mu = W_mu h + b_mu``, ``logvar = W_v h + b_v`` (N, d) from the encoder output h (N, D); in
+    training ``z = mu + exp(logvar / 2) * eps``, in evaluation ``z = mu``; ``x^ = g(z)`` (N, d_in) by the decoder
+    MLP. L_S is the metric loss on the labelled rows of z (Algorithm 5: ``m(z, y)``) and
+    ``L_U = recon + beta * kl`` (Algorithm 5's ``c_vae``) on every row, with ``recon = Rec(x, x^)``
+    (``reconstruction_error``; x the batch's ``targets`` if it has them, else its ``inputs``) and ``kl`` the batch
+    mean of KL(q(z|x) || p(z)) by Monte Carlo with ``kl_samples`` draws per row (``priors.kl_monte_carlo``), p the
+    VampPrior ``(1/K) sum_k q(z | u_k)`` of K learned pseudo-inputs u_k (§5.3: "it uses the VAE with VampPrior model
+    instead of the vanilla VAE"). The pseudo-inputs are embedded as the data is: through the run's encoder (the
+    ``encoder`` keyword the module passes) and this head's mu / logvar layers, every step. The schedule
+    (``SemiSupervisedHead``) combines L_S and L_U; α = 1 (alternate) or γ = 0 (joint) is a plain VampPrior VAE.
+
+    An encoder with batch statistics (BatchNorm) also sees the K pseudo-inputs as a batch of their own in training.
+
+    Args:
+        num_classes: K >= 2, passed to the metric head.
+        embedding_dim: D >= 1, the encoder's output width.
+        input_shape: the shape of one input; d_in = prod(input_shape); the pseudo-inputs have it too.
+        latent_dim: d >= 1 (the thesis's lsdim).
+        metric: builds the metric-loss head (see ``SemiSupervisedHead``).
+        schedule: ``alternate`` (the thesis) or ``joint`` (Table 6.6).
+        alpha: α in (0, 1].
+        gamma: γ >= 0 (joint schedule).
+        decoder_hidden: widths of the decoder's hidden layers, each >= 1.
+        recon_reduction: ``sum`` (squared error summed over the values, averaged over the rows) or ``mean``.
+        pseudo_inputs: K >= 1, the VampPrior's number of pseudo-inputs.
+        beta: β >= 0, the weight of the KL term in L_U.
+        kl_samples: Monte Carlo draws per row for the KL term, >= 1.
+        negative_slope: the decoder's LeakyReLU slope, >= 0.
+
+    Attributes:
+        mu, logvar: the Linear layers D -> d; decoder: the decoder MLP; prior: the ``VampPrior``; metric: the
+        metric-loss head.
+    """
+
+    loss_parts = ("loss", "supervised", "recon", "kl")
+
+    def __init__(
+        self,
+        num_classes: int,
+        embedding_dim: int,
+        input_shape: Sequence[int],
+        latent_dim: int,
+        metric: Callable[..., nn.Module],
+        schedule: Schedule = "alternate",
+        alpha: float = 0.5,
+        gamma: float = 1.0,
+        decoder_hidden: Sequence[int] = (500, 500),
+        recon_reduction: Reduction = "sum",
+        pseudo_inputs: int = 50,
+        beta: float = 1.0,
+        kl_samples: int = 1,
+        negative_slope: float = 0.01,
+    ):
+        super().__init__(num_classes, embedding_dim, latent_dim, metric, schedule, alpha, gamma)
+        self.input_dim = checks.input_dim(input_shape)
+        hidden = checks.widths("decoder_hidden", decoder_hidden)
+        self.recon_reduction = checks.one_of("recon_reduction", recon_reduction, REDUCTIONS)
+        self.beta = float(checks.at_least("beta", beta, 0))
+        self.kl_samples = int(checks.at_least("kl_samples", kl_samples, 1))
+        slope = float(checks.at_least("negative_slope", negative_slope, 0))
+        checks.at_least("pseudo_inputs", pseudo_inputs, 1)
+        self.mu = nn.Linear(self.embedding_dim, self.latent_dim)
+        self.logvar = nn.Linear(self.embedding_dim, self.latent_dim)
+        self.decoder = decoder_mlp(self.latent_dim, hidden, self.input_dim, slope)
+        self.prior = VampPrior(pseudo_inputs, input_shape)
+
+    def posterior(self, embeddings: Tensor) -> tuple[Tensor, Tensor]:
+        """q(z|x)'s ``mu``, ``logvar`` (N, d) for encoder outputs ``embeddings`` (N, D)."""
+        return self.mu(embeddings), self.logvar(embeddings)
+
+    def kl(self, mu: Tensor, logvar: Tensor, encoder: Callable[[Tensor], Tensor]) -> Tensor:
+        """KL(N(mu, diag exp(logvar)) || VampPrior) per row (N,) by Monte Carlo, the pseudo-inputs embedded by
+        ``encoder`` ((K, *input_shape) -> (K, D)) and ``posterior``."""
+        return kl_monte_carlo(
+            mu,
+            logvar,
+            lambda z: self.prior.log_prob(z, lambda u: self.posterior(encoder(u))),
+            self.kl_samples,
+        )
+
+    def forward(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        inputs: Tensor | None = None,
+        targets: Tensor | None = None,
+        epoch: int = 0,
+        encoder: Callable[[Tensor], Tensor] | None = None,
+        **batch: Any,
+    ) -> dict[str, Tensor]:
+        """``loss``, ``supervised`` (L_S, in the epochs that weigh it), ``recon`` and ``kl`` (L_U = recon + β kl)
+        for embeddings (N, D), labels (N,) (-1 = unlabelled), the batch's ``inputs`` (N, *input_shape) (or
+        ``targets``) and the run's ``encoder``."""
+        if encoder is None:
+            raise ValueError(
+                "MVAE embeds its pseudo-inputs through the run's encoder: call it with encoder=..."
+            )
+        x = flat_target(inputs, targets, self.input_dim)
+        mu, logvar = self.posterior(embeddings)
+        z = reparameterise(mu, logvar) if self.training else mu
+        recon = reconstruction_error(self.decoder(z), x.to(z.dtype), self.recon_reduction)
+        kl = self.kl(mu, logvar, encoder).mean()
+        return self.combine(z, labels, epoch, recon + self.beta * kl, {"recon": recon, "kl": kl})
+
+    @torch.no_grad()
+    def embed(self, embeddings: Tensor, **split: Any) -> Tensor:
+        """The posterior mean mu (N, d) of ``embeddings`` (N, D)."""
+        return self.mu(embeddings)
