@@ -7,8 +7,14 @@ Cases (goals from the issues):
   train_overhead         one epoch through the framework (LightningModule + Trainer + in-memory batches) against a
                          plain PyTorch loop; 2x500 LeakyReLU FFNN + CCE, 55,000 x 784 random data, batch 128. <= 1.2
   train_overhead_digits  the same on the default run (digits, Gaussian-COREL, its epochs); reported
+  vae_epoch             one epoch of Safir 2022's MVAE (FFNN 2x500, latent 10, triplet, VampPrior of 50; the
+                        alternate schedule's first epoch: both terms) through the framework against a plain loop;
+                        55,000 x 784, 10% labelled, batch 128. <= 1.2
   startup               `python train.py --help` minus `python -c pass`, seconds. <= 1.5
   clustering_eval       the clustering evaluator (k-means + GMM + silhouettes) on 10,000 x 64. <= 0.5 s
+  probes                the classifier probes (kNN, random forest, MLP; their defaults) fit on 10,000 x 10 training
+                        embeddings (10 overlapping blobs) and scored on 10,000 test rows; seconds and accuracy of
+                        each, and of the three in one call. <= 5 s
   cluster_heads         one epoch (79 Adam steps on 20,000 x 64, then the Lloyd step) of ptae against ae3 at
                         k = 3, 10, 50 clusters (<= 1.5 at k = 3, sublinear in k); and a stacked per-cluster layer
                         (forward + backward) against a Python loop over clusters, at PTAE's and TVAE's shapes
@@ -169,6 +175,62 @@ def train_overhead_digits() -> dict:
     }
 
 
+def _plain_head_loop(encoder, head, split: dict, batch_size: int, lr: float = 1e-3) -> None:
+    """``_plain_loop`` for a head that reads the batch as the module passes it (``inputs``, ``epoch``, ``encoder``,
+    ``index``): one epoch, the first (``epoch=0``)."""
+    opt = torch.optim.Adam([*encoder.parameters(), *head.parameters()], lr=lr)
+    x, y = split["inputs"], split["labels"]
+    order = torch.randperm(len(y))
+    for i in range(0, len(y), batch_size):
+        idx = order[i : i + batch_size]
+        inputs = x[idx]
+        loss = head(encoder(inputs), y[idx], inputs=inputs, epoch=0, encoder=encoder, index=idx)["loss"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+
+@case
+def vae_epoch() -> dict:
+    """One epoch of Safir 2022's MetricVAE (``loss=mvae`` as configured: triplet with semi-hard mining on a 10-d
+    latent, VampPrior of 50 pseudo-inputs embedded through the encoder every step, decoder 2x500; epoch 0 of the
+    alternate schedule, so L_S and L_U both run) on a 2x500 FFNN (conf/model/ffnn.yaml), 55,000 x 784 random pixels
+    with 10 classes and 10% of the labels kept (the rest -1), batches of 128, Adam lr 1e-3: the framework
+    (``_framework``) against ``_plain_head_loop`` with the same encoder and head; the best of 3 alternated runs
+    each, after a warm-up on 5,000 rows. Goal: ratio <= 1.2."""
+    from hydra import compose, initialize_config_dir
+
+    from clusterable.config import build
+    from clusterable.models import FFNN
+
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 10, (55_000,), generator=g)
+    labels[torch.rand(55_000, generator=g) >= 0.1] = -1
+    split = {"inputs": torch.rand(55_000, 784, generator=g), "labels": labels}
+    splits = {"train": split, "val": split, "test": split}
+    small = {k: v[:5000] for k, v in split.items()}
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        node = compose(overrides=["+loss=mvae"]).loss
+
+    def make() -> tuple:
+        encoder = FFNN((784,), hidden=(500, 500))
+        head = build(node, "loss", num_classes=10, embedding_dim=encoder.embedding_dim, input_shape=[784])
+        return encoder, head
+
+    torch.manual_seed(0)
+    _plain_head_loop(*make(), small, 128)  # warm-up: allocator, kernels, imports
+    _framework(*make(), {"train": small, "val": small, "test": small}, 128, 1)
+    plain, framework = [], []
+    for _ in range(3):  # alternated, so that a busy moment of the machine does not land on one side only
+        plain.append(best_of(lambda: _plain_head_loop(*make(), split, 128), 1))
+        framework.append(best_of(lambda: _framework(*make(), splits, 128, 1), 1))
+    return {
+        "vae_epoch_ratio": min(framework) / min(plain),
+        "vae_epoch_plain_s": min(plain),
+        "vae_epoch_framework_s": min(framework),
+    }
+
+
 @case
 def startup() -> dict:
     def run(*args: str) -> None:
@@ -197,6 +259,33 @@ def clustering_eval() -> dict:
     score(2000)  # warm-up
     seconds = best_of(lambda: score(len(x)))
     return {"clustering_eval_s": seconds}
+
+
+@case
+def probes() -> dict:
+    from sklearn.datasets import make_blobs
+
+    from clusterable.contracts import EvalContext
+    from clusterable.evaluation.probes import DEFAULT_CLASSIFIERS
+    from clusterable.evaluation.probes import probes as fit_probes
+
+    # 10 blobs in 10-D whose spread makes them overlap (the probes score ~0.96, not 1): training and test rows.
+    x, y = make_blobs(20_000, 10, centers=10, cluster_std=4.0, random_state=0)
+    x, y = torch.tensor(x, dtype=torch.float32), torch.tensor(y)
+    train_x, train_y, test_x, test_y = x[:10_000], y[:10_000], x[10_000:], y[10_000:]
+    context = EvalContext("test", {}, torch.nn.Identity(), test_x, train_embeddings=train_x,
+                          train_labels=train_y, train_all_labels=train_y)  # fmt: skip
+
+    def score(classifiers: tuple[str, ...], n: int = len(test_y)) -> dict:
+        return fit_probes(test_x[:n], test_y[:n], context, classifiers=classifiers)
+
+    score(DEFAULT_CLASSIFIERS, 100)  # warm-up (imports, thread pools)
+    out = {}
+    for name in DEFAULT_CLASSIFIERS:
+        out[f"probes_{name}_s"] = best_of(lambda name=name: score((name,)))
+        out[f"probes_{name}_acc"] = score((name,))[f"{name}/acc"]
+    out["probes_total_s"] = best_of(lambda: score(DEFAULT_CLASSIFIERS))
+    return out
 
 
 @case
