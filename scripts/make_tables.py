@@ -3,6 +3,7 @@
     python scripts/make_tables.py corel/table2            # after: python train.py -m experiment=corel/table2
     python scripts/make_tables.py csrl/fig2 --mode smoke
     python scripts/make_tables.py dscl/digits             # also dscl/table1, dscl/table2, dscl/table3
+    python scripts/make_tables.py safir/table6_1          # also table6_2 ... table6_6, fig6_2, fig6_3, digits6_1 ...
 
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
 the paper's claims checked on our numbers (holds / does not hold). A table is built from runs of one mode only
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from clusterable.tables.report import MixedRuns, describe, load_runs
 
-PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl")
+PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -205,7 +205,8 @@ class Table:
 
     def latex(self) -> str:
         def esc(s: str) -> str:
-            return s.replace("±", r"$\pm$").replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
+            s = s.replace("±", r"$\pm$").replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
+            return s.replace("✓", r"$\checkmark$").replace("✗", r"$\times$")
 
         cols = "l" * len(self.header)
         body = [" & ".join(esc(c) for c in self.header) + r" \\ \midrule"]

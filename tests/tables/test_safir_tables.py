@@ -1,0 +1,193 @@
+"""Safir 2022's Tables 6.1-6.6 and Figures 6.2-6.3 on hand-made runs: the published numbers beside ours, the
+within-spread marks, the digits analogues, and the thesis's claims held, failed or uncheckable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from clusterable.tables import safir
+from clusterable.tables.common import published
+from clusterable.tables.report import load_runs
+
+from .rundirs import write_run
+
+TRIPLET = {"_target_": "clusterable.heads.pml.PMLHead", "loss": {"_target_": "x.TripletMarginLoss"}}
+SUPCON = {"_target_": "clusterable.heads.pml.PMLHead", "loss": {"_target_": "x.SupConLoss"}}
+CENTER = {"_target_": "clusterable.heads.center.CenterLoss"}
+
+
+def run_of(outputs: Path, experiment: str, *, model: str, pl: float, ls: int, seed: int, metrics: dict | None,
+           dataset: str = "mnist", alpha: float = 0.5, gamma: float = 1.0, metric: dict = TRIPLET) -> Path:  # fmt: skip
+    schedule = "joint" if model in ("dml", "mvae_joint") else "alternate"
+    loss = {"latent_dim": ls, "schedule": schedule, "alpha": alpha, "gamma": gamma, "metric": metric}
+    config = {"safir": {"model": model}, "loss": loss, "dataset": {"name": dataset, "labelled_percent": pl}}
+    params = {
+        "safir_row": f"{model}_{alpha}_{gamma}",
+        "pl": pl,
+        "ls": ls,
+        "seed": seed,
+        "m": safir.metric_loss(loss),
+        "d": dataset,
+    }
+    return write_run(outputs, experiment, params, metrics, config=config)
+
+
+def knn(acc: float, ami: float | None = None) -> dict[str, float]:
+    return {"test/knn/acc": acc, "test/knn/ami": acc / 2 if ami is None else ami}
+
+
+def test_published_numbers_hold_every_table():
+    pub = published("safir")
+    assert pub["table6_1"]["dml"]["0.01"][2] == [0.2618, 0.1124]
+    assert pub["table6_1"]["dml_ae"]["10"]["0.25"][2] == [0.1028, 0]
+    assert pub["table6_2"]["dml_ae"]["0.1"]["1"][10] == pub["table6_2"]["dml"]["0.1"][10]  # the copy error
+    assert pub["table6_3"]["dml_gmm"]["0.1"]["0.66"][4] == [0.1139, 0]
+    assert pub["table6_5"]["organamnist"]["10"][2]["supcon"]["mvae"]["1"] == 0.1679
+    assert pub["table6_6"][5]["mvae"]["10"]["knn"] == 92.4
+    assert pub["table6_6"][10]["dml"] == {"linear": 98.5, "rf": 97.7, "knn": 98.0}
+    assert {f["table"] for f in pub["footnotes"]} >= {"table6_2", "table6_5"}
+
+
+def test_table6_1_prints_ours_beside_the_thesis_with_spread_marks_and_claim_1(tmp_path):
+    # DML: 0.30 at few labels, 0.90 at 10%; the autoencoder 0.50 everywhere: claim 1 holds.
+    for seed in range(4):
+        for pl in (0.01, 0.1, 10):
+            for ls in (2, 10):
+                dml = 0.9 if pl == 10 else 0.2600 + 0.001 * seed  # pl 0.01 lsdim 2: 0.2600..0.2630 vs 0.2618
+                run_of(tmp_path, "safir/table6_1", model="dml", pl=pl, ls=ls, seed=seed, metrics=knn(dml))
+                for alpha in (0.25, 0.5, 0.75, 1.0):
+                    run_of(tmp_path, "safir/table6_1", model="dml_ae", pl=pl, ls=ls, seed=seed, alpha=alpha,
+                           metrics=knn(0.5))  # fmt: skip
+    runs, _ = load_runs(tmp_path, "safir/table6_1")
+    table = safir.table6_1(runs, tmp_path)
+    assert table.header[:5] == ["pl%", "Model", "α", "acc ls2 (paper)", "acc ls2 (ours)"]
+    assert len(table.rows) == 3 * 5
+    first = table.rows[0]
+    assert first[:4] == ["0.01", "DML", "–", "0.2618"]
+    assert first[4] == "0.2615 ± 0.0013 ✓"  # 0.2618 lies within 0.2600..0.2630
+    assert first[6] == "0.1308 ± 0.0006 ✗"  # AMI 0.1300..0.1315 vs 0.1124
+    ae = table.rows[1]
+    assert ae[:4] == ["0.01", "DML autoencoder", "0.25", "0.3957"] and ae[4] == "0.5000 ± 0.0000 ✗"
+    (claim,) = table.claims
+    assert claim.holds is True and claim.detail == "6 of 6"
+    assert any("Each value of Table 6.1 is the mean of 4" in n for n in table.notes)
+
+
+def test_a_missing_cell_reads_not_run_and_leaves_claim_1_uncheckable(tmp_path):
+    run_of(tmp_path, "safir/table6_1", model="dml", pl=0.01, ls=2, seed=0, metrics=knn(0.3))
+    run_of(tmp_path, "safir/table6_1", model="dml", pl=0.01, ls=10, seed=0, metrics=None)  # failed
+    runs, _ = load_runs(tmp_path, "safir/table6_1")
+    table = safir.table6_1(runs, tmp_path)
+    assert table.rows[0][4] == "0.3000 ± 0.0000 ✗" and table.rows[0][8] == "failed"
+    assert table.rows[1][4] == "not run"
+    assert table.claims[0].holds is None
+
+
+def test_digits_tables_map_the_label_counts_to_the_thesis_rows_without_marks(tmp_path):
+    for pl in (0.48, 4.8, 10):
+        for ls in (2, 10):
+            dml = 0.9 if pl == 10 else 0.6
+            run_of(tmp_path, "safir/digits6_1", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(dml),
+                   dataset="digits")  # fmt: skip
+            for alpha in (0.25, 0.5, 0.75, 1.0):
+                run_of(tmp_path, "safir/digits6_1", model="dml_ae", pl=pl, ls=ls, seed=0, alpha=alpha,
+                       metrics=knn(0.7), dataset="digits")  # fmt: skip
+    runs, _ = load_runs(tmp_path, "safir/digits6_1")
+    table = safir.digits6_1(runs, tmp_path)
+    assert [r[0] for r in table.rows[::5]] == ["0.48 (as 0.01)", "4.8 (as 0.1)", "10 (as 10)"]
+    assert (
+        table.rows[5][3] == "0.4256" and table.rows[5][4] == "0.6000 ± 0.0000"
+    )  # MNIST's pl 0.1 beside ours
+    assert table.claims[0].holds is True
+    assert "on digits" in table.title
+
+
+def test_table6_3_checks_that_the_priors_fall_to_chance(tmp_path):
+    for pl in (0.01, 0.1, 10):
+        for ls in (2, 4):
+            run_of(tmp_path, "safir/table6_3", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(0.6))
+            for alpha in (0.33, 0.66, 1.0):
+                run_of(tmp_path, "safir/table6_3", model="dml_unit", pl=pl, ls=ls, seed=0, alpha=alpha,
+                       metrics=knn(0.11))  # fmt: skip
+                gmm = 0.45 if (pl, ls, alpha) == (10, 4, 0.33) else 0.12  # one GMM cell well above chance
+                run_of(tmp_path, "safir/table6_3", model="dml_gmm", pl=pl, ls=ls, seed=0, alpha=alpha,
+                       metrics=knn(gmm))  # fmt: skip
+    runs, _ = load_runs(tmp_path, "safir/table6_3")
+    table = safir.table6_3(runs, tmp_path)
+    assert len(table.rows) == 3 * 7
+    (claim,) = table.claims
+    assert claim.holds is False
+    assert claim.detail == "fails for DML + GMM prior, pl 10, α 0.33, lsdim 4"
+
+
+def test_table6_5_per_metric_loss_and_claim_3(tmp_path):
+    metrics = {"triplet": TRIPLET, "supcon": SUPCON, "center": CENTER}
+    for dataset in ("mnist", "organamnist"):
+        for pl in (0.01, 10):
+            for ls in (2, 10):
+                for node in metrics.values():
+                    run_of(tmp_path, "safir/table6_5", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(0.5),
+                           dataset=dataset, metric=node)  # fmt: skip
+                    for alpha in (0.25, 0.5, 0.75, 1.0):
+                        run_of(tmp_path, "safir/table6_5", model="mvae", pl=pl, ls=ls, seed=0, alpha=alpha,
+                               metrics=knn(0.1), dataset=dataset, metric=node)  # fmt: skip
+    runs, _ = load_runs(tmp_path, "safir/table6_5")
+    table = safir.table6_5(runs, tmp_path)
+    assert table.header[5:] == ["Triplet (paper)", "Triplet (ours)", "Supervised (SupCon) (paper)",
+                                "Supervised (SupCon) (ours)", "Center (paper)", "Center (ours)"]  # fmt: skip
+    assert len(table.rows) == 2 * 2 * 2 * 5
+    assert table.rows[0][:7] == ["MNIST", "0.01", "2", "DML", "–", "0.2603", "0.5000 ± 0.0000 ✗"]
+    assert table.rows[1][9] == "0.1001"  # MNIST pl 0.01 lsdim 2, center, MVAE α 0.25
+    (claim,) = table.claims
+    assert claim.holds is True and claim.detail == "MVAE above chance in 0 of 96, DML in 24 of 24"
+
+
+def test_table6_6_percent_columns_and_the_joint_training_claims(tmp_path):
+    for ls in (2, 5, 10):
+        probes = {"test/linear/acc": 0.9, "test/rf/acc": 0.9, "test/knn/acc": 0.9}
+        run_of(tmp_path, "safir/table6_6", model="dml", pl=100, ls=ls, seed=0, metrics=probes)
+        for gamma, acc in ((0.0, 0.6), (2.0, 0.8), (5.0, 0.8), (10.0, 0.8)):
+            run_of(tmp_path, "safir/table6_6", model="mvae_joint", pl=100, ls=ls, seed=0, gamma=gamma,
+                   metrics={k: acc for k in probes})  # fmt: skip
+        alternate = 0.85 if ls == 5 else 0.2  # beats joint at lsdim 5
+        run_of(tmp_path, "safir/table6_6", model="mvae", pl=100, ls=ls, seed=0, alpha=0.5,
+               metrics={k: alternate for k in probes})  # fmt: skip
+    runs, _ = load_runs(tmp_path, "safir/table6_6")
+    table = safir.table6_6(runs, tmp_path)
+    assert table.rows[0][:5] == ["2", "MVAE (joint)", "0", "57.8", "60.0 ± 0.0 ✗"]
+    assert table.rows[4][:4] == ["2", "DML", "–", "95.0"]
+    assert table.rows[5][:5] == ["2", "MVAE (alternate)", "0.5", "–", "20.0 ± 0.0"]
+    joint_vs_alternate, metric_helps = table.claims
+    assert joint_vs_alternate.holds is False and joint_vs_alternate.detail == "fails for lsdim 5"
+    assert metric_helps.holds is True
+
+
+def test_fig6_3_reads_the_reconstruction_curve_from_the_csv_log(tmp_path):
+    path = run_of(tmp_path, "safir/fig6_3", model="mvae", pl=10, ls=10, seed=0, metrics=knn(0.2))
+    (path / "csv").mkdir()
+    values = [5.0, 4.0, 4.5, 3.9, 4.4, 3.8, 4.3, 3.7]  # oscillating: the thesis's "does not converge"
+    lines = ["epoch,step,train/recon,train/loss"] + [f"{e},{e},{v},{v}" for e, v in enumerate(values)]
+    (path / "csv" / "metrics.csv").write_text("\n".join(lines) + "\n")
+    runs, _ = load_runs(tmp_path, "safir/fig6_3")
+    table = safir.fig6_3(runs, tmp_path / "tables")
+    assert table.rows == [["0", "5", "3.7", "3.7", "13.95"]]  # last quarter: 4.3 -> 3.7
+    assert table.claims[0].holds is True
+    assert (tmp_path / "tables" / "safir_fig6_3.png").is_file()
+
+
+def test_fig6_2_draws_both_latent_spaces_with_the_prior_components(tmp_path):
+    rng = np.random.default_rng(0)
+    for model, scale in (("dml_unit", 0.5), ("dml_gmm", 2.0)):
+        xy = (rng.normal(size=(50, 2)) * scale).astype(np.float32)
+        arrays = {"latent_test_raw.npz": {"xy": xy, "labels": rng.integers(0, 3, 50)}}
+        path = run_of(tmp_path, "safir/fig6_2", model=model, pl=10, ls=2, seed=0, alpha=0.33, metrics=knn(0.3),
+                      dataset="organamnist")  # fmt: skip
+        np.savez(path / "latent_test_raw.npz", **arrays["latent_test_raw.npz"])
+    runs, _ = load_runs(tmp_path, "safir/fig6_2")
+    table = safir.fig6_2(runs, tmp_path / "tables")
+    assert [r[0] for r in table.rows] == ["DML + unit prior", "DML + GMM prior"]
+    unit_norm, gmm_norm = (float(r[-1]) for r in table.rows)
+    assert unit_norm < gmm_norm
+    assert (tmp_path / "tables" / "safir_fig6_2.png").is_file()
