@@ -138,14 +138,15 @@ def test_an_evaluator_option_out_of_range_names_the_evaluator(train):
         ("loss=no_such_loss", "loss"),
         ("evaluator=[nonexistent]", "evaluator"),
         ("experiment=corel/nonexistent", "experiment"),
+        ("loss/metric=nope", "loss/metric"),  # a group nested in another group's config
     ],
 )
 def test_an_unknown_option_lists_the_available_ones(train, override, group):
-    result = train(override)
+    result = train("loss=dml", override) if group == "loss/metric" else train(override)
     assert result.code == 2
     assert_one_error_line(result, f"error: {group}: no option")
     assert "available: " in result.err and ("corel/table2" in result.err or "classification" in result.err
-                                            or "gaussian_corel" in result.err)  # fmt: skip
+                                            or "gaussian_corel" in result.err or "supcon" in result.err)  # fmt: skip
     assert not metrics_files(train.outputs)
 
 

@@ -405,7 +405,12 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
             roots += [
                 Path(str(p).removeprefix("file://")) for p in override.value() if str(p).startswith("file://")
             ]
-    groups = {p.name for p in Path(config_dir).iterdir() if p.is_dir() and p.name != "hydra"}
+    # Nested groups too (``loss/metric=nope``: a group chosen inside another group's config).
+    groups = {
+        p.relative_to(config_dir).as_posix()
+        for p in Path(config_dir).rglob("*")
+        if p.is_dir() and p.relative_to(config_dir).parts[0] != "hydra"
+    }
     for override in overrides:
         group = override.key_or_group
         if group not in groups or override.is_delete() or override.package is not None:

@@ -3,7 +3,6 @@ and both experiments' smoke pipelines end to end."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from clusterable.tables.report import load_runs
 
 from .rundirs import write_run
 
-ROOT = Path(__file__).resolve().parents[2]
 KS = {"cub200": [1, 2, 4, 8, 16, 32], "cars196": [1, 2, 4, 8, 16, 32], "sop": [1, 10, 100, 1000],
       "inshop": [1, 10, 20, 30, 40, 50]}  # fmt: skip
 
@@ -81,29 +79,13 @@ def test_losses_table_rows_and_the_ce_claim(tmp_path):
     assert "vs SupCon" in claim.detail and "vs Triplet" not in claim.detail
 
 
-@pytest.fixture
-def make_tables(capsys):
-    """``make_tables(*argv) -> stdout`` of scripts/make_tables.py run in this process (exit status 0 asserted)."""
-    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "scripts" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-    def run(*argv: str) -> str:
-        capsys.readouterr()
-        code = module.main(list(argv))
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        return out
-
-    return run
-
-
 def test_dml_losses_runs_for_real_on_digits_zeroshot(train, make_tables):
     # Three losses, one seed, a few epochs: the real data path (retrieval, clustering, the table) end to end.
     result = train("-m", "experiment=dml/losses", "loss=ce,triplet,proxy_anchor", "hydra.sweeper.params.seed=0",
                    "trainer.max_epochs=3", "torch_threads=1")  # fmt: skip
     assert result.code == 0, result.err
-    out = make_tables("dml/losses", "--outputs", str(train.outputs))
+    code, out, err = make_tables("dml/losses", "--outputs", str(train.outputs))
+    assert code == 0, err
     assert "— full runs" in out and "3 runs (0 failed)" in out
     rows = {line.split(" | ")[1]: line for line in out.splitlines() if line.startswith("| digits_zeroshot")}
     for name in ("Cross-entropy (Boudiaf)", "Triplet (semi-hard)", "ProxyAnchor"):
@@ -117,7 +99,8 @@ def test_boudiaf_table4_smoke_pipeline_on_one_dataset(train, make_tables):
     result = train("-m", "experiment=boudiaf/table4", "debug=smoke", "dataset=cub200", "hydra.sweeper.params.seed=0",
                    "torch_threads=2")  # fmt: skip
     assert result.code == 0, result.err
-    out = make_tables("boudiaf/table4", "--outputs", str(train.outputs))
+    code, out, err = make_tables("boudiaf/table4", "--outputs", str(train.outputs))
+    assert code == 0, err
     ours = [line for line in out.splitlines() if "Cross-Entropy (ours)" in line and "CUB" in line]
     assert len(ours) == 2 and all(line.count("±") == 6 for line in ours)
     assert "ResNet-50 (random init)" in ours[0] and "SMOKE" in out

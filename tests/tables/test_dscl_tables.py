@@ -3,7 +3,6 @@ cited rows marked, rows not run, the architecture, and the paper's claims held, 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from clusterable.tables.report import load_runs
 
 from .rundirs import write_run
 
-ROOT = Path(__file__).resolve().parents[2]
 GOOGLENET = {"_target_": "clusterable.models.backbones.GoogLeNet", "weights": "imagenet"}
 FFNN = {"_target_": "clusterable.models.FFNN", "hidden": [256, 128]}
 # (NMI, R@1) as fractions per row and SC mode (True: with SC). Chosen so that every claim of the paper holds but
@@ -156,22 +154,6 @@ def test_table3_has_the_products_ks_and_no_last_layer_claim():
     assert table.header[3:] == ["NMI", "R@1", "R@10", "R@100"]
     assert "Stanford Online Products" in table.title and "Table 3" in table.title
     assert [c.holds for c in table.claims] == [None, None, None]
-
-
-@pytest.fixture
-def make_tables(capsys):
-    """``make_tables(*argv) -> (exit code, stdout, stderr)`` of scripts/make_tables.py, in this process."""
-    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "scripts" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = module.main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def test_make_tables_finds_every_dscl_table(tmp_path, make_tables):

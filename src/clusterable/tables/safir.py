@@ -192,12 +192,12 @@ def _latent_table(runs: list[Run], *, pub_name: str, dataset: str, models: dict[
     return Table(title, header, rows, notes), groups
 
 
-def _cell_note(digits: bool, dataset: str) -> str:
+def _cell_note(digits: bool, dataset: str, partial: bool = True) -> str:
     if digits:
+        where = " at the row pl% in parentheses (the same number of labels, 6 and 60, or the same 10%)"
         return (
-            "Paper columns: the thesis's MNIST numbers at the row pl% in parentheses (the same number of labels, 6 "
-            "and 60, or the same 10%); ours: scikit-learn's digits (our analogue, 1,257 training images), mean ± "
-            "std over seeds, no ✓/✗ (another dataset)."
+            f"Paper columns: the thesis's MNIST numbers{where if partial else ''}; ours: scikit-learn's digits (our "
+            "analogue, 1,257 training images), mean ± std over seeds, no ✓/✗ (another dataset)."
         )
     return (
         f"Ours: {DATASETS.get(dataset, dataset)}, mean ± std over seeds; ✓: the published number lies within the "
@@ -396,7 +396,7 @@ def _joint_table(runs: list[Run], dataset: str) -> Table:
     notes += [
         "Accuracy in percent as the thesis prints it. MVAE (alternate), α = 0.5, is ours only (not in the thesis): "
         "it checks the thesis's conclusion that joint training beats the alternating schedule.",
-        _cell_note(digits, dataset),
+        _cell_note(digits, dataset, partial=False),
         *footnotes("table6_6"),
     ]
 
@@ -476,9 +476,9 @@ def recon_curve(run: Run) -> list[tuple[int, float]]:
     if not path.is_file():
         return []
     with path.open() as f:
-        points = [
-            (int(r["epoch"]), float(r["train/recon"])) for r in csv.DictReader(f) if r.get("train/recon")
-        ]
+        # rows logged outside training (the test metrics) carry no epoch or no train/recon
+        rows = [r for r in csv.DictReader(f) if r.get("train/recon") and r.get("epoch")]
+    points = [(int(r["epoch"]), float(r["train/recon"])) for r in rows]
     return sorted(points)
 
 
