@@ -106,3 +106,15 @@ def test_cells_mean_std_and_missing():
     assert cell.sem == pytest.approx(cell.std / 2**0.5)
     run = Run(Path("."), {"loss": "cce"}, {"status": "failed", "metrics": {}})
     assert cells([run], ("loss",), "test/acc")[("cce",)].failed == 1
+
+
+def test_a_claim_failing_in_many_places_names_the_first_few_and_counts_the_rest():
+    from operator import gt
+
+    from clusterable.tables.report import check
+
+    pairs = [(f"cell {i}", 0.0, 1.0) for i in range(8)] + [("cell 8", 2.0, 1.0)]
+    claim = check("ours beat the baseline everywhere", pairs, gt)
+    assert claim.holds is False
+    assert claim.detail == "fails for cell 0, cell 1, cell 2 and 5 more (8 of 9)"
+    assert check("x", pairs[:2], gt).detail == "fails for cell 0, cell 1"

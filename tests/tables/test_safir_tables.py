@@ -119,7 +119,7 @@ def test_table6_3_checks_that_the_priors_fall_to_chance(tmp_path):
     assert len(table.rows) == 3 * 7
     (claim,) = table.claims
     assert claim.holds is False
-    assert claim.detail == "fails for DML + GMM prior (pl 10, α 0.33, lsdim 4)"
+    assert claim.detail == "above chance in 0 of 18 unit-prior cells and 1 of 18 GMM-prior cells"
 
 
 def test_table6_5_per_metric_loss_and_claim_3(tmp_path):

@@ -176,9 +176,11 @@ def check(
     if not pairs or any(math.isnan(a) or math.isnan(b) for _, a, b in pairs):
         return Claim(text, None, "numbers missing")
     failing = [name for name, a, b in pairs if not relation(a, b)]
-    return Claim(
-        text, not failing, f"fails for {', '.join(failing)}" if failing else f"{len(pairs)} of {len(pairs)}"
-    )
+    if len(failing) > 6:  # a long list reads as noise: the first few and how many more
+        shown = f"{', '.join(failing[:3])} and {len(failing) - 3} more ({len(failing)} of {len(pairs)})"
+    else:
+        shown = ", ".join(failing)
+    return Claim(text, not failing, f"fails for {shown}" if failing else f"{len(pairs)} of {len(pairs)}")
 
 
 @dataclass
