@@ -197,7 +197,7 @@ def _cell_note(digits: bool, dataset: str, partial: bool = True) -> str:
         where = " at the row pl% in parentheses (the same number of labels, 6 and 60, or the same 10%)"
         return (
             f"Paper columns: the thesis's MNIST numbers{where if partial else ''}; ours: scikit-learn's digits (our "
-            "analogue, 1,257 training images), mean ± std over seeds, no ✓/✗ (another dataset)."
+            "analogue, 1,258 training images), mean ± std over seeds, no ✓/✗ (another dataset)."
         )
     return (
         f"Ours: {DATASETS.get(dataset, dataset)}, mean ± std over seeds; ✓: the published number lies within the "
