@@ -355,7 +355,7 @@ def test_every_head_runs_end_to_end(train, overrides):
 
 
 def test_a_run_with_almost_no_labels_goes_on_through_unlabelled_batches(train):
-    # 1% of digits' 1,257 training labels: 13, so most batches of 128 hold none and DML's loss is 0 there
+    # 1% of digits' 1,258 training labels: 13, so most batches of 128 hold none and DML's loss is 0 there
     result = train("loss=dml", "loss/metric=center", "dataset.labelled_percent=1", *RUN)
     assert result.code == 0, result.err
     (path,) = metrics_files(train.outputs)
