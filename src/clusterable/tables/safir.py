@@ -447,8 +447,10 @@ def fig6_2(runs: list[Run], out_dir: Path) -> Table:
                 ax.set_title(f"{MODELS[key.model]}: no latent_test_raw.npz")
                 continue
             xy, labels = arrays["xy"], arrays["labels"]
-            for c in np.unique(labels):
-                ax.scatter(*xy[labels == c].T, s=3, label=str(c))
+            classes = np.unique(labels)
+            colours = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")  # OrganAMNIST has 11 classes
+            for i, c in enumerate(classes):
+                ax.scatter(*xy[labels == c].T, s=3, color=colours(i), label=str(c))
             logvar = float(((run.payload.get("config") or {}).get("loss") or {}).get("gmm_logvar", 1.0))
             centres = [(0.0, 0.0)] if key.model == "dml_unit" else [(a, b) for a in (-1, 1) for b in (-1, 1)]
             radius = 1.0 if key.model == "dml_unit" else math.exp(logvar / 2)
