@@ -1,6 +1,8 @@
 """Regenerate a paper's table or figure from run directories, ours beside the published numbers.
 
+    python scripts/make_tables.py corel/table1            # after: python train.py -m experiment=corel/table1
     python scripts/make_tables.py corel/table2            # after: python train.py -m experiment=corel/table2
+    python scripts/make_tables.py corel/digits_table1     # also digits_table2, digits_table3_4 (CPU-sized)
     python scripts/make_tables.py csrl/fig2 --mode smoke
     python scripts/make_tables.py dscl/digits             # also dscl/table1, dscl/table2, dscl/table3
     python scripts/make_tables.py safir/table6_1          # also table6_2 ... table6_6, fig6_2, fig6_3, digits6_1 ...
@@ -8,7 +10,8 @@
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
 the paper's claims checked on our numbers (holds / does not hold). A table is built from runs of one mode only
 (full: real data, whole training; smoke: fake data or a few batches, testing the pipeline) and one data source;
-its title says which.
+its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its λ winners, which the Table 2
+runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``).
 
 Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, or the selected runs mix modes or data
 sources (one line on stderr naming what is mixed; nothing written).
@@ -19,8 +22,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
 
+from clusterable.rundir import tables_dir
 from clusterable.tables.report import MixedRuns, describe, load_runs
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir")
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
               f"  python train.py -m experiment={args.table}", file=sys.stderr)  # fmt: skip
         return 1
     # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
-    out_dir = Path(args.outputs) / "tables" / ("smoke" if mode == "smoke" else "")
+    out_dir = tables_dir(args.outputs, mode)
     table = getattr(module, name)(runs, out_dir)
     suffix, note = describe(runs, mode)
     table.title = f"{table.title} — {suffix}"

@@ -14,6 +14,7 @@ from omegaconf import open_dict
 from clusterable.config import build, check_node
 from clusterable.contracts import ClusteringHead, Encoder, Head, require, require_evaluator
 from clusterable.train import CONFIG_DIR, EVALUATOR_CALL, OPTIMIZER_CALL
+from clusterable.tuned_lambda import winners_file, write_winners
 
 CONF = Path(CONFIG_DIR)
 
@@ -140,18 +141,37 @@ def test_debug_options_with_default_run(tmp_path, name):
     build_and_step(composed(tmp_path, f"debug={name}"))
 
 
+def tuned_lambda_winners(tmp_path: Path, cfg, lam: float) -> list[str]:
+    """For an experiment that runs at Table 1's tuned λ (``tuned_lambda_from``): smoke winners at ``lam`` for
+    every (dataset, model, loss) of its grid, under ``tmp_path``; the overrides that point the run there."""
+    table = cfg.get("tuned_lambda_from")
+    if table is None:
+        return []
+    params, choices = cfg.hydra.sweeper.params, cfg.hydra.runtime.choices
+    # The cells below sweep one key at a time: the others keep the experiment's defaults.
+    grid = [str(params.get(g, "")).split(",") + [choices[g]] for g in ("dataset", "model", "loss")]
+    entry = {"lam": lam, "val_acc": 0.9, "runs": 1, "candidates": {lam: 0.9}}
+    winners = {(d, m, loss): entry for d in grid[0] for m in grid[1] for loss in grid[2]}
+    write_winners(winners_file(tmp_path, table, "smoke"), table, table, "smoke", winners)
+    return [f"paths.output_dir={tmp_path}"]
+
+
 @pytest.mark.parametrize("name", options("experiment"))
 def test_experiments_compose_and_run_a_batch(tmp_path, name):
     cfg = composed(tmp_path, f"experiment={name}", "debug=smoke")
     assert cfg.name and cfg.mode == "smoke"
     params = cfg.hydra.sweeper.params
     assert params, f"{name} defines no sweep grid"
+    tuned = tuned_lambda_winners(tmp_path, cfg, 0.7)
     # Every value of every swept key must compose and build with the rest of the experiment.
     for key, values in params.items():
         if key == "seed":
             continue
         for value in str(values).split(","):
-            build_and_step(composed(tmp_path, f"experiment={name}", "debug=smoke", f"{key}={value}"))
+            cell = composed(tmp_path, f"experiment={name}", "debug=smoke", f"{key}={value}", *tuned)
+            build_and_step(cell)
+            if tuned and "lam" in cell.loss:  # the λ losses run at Table 1's winner
+                assert cell.loss.lam == 0.7, (name, key, value)
 
 
 def test_default_config_values():

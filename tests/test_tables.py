@@ -9,6 +9,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusterable.rundir import write_metrics
 from clusterable.tables import corel
@@ -16,6 +17,13 @@ from clusterable.tables.report import Cell, Run, cells, load_runs
 
 
 def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
+    # Table 1 first (two λ values, one seed: the smallest grid that still chooses), whose table writes the smoke
+    # winners that Table 2's cells then run at.
+    cli("train.py", "-m", "experiment=corel/table1", "debug=smoke", "loss.lam=0.6,0.9", "seed=0")
+    proc = cli("scripts/make_tables.py", "corel/table1")
+    path = cli.outputs / "tables" / "smoke" / "corel_table1_lambda.yaml"
+    assert f"Winners written to {path.relative_to(cli.outputs.parent)}" in proc.stdout
+    winners = yaml.safe_load(path.read_text())["winners"]
     cli("train.py", "-m", "experiment=corel/table2", "debug=smoke")
     proc = cli("scripts/make_tables.py", "corel/table2")
     out = proc.stdout
@@ -30,6 +38,13 @@ def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
     for row in rows:
         assert "missing" not in row and "failed" not in row and row.count("±") == 2
         assert row.count("n/a") == 2 and row.rstrip().endswith("not run |")
+        # Each COREL cell names the λ it ran at: Table 1's winner for that dataset and model; CCE has none.
+        cols = [c.strip() for c in row.strip("| \n").split(" | ")]
+        model = {"FFNN": "ffnn", "CNN": "cnn"}[cols[0]]
+        loss = {v: k for k, v in corel.LOSSES.items()}[cols[1]]
+        for dataset, cell in (("mnist", cols[2]), ("fashion_mnist", cols[4])):
+            lam = winners[dataset][model][loss]["lam"] if loss != "cce" else None
+            assert cell.endswith(f"(λ {lam:g})") if lam is not None else "λ" not in cell, (row, lam)
     assert "numbers stripped" in out  # why the paper column is n/a
     claims = [line for line in out.splitlines() if line.startswith("- [")]
     assert len(claims) == 4 and "Gaussian-COREL beats CCE in every setting" in claims[0]

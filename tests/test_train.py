@@ -208,9 +208,10 @@ def test_divergence_is_caught_on_every_part_even_when_they_cancel(train):
 
 
 def test_a_bad_cell_fails_alone_and_the_exit_code_says_so(train):
-    result = train("-m", "loss.lam=0.5,1.5,0.3", *QUICK)
+    # (Gaussian-COREL, the default loss: below λ = 0.5 a run would diverge, hence 0.7 as the third cell.)
+    result = train("-m", "loss.lam=0.5,1.5,0.7", *QUICK)
     statuses = {lam: m["status"] for lam, m in by_override(train.outputs, "loss.lam").items()}
-    assert statuses == {"0.5": "ok", "1.5": "failed", "0.3": "ok"}
+    assert statuses == {"0.5": "ok", "1.5": "failed", "0.7": "ok"}
     assert result.code == 1
     assert "sweep: 2 ok, 1 failed, 0 skipped" in result.out
     (line,) = result.error_lines()

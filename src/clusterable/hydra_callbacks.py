@@ -82,9 +82,17 @@ class SweepSummary(Callback):
         print(
             f"sweep: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped ({self.records.parent})"
         )
+        # Cells that failed for the same reason (a missing input, e.g. Table 1's winners for corel/table2) are one
+        # line, naming the first cell and how many more, rather than a screenful of the same sentence.
+        reasons: dict[str | None, list[str]] = {}
         for o in outcomes:
             if o["status"] == "failed":
-                print(f"failed: {o['cell']}: {o['error']}", file=sys.stderr)
+                reasons.setdefault(o["error"], []).append(o["cell"])
+        for error, failed in reasons.items():
+            failed.sort()
+            more = f"{len(failed)} cells ({failed[0]} and {len(failed) - 1} more)"
+            where = failed[0] if len(failed) == 1 else more
+            print(f"failed: {where}: {error}", file=sys.stderr)
         if counts["failed"]:
             exit_status["code"] = 1
 

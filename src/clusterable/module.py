@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal, Protocol, runtime_checkable
 
 import lightning as L
 import torch
@@ -28,12 +28,32 @@ ROW_FLAGS = ("is_query", "is_gallery")
 
 
 class DivergedError(RuntimeError):
-    """A logged loss part became NaN, infinite or larger in magnitude than the limit; the run is recorded failed."""
+    """The training loss ran away; the run is recorded failed with this one line and ``failed_epoch``.
 
-    def __init__(self, epoch: int, key: str, value: float, limit: float):
-        what = f"became {value}" if not math.isfinite(value) else f"reached {value:.3g} (limit ±{limit:.3g})"
-        super().__init__(f"{key} {what} at epoch {epoch}: the run diverged")
+    Either a logged loss part became NaN, infinite or larger in magnitude than ``divergence_limit``
+    (``beyond_limit``), or a ``WatchesDivergence`` head recognised its own runaway (``reason``).
+    """
+
+    def __init__(self, epoch: int, reason: str):
+        super().__init__(f"{reason} at epoch {epoch}: the run diverged")
         self.epoch = epoch
+
+    @classmethod
+    def beyond_limit(cls, epoch: int, key: str, value: float, limit: float) -> DivergedError:
+        what = f"became {value}" if not math.isfinite(value) else f"reached {value:.3g} (limit ±{limit:.3g})"
+        return cls(epoch, f"{key} {what}")
+
+
+@runtime_checkable
+class WatchesDivergence(Protocol):
+    """A head that knows how its own loss runs away (Gaussian-COREL below λ = 0.5 is unbounded below).
+
+    ``divergence(history)`` gets the epoch means of the head's loss parts, one dict ``{part: value}`` per finished
+    training epoch (the last is the epoch just finished), and returns one line saying what ran away, or None.
+    The module raises ``DivergedError`` with it, so the run is recorded like any other diverged run.
+    """
+
+    def divergence(self, history: Sequence[Mapping[str, float]]) -> str | None: ...
 
 
 class RepresentationModule(L.LightningModule):
@@ -46,7 +66,9 @@ class RepresentationModule(L.LightningModule):
         optimizer: partial optimizer constructor, e.g. ``functools.partial(torch.optim.Adam, lr=1e-3)``.
         divergence_limit: a training-loss part (any of ``head.loss_parts``, epoch mean) that is not finite or
             whose magnitude exceeds this stops the run as diverged. Every part is checked, not only their sum:
-            an attraction and a repulsion running off to ±1e32 can cancel to a loss of exactly 0.
+            an attraction and a repulsion running off to ±1e32 can cancel to a loss of exactly 0. A head that
+            satisfies ``WatchesDivergence`` is also asked after every epoch, so that a runaway it can recognise
+            (Gaussian-COREL below λ = 0.5) stops the run long before any part reaches the limit.
         optimizer_steps: ``per_batch`` (one optimizer step per mini-batch, the usual) or ``per_sample`` (one step
             per row of each batch, in the batch's order: the CSRL authors train their standard AEs so,
             ``train_AE`` in ``src/train.py``). ``per_sample`` runs the rows of a batch in a plain loop inside one
@@ -102,6 +124,8 @@ class RepresentationModule(L.LightningModule):
         self.steps_taken = 0
         self._sums: dict[str, Tensor] = {}
         self._steps = 0
+        # Epoch means of the loss parts, for a head that watches its own divergence (WatchesDivergence).
+        self._history: list[dict[str, float]] = []
 
     def forward(self, x: Tensor) -> Tensor:
         return self.encoder(x)
@@ -136,6 +160,7 @@ class RepresentationModule(L.LightningModule):
         return [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
 
     def on_fit_start(self) -> None:
+        self._history = []
         if self.channels_last:
             self.encoder.to(memory_format=torch.channels_last)
 
@@ -205,7 +230,12 @@ class RepresentationModule(L.LightningModule):
         values = {k: float(v) for k, v in means.items()}  # one host sync an epoch
         for key, value in values.items():
             if not math.isfinite(value) or abs(value) > self.divergence_limit:
-                raise DivergedError(self.current_epoch, key, value, self.divergence_limit)
+                raise DivergedError.beyond_limit(self.current_epoch, key, value, self.divergence_limit)
+        if isinstance(self.head, WatchesDivergence) and values:
+            self._history.append({k.removeprefix("train/"): v for k, v in values.items()})
+            reason = self.head.divergence(self._history)
+            if reason is not None:
+                raise DivergedError(self.current_epoch, reason)
         if means:
             self.log_dict(means, sync_dist=True)
 

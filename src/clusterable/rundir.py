@@ -67,6 +67,12 @@ def read_metrics(run_dir: str | Path) -> dict[str, Any] | None:
         return None
 
 
+def tables_dir(outputs: str | Path, mode: str) -> Path:
+    """Where tables made from runs of ``mode`` go: ``<outputs>/tables/``, smoke ones in ``<outputs>/tables/smoke/``
+    (so that they never overwrite, or are read as, a full table's files)."""
+    return Path(outputs) / "tables" / ("smoke" if mode == "smoke" else "")
+
+
 def find_runs(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     """Every run directory below ``root`` with a readable metrics.json, sorted by path."""
     out = []

@@ -255,3 +255,70 @@ def test_yaml_instantiates_and_runs(name, cls):
     assert head.loss_parts == ("loss", "attract", "repel") and set(out) == set(head.loss_parts)
     assert all(v.ndim == 0 for v in out.values())
     assert torch.isfinite(out["loss"])
+
+
+# ---- Gaussian-COREL: λ = 0.5 is tied-bias cross-entropy; below 0.5 the loss is unbounded below ---------------
+
+
+def test_gaussian_at_half_is_half_the_tied_bias_cross_entropy_with_equal_gradients():
+    """At λ = 0.5 the loss is half the cross-entropy over the logits 2γ h·w_k - γ|w_k|² (|h|² is common to every
+    class and cancels inside the softmax): the same loss and the same gradients for the embeddings and the class
+    vectors."""
+    h, y = tiny_batch()
+    head = with_weight(GaussianCOREL(K, D, lam=0.5, gamma=0.7))
+    gamma = head.gamma.item()  # 0.7 through a float32 log: use the head's own value
+    h = h.requires_grad_(True)
+    ours = head(h, y)["loss"]
+    g_h, g_w = torch.autograd.grad(ours, (h, head.weight))
+
+    keep = y >= 0
+    h2 = h.detach().clone().requires_grad_(True)
+    w2 = head.weight.detach().clone().requires_grad_(True)
+    logits = 2 * gamma * h2[keep] @ w2.T - gamma * w2.pow(2).sum(dim=1)
+    reference = 0.5 * F.cross_entropy(logits, y[keep])
+    r_h, r_w = torch.autograd.grad(reference, (h2, w2))
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-12)
+    assert torch.allclose(g_h, r_h, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(g_w, r_w, rtol=1e-10, atol=1e-12)
+    assert torch.all(g_h[~keep] == 0)
+
+
+@pytest.mark.parametrize("lam", [0.5, 0.7, 1.0])
+def test_gaussian_loss_is_never_negative_from_half_up(lam):
+    """L = (2λ - 1) γ‖h - w_y‖² + (1 - λ) CE >= 0 for λ >= 0.5: what makes a negative loss a sign of λ < 0.5."""
+    head = with_weight(GaussianCOREL(K, D, lam=lam))
+    g = torch.Generator().manual_seed(5)
+    for scale in (0.1, 1.0, 10.0, 1000.0):
+        h = scale * torch.randn(200, D, generator=g, dtype=torch.float64)
+        assert head(h, torch.arange(200) % K)["loss"].item() >= 0
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 0.45])
+def test_gaussian_below_half_falls_like_2lam_minus_1_gamma_h_squared(lam):
+    """Moving h away from every class vector: loss / (γ|h|²) -> 2λ - 1 < 0 (the class docstring's derivation)."""
+    gamma = 0.5
+    head = with_weight(GaussianCOREL(K, D, lam=lam, gamma=gamma))
+    u = F.normalize(torch.randn(1, D, generator=torch.Generator().manual_seed(6), dtype=torch.float64), dim=1)
+    losses = {t: head(t * u, torch.tensor([1]))["loss"].item() for t in (1e2, 1e4)}
+    assert losses[1e4] / (gamma * 1e4**2) == pytest.approx(2 * lam - 1, abs=1e-3)
+    assert losses[1e4] < losses[1e2] < 0
+
+
+def test_gaussian_divergence_reports_the_runaway_only_below_half():
+    # The epoch means of a digits run at λ = 0.3 (FFNN): the attraction grows 18x in the second epoch.
+    runaway = [
+        {"loss": -22.6, "attract": 60.7, "repel": -58.3},
+        {"loss": -445.0, "attract": 1117.0, "repel": -1115.0},
+    ]
+    line = GaussianCOREL(K, D, lam=0.3).divergence(runaway)
+    assert line is not None and "\n" not in line
+    assert "lam = 0.3 < 0.5 is unbounded below" in line and "grew from 60.7 to 1.12e+03" in line
+    # Not yet a runaway: one epoch, growth under RUNAWAY_GROWTH, or a loss that is not negative.
+    assert GaussianCOREL(K, D, lam=0.3).divergence(runaway[:1]) is None
+    slow = [runaway[0], {"loss": -40.0, "attract": 500.0, "repel": -400.0}]
+    assert GaussianCOREL(K, D, lam=0.3).divergence(slow) is None
+    positive = [runaway[0], {"loss": 0.1, "attract": 1117.0, "repel": -1115.0}]
+    assert GaussianCOREL(K, D, lam=0.3).divergence(positive) is None
+    # λ >= 0.5: the attraction grows at λ = 0.5 too (measured: 4.7 -> 25 in the first epoch), never a divergence.
+    growing = [{"loss": 0.87, "attract": 4.7, "repel": -2.9}, {"loss": -1.0, "attract": 1e9, "repel": -1e9}]
+    assert all(GaussianCOREL(K, D, lam=lam).divergence(growing) is None for lam in (0.5, 0.7, 1.0))

@@ -23,8 +23,10 @@ def write_run(
     timing: dict[str, float] | None = None,
     arrays: dict[str, dict[str, np.ndarray]] | None = None,
     config: dict[str, Any] | None = None,
+    diverged_at: int | None = None,
 ) -> Path:
-    """One run below ``outputs/multirun/<mode>/<experiment>/<overrides>``; ``metrics=None`` is a failed run.
+    """One run below ``outputs/multirun/<mode>/<experiment>/<overrides>``; ``metrics=None`` is a failed run,
+    ``diverged_at=<epoch>`` a diverged one (train.py's ``DivergedError`` record: ``failed_epoch``).
 
     ``mode=None`` writes a legacy metrics.json (no mode, no provenance); ``source=None`` leaves out provenance.
     ``config`` is merged into the recorded config (e.g. the model's node).
@@ -40,6 +42,9 @@ def write_run(
         "metrics": metrics or {},
         "timing": timing or {},
     }
+    if diverged_at is not None:
+        payload.update(status="failed", error=f"train/loss ran away at epoch {diverged_at}: the run diverged",
+                       failed_epoch=diverged_at, metrics={})  # fmt: skip
     if mode is not None:
         payload["mode"] = mode
     if mode is not None and source is not None:

@@ -1,19 +1,26 @@
 """COREL (Kenyon-Dean et al. 2019): Tables 1-4 and Figures 1-2 from run directories, with the paper's claims.
 
 Every function here takes the runs of one experiment and returns a ``Table``; scripts/make_tables.py picks the
-function by the table's name (``corel/table2`` -> ``table2``) and the runs by ``SOURCES``.
+function by the table's name (``corel/table2`` -> ``table2``) and the runs by ``SOURCES``. Table 1 also writes its
+winners (``tune_lambda``) to the file Table 2's runs read their λ from (``clusterable.tuned_lambda``). The
+``digits_*`` tables are the same protocol on scikit-learn's digits with the FFNN (a CPU-sized check, no paper
+column).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from operator import gt, lt
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from clusterable.tables.common import na_note, paper_value, pyplot, save_figure
 from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
+from clusterable.tuned_lambda import winners_name, write_winners
 
 LOSSES = {
     "cce": "CCE",
@@ -21,58 +28,293 @@ LOSSES = {
     "cosine_corel": "Cosine-COREL",
     "gaussian_corel": "Gaussian-COREL",
 }
+TUNED = ("center", "cosine_corel", "gaussian_corel")  # the losses with a λ (CCE has none)
 MODELS = {"ffnn": "FFNN", "cnn": "CNN"}
 DATASETS = {"mnist": "MNIST", "fashion_mnist": "Fashion"}
+DIGITS = {"digits": "Digits"}  # the corel/digits_* tables: the protocol on a CPU, no paper column
+# Datasets beyond the paper's: a column of their own when their runs are there (e.g. corel/table1 dataset=digits).
+OTHER_DATASETS = DIGITS
 # Figures 2 and Tables 3-4 are drawn from the runs of Table 1 and Table 2 (their configs share the sweep).
 SOURCES = {"table1": "corel/table1", "table2": "corel/table2", "table3_4": "corel/table2",
-           "fig1": "corel/fig1", "fig2": "corel/table1"}  # fmt: skip
+           "fig1": "corel/fig1", "fig2": "corel/table1",
+           "digits_table1": "corel/digits_table1", "digits_table2": "corel/digits_table2",
+           "digits_table3_4": "corel/digits_table2"}  # fmt: skip
 # "CCE's k-means accuracy falls well below its test accuracy": the number in the paper's "over X%" is stripped from
 # the text we have; we call a drop of at least this many percentage points "well below".
 WELL_BELOW_POINTS = 5.0
 PAPER = "corel"  # its published numbers: tables/published/corel.yaml
 
 
-def table2(runs: list[Run], out_dir: Path) -> Table:
-    """Table 2: test accuracy (%) mean ± std over seeds at the best validation epoch."""
-    acc = cells(runs, ("dataset", "model", "loss"), "test/acc")
+# ---- λ tuning (Table 1) ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tuning:
+    """The λ grid of one (dataset, model, loss): validation accuracy per λ and the λ values whose runs diverged.
+
+    A λ qualifies when none of its runs diverged and at least one finished; the winner is the qualifying λ with the
+    best mean validation accuracy, ties going to the smaller λ (the paper, "Tuning": λ chosen by validation
+    accuracy).
+    """
+
+    val: dict[float, Cell] = field(default_factory=dict)
+    diverged: set[float] = field(default_factory=set)
+
+    def qualifying(self) -> dict[float, Cell]:
+        return {lam: c for lam, c in self.val.items() if lam not in self.diverged and c.values}
+
+    def winner(self) -> tuple[float, Cell] | None:
+        """The chosen λ and its accuracies; None when no λ qualifies."""
+        return min(self.qualifying().items(), key=lambda item: (-item[1].mean, item[0]), default=None)
+
+    def candidate(self, lam: float) -> float | str:
+        """λ's mean validation accuracy, or ``diverged`` / ``failed``."""
+        if lam in self.diverged:
+            return "diverged"
+        cell = self.val[lam]
+        return cell.mean if cell.values else "failed"
+
+    def record(self) -> dict[str, Any]:
+        """The winners file's entry: the winner, its accuracy and runs, and every λ with what it scored."""
+        best = self.winner()
+        return {
+            "lam": None if best is None else best[0],
+            "val_acc": math.nan if best is None else best[1].mean,
+            "runs": 0 if best is None else len(best[1].values),
+            "candidates": {lam: self.candidate(lam) for lam in sorted(self.val)},
+        }
+
+
+def tune_lambda(runs: Iterable[Run]) -> dict[tuple[str, str, str], Tuning]:
+    """Table 1's λ grid per (dataset, model, loss), from the runs that set ``loss.lam``."""
+    out: dict[tuple[str, str, str], Tuning] = {}
+    for run in runs:
+        if "loss.lam" not in run.params:
+            continue
+        key = (run.params.get("dataset", ""), run.params.get("model", ""), run.params.get("loss", ""))
+        tuning = out.setdefault(key, Tuning())
+        lam = float(run.params["loss.lam"])
+        cell = tuning.val.setdefault(lam, Cell())
+        value = run.metric("val/acc") if run.ok else None
+        if run.diverged:
+            tuning.diverged.add(lam)
+        if value is None or math.isnan(value):
+            cell.failed += 1
+        else:
+            cell.values.append(value)
+    return out
+
+
+def _lams(values: Iterable[float]) -> str:
+    return ", ".join(f"{v:g}" for v in sorted(values))
+
+
+def _datasets(runs: Iterable[Run], base: dict[str, str]) -> dict[str, str]:
+    """``base`` and, after it, any other dataset the runs hold (a column of its own)."""
+    present = {r.params.get("dataset") for r in runs} - set(base) - {None, ""}
+    return {**base, **{d: OTHER_DATASETS.get(d, d) for d in sorted(present)}}
+
+
+def _write_tuned(
+    runs: list[Run], tuning: dict[tuple[str, str, str], Tuning], out_dir: Path, name: str
+) -> Path | None:
+    """Write Table 1's winners where the Table 2 runs read them (the mode's tables folder); None without runs."""
+    if not runs:
+        return None
+    entries = {key: t.record() for key, t in tuning.items()}
+    table = f"{PAPER}/{name}"
+    return write_winners(out_dir / winners_name(table), table, SOURCES[name], runs[0].mode, entries)
+
+
+def _table1(
+    runs: list[Run], out_dir: Path, name: str, datasets: dict[str, str], models: dict[str, str], title: str,
+    with_paper: bool,
+) -> Table:  # fmt: skip
+    tuning = tune_lambda(runs)
+    path = _write_tuned(runs, tuning, out_dir, name)
+    header = ["Loss"] + [f"{datasets[d]} {models[m]} (ours)" for d in datasets for m in models]
+    header += ["paper"] if with_paper else []
+    rows, diverged_notes = [], []
+    for loss in TUNED:
+        row = [LOSSES[loss]]
+        for d in datasets:
+            for m in models:
+                t = tuning.get((d, m, loss))
+                best = t.winner() if t else None
+                if t is None:
+                    row.append("missing")
+                elif best is None:
+                    row.append("diverged (every λ)" if t.diverged else "failed (every λ)")
+                else:
+                    text = f"λ={best[0]:g} (val {100 * best[1].mean:.2f})"
+                    row.append(text + (f"; {len(t.diverged)} λ diverged" if t.diverged else ""))
+                if t and t.diverged:
+                    diverged_notes.append(
+                        f"{LOSSES[loss]} {models[m]}-{datasets[d]}: λ = {_lams(t.diverged)}"
+                    )
+        rows.append(row + (["n/a"] if with_paper else []))
+
+    def spread(d: str, m: str, loss: str) -> float:
+        means = [c.mean for c in tuning.get((d, m, loss), Tuning()).qualifying().values()]
+        return 100 * (max(means) - min(means)) if means else math.nan
+
+    def best_mean(d: str, m: str, loss: str) -> float:
+        best = tuning.get((d, m, loss), Tuning()).winner()
+        return best[1].mean if best else math.nan
+
+    def at(d: str, m: str, loss: str, lam: float) -> float:
+        c = tuning.get((d, m, loss), Tuning()).qualifying().get(lam)
+        return c.mean if c else math.nan
+
+    base = DATASETS if with_paper else datasets
+    settings = [(d, m) for d in base for m in models]
+    claims = [
+        check("Center loss is relatively insensitive to λ (validation accuracy varies by < 1 point)",
+              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lt),
+        check("Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5)",
+              ((f"{m}-{d}", best_mean(d, m, "gaussian_corel"), at(d, m, "gaussian_corel", 0.5)) for d, m in settings),
+              gt),
+    ]  # fmt: skip
+    grid = sorted({lam for t in tuning.values() for lam in t.val})
+    notes = [na_note(PAPER)] if with_paper else []
+    notes += [
+        f"λ grid: {_lams(grid) or 'none'}; each setting's λ is the one with the best mean validation accuracy "
+        "(ties to the smaller λ); a λ whose run diverged is never chosen.",
+    ]
+    if diverged_notes:
+        notes.append(
+            "Diverged (Gaussian-COREL below λ = 0.5 is unbounded below): " + "; ".join(diverged_notes) + "."
+        )
+    if path is not None:
+        notes.append(
+            f"Winners written to {path}, read by the experiments with tuned_lambda_from: {PAPER}/{name}."
+        )
+    return Table(title, header, rows, [n for n in notes if n], claims)
+
+
+def table1(runs: list[Run], out_dir: Path) -> Table:
+    """Table 1: the λ with the best validation accuracy per (dataset, model, loss); writes the winners file."""
+    return _table1(runs, out_dir, "table1", _datasets(runs, DATASETS), MODELS,
+                   "COREL Table 1: λ chosen by validation accuracy", with_paper=True)  # fmt: skip
+
+
+def digits_table1(runs: list[Run], out_dir: Path) -> Table:
+    """Table 1's protocol on digits with the FFNN (``corel/digits_table1``); writes its winners file."""
+    title = "COREL Table 1 protocol on digits (FFNN): λ chosen by validation accuracy"
+    return _table1(runs, out_dir, "digits_table1", DIGITS, {"ffnn": "FFNN"}, title, with_paper=False)
+
+
+# ---- Table 2 and Tables 3-4: the runs at the tuned λ --------------------------------------------------------------
+
+
+def run_lambda(run: Run) -> float | None:
+    """The λ a run trained with: its resolved ``loss.lam`` (None for CCE, or a run that records no config)."""
+    lam = ((run.payload.get("config") or {}).get("loss") or {}).get("lam", run.params.get("loss.lam"))
+    try:
+        return None if lam is None else float(lam)
+    except (TypeError, ValueError):  # an unresolved interpolation in a failed run's config
+        return None
+
+
+def _lambda_cells(runs: list[Run], keys: tuple[str, ...]) -> dict[tuple[str, ...], set[float]]:
+    """The λ values of the finished runs of each cell (one value per cell unless runs at several λ were mixed)."""
+    out: dict[tuple[str, ...], set[float]] = {}
+    for run in runs:
+        lam = run_lambda(run) if run.ok else None
+        if lam is not None:
+            out.setdefault(tuple(run.params.get(k, "") for k in keys), set()).add(lam)
+    return out
+
+
+def _with_lambda(text: str, lams: set[float] | None) -> str:
+    return text if not lams else f"{text} (λ {_lams(lams)})"
+
+
+def _lambda_notes(runs: list[Run]) -> list[str]:
+    """Where Table 2's λ came from: Table 1's winners (``tuned_lambda_from``) or a value set on purpose."""
+    recorded = [r.payload["config"] for r in runs if r.payload.get("config")]
+    tuned = sorted({str(c["tuned_lambda_from"]) for c in recorded if c.get("tuned_lambda_from")})
+    fixed = sum("loss.lam" in r.params for r in runs)
+    notes = []
+    if tuned:
+        notes.append(f"λ in each cell: the winner of {', '.join(tuned)} (validation accuracy) for that dataset, "
+                     "model and loss (tuned_lambda_from).")  # fmt: skip
+    elif recorded:
+        notes.append("λ NOT tuned: these runs record no tuned_lambda_from (set to null, or run before the tuned-λ "
+                     "protocol), so every COREL loss ran at its config's λ, shown in its cell.")  # fmt: skip
+    if fixed:
+        notes.append(f"{fixed} run(s) set loss.lam on the command line (λ fixed on purpose).")
+    return notes
+
+
+def _mixed(lams: dict[tuple[str, ...], set[float]]) -> list[str]:
+    return [f"{'/'.join(k)}: λ {_lams(v)}" for k, v in lams.items() if len(v) > 1]
+
+
+def _table2(
+    runs: list[Run], datasets: dict[str, str], models: dict[str, str], title: str, with_paper: bool,
+) -> Table:  # fmt: skip
+    keys = ("dataset", "model", "loss")
+    acc = cells(runs, keys, "test/acc")
+    lams = _lambda_cells(runs, keys)
+    mixed = set(k for k, v in lams.items() if len(v) > 1)
     header = ["Model", "Loss"]
-    for d in DATASETS.values():
-        header += [f"{d} (ours)", f"{d} (paper)"]
-    header += ["AGNews"]
+    for d in datasets.values():
+        header += [f"{d} (ours)", f"{d} (paper)"] if with_paper else [f"{d} (ours)"]
+    header += ["AGNews"] if with_paper else []
     rows = []
-    for m, mname in MODELS.items():
+    for m, mname in models.items():
         for loss, lname in LOSSES.items():
             row = [mname, lname]
-            for d in DATASETS:
-                row += [
-                    acc.get((d, m, loss), Cell()).text(100),
-                    paper_value(PAPER, "table2", f"{d}/{m}/{loss}"),
-                ]
-            rows.append(row + ["not run"])
+            for d in datasets:
+                text = _with_lambda(acc.get((d, m, loss), Cell()).text(100), lams.get((d, m, loss)))
+                row += [text, paper_value(PAPER, "table2", f"{d}/{m}/{loss}")] if with_paper else [text]
+            rows.append(row + (["not run"] if with_paper else []))
 
     def mean(d: str, m: str, loss: str) -> float:
-        return acc.get((d, m, loss), Cell()).mean
+        # A cell whose runs mix λ values has no single number to compare.
+        return math.nan if (d, m, loss) in mixed else acc.get((d, m, loss), Cell()).mean
 
-    settings = [(d, m) for m in MODELS for d in DATASETS]
+    base = DATASETS if with_paper else datasets
+    settings = [(d, m) for m in models for d in base]
     claims = [
         check("Gaussian-COREL beats CCE in every setting",
               ((f"{m}-{d}", mean(d, m, "gaussian_corel"), mean(d, m, "cce")) for d, m in settings), gt),
         check("Gaussian-COREL is the best loss in every setting but FFNN-MNIST",
               ((f"{m}-{d}", mean(d, m, "gaussian_corel"), max(mean(d, m, o) for o in LOSSES if o != "gaussian_corel"))
                for d, m in settings if (d, m) != ("mnist", "ffnn")), gt),
-        check("Cosine-COREL beats CCE with the CNN on both image datasets",
-              ((f"cnn-{d}", mean(d, "cnn", "cosine_corel"), mean(d, "cnn", "cce")) for d in DATASETS), gt),
-        check("Center loss beats CCE on both image datasets",
-              ((f"{m}-{d}", mean(d, m, "center"), mean(d, m, "cce")) for d, m in settings), gt),
     ]  # fmt: skip
-    notes = [n for n in [na_note(PAPER), "AGNews (text) is a later issue: not run."] if n]
-    return Table("COREL Table 2: test accuracy (%), mean ± std over seeds", header, rows, notes, claims)
+    if "cnn" in models:  # the claim is about the CNN only
+        cosine = ((f"cnn-{d}", mean(d, "cnn", "cosine_corel"), mean(d, "cnn", "cce")) for d in base)
+        claims.append(check("Cosine-COREL beats CCE with the CNN on both image datasets", cosine, gt))
+    center = ((f"{m}-{d}", mean(d, m, "center"), mean(d, m, "cce")) for d, m in settings)
+    text = "Center loss beats CCE on both image datasets" if with_paper else "Center loss beats CCE"
+    claims.append(check(text, center, gt))
+    notes = [na_note(PAPER)] if with_paper else []
+    notes += _lambda_notes(runs)
+    if mixed:
+        notes.append("Runs at different λ in one cell (no claim uses them; remove the runs you do not want): "
+                     + "; ".join(_mixed({k: lams[k] for k in mixed})) + ".")  # fmt: skip
+    notes += ["AGNews (text) is a later issue: not run."] if with_paper else []
+    return Table(title, header, rows, [n for n in notes if n], claims)
 
 
-def table3_4(runs: list[Run], out_dir: Path) -> Table:
-    """Tables 3-4: k-means / GMM clustering of test representations (Fashion-MNIST; AGNews not run)."""
+def table2(runs: list[Run], out_dir: Path) -> Table:
+    """Table 2: test accuracy (%) mean ± std over seeds at the best validation epoch, each loss at its tuned λ."""
+    return _table2(runs, _datasets(runs, DATASETS), MODELS, "COREL Table 2: test accuracy (%), mean ± std over seeds",
+                   with_paper=True)  # fmt: skip
+
+
+def digits_table2(runs: list[Run], out_dir: Path) -> Table:
+    """Table 2's protocol on digits with the FFNN (``corel/digits_table2``), each loss at digits_table1's λ."""
+    return _table2(runs, DIGITS, {"ffnn": "FFNN"},
+                   "COREL Table 2 protocol on digits (FFNN): test accuracy (%), mean ± std over seeds",
+                   with_paper=False)  # fmt: skip
+
+
+def _table3_4(runs: list[Run], dataset: str, models: dict[str, str], title: str, notes: list[str]) -> Table:
     metrics = {"acc": "Acc", "ari": "ARI", "v_measure": "V-M", "silhouette": "Sil."}
-    runs = [r for r in runs if r.params.get("dataset") == "fashion_mnist"]
+    runs = [r for r in runs if r.params.get("dataset") == dataset]
     header = ["Model", "Loss"] + [
         f"{meth} {name}" for meth in ("K-Means", "GMM") for name in metrics.values()
     ]
@@ -81,10 +323,11 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
         for meth in ("kmeans", "gmm")
         for k in metrics
     }
+    lams = _lambda_cells(runs, ("model", "loss"))
     rows = []
-    for m, mname in MODELS.items():
+    for m, mname in models.items():
         for loss, lname in LOSSES.items():
-            row = [mname, lname]
+            row = [mname, _with_lambda(lname, lams.get((m, loss)))]
             for meth in ("kmeans", "gmm"):
                 for k in metrics:
                     scale = 1.0 if k == "silhouette" else 100.0
@@ -102,21 +345,24 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
     claims = [
         check("Cosine-COREL has the highest k-means silhouette",
               ((m, mean("kmeans", "silhouette", m, "cosine_corel"),
-                max(mean("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel")) for m in MODELS), gt),
-        _drop_claim({m: (drop(m, "cce"), drop(m, "cosine_corel")) for m in MODELS}),
+                max(mean("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel")) for m in models), gt),
+        _drop_claim({m: (drop(m, "cce"), drop(m, "cosine_corel")) for m in models}),
     ]  # fmt: skip
-    notes = [
-        n
-        for n in [
-            na_note(PAPER),
-            "Table 4 is Fashion-MNIST; Table 3 (AGNews) is not run.",
-            "Acc is Hungarian-matched; silhouette on a seeded sample of 2,000 test points.",
-        ]
-        if n
-    ]
-    return Table(
-        "COREL Tables 3-4: clustering the test representations (Fashion-MNIST)", header, rows, notes, claims
-    )
+    notes = notes + ["Acc is Hungarian-matched; silhouette on a seeded sample of 2,000 test points."]
+    return Table(title, header, rows, [n for n in notes if n], claims)
+
+
+def table3_4(runs: list[Run], out_dir: Path) -> Table:
+    """Tables 3-4: k-means / GMM clustering of test representations (Fashion-MNIST; AGNews not run)."""
+    return _table3_4(runs, "fashion_mnist", MODELS,
+                     "COREL Tables 3-4: clustering the test representations (Fashion-MNIST)",
+                     [na_note(PAPER), "Table 4 is Fashion-MNIST; Table 3 (AGNews) is not run."])  # fmt: skip
+
+
+def digits_table3_4(runs: list[Run], out_dir: Path) -> Table:
+    """Tables 3-4's protocol on digits: clustering the test representations of corel/digits_table2's runs."""
+    title = "COREL Tables 3-4 protocol on digits (FFNN): clustering the test representations"
+    return _table3_4(runs, "digits", {"ffnn": "FFNN"}, title, [])
 
 
 def _drop_claim(drops: dict[str, tuple[float, float]]) -> Claim:
@@ -129,67 +375,36 @@ def _drop_claim(drops: dict[str, tuple[float, float]]) -> Claim:
     return Claim(text, holds, detail)
 
 
-def table1(runs: list[Run], out_dir: Path) -> Table:
-    """Table 1: the λ with the best validation accuracy per (dataset, model, loss)."""
-    val = cells(runs, ("dataset", "model", "loss", "loss.lam"), "val/acc")
-    header = ["Loss"] + [f"{DATASETS[d]} {MODELS[m]} (ours)" for d in DATASETS for m in MODELS] + ["paper"]
-    best: dict[tuple[str, str, str], tuple[float, float]] = {}
-    for (d, m, loss, lam), cell in val.items():
-        if cell.values and ((d, m, loss) not in best or cell.mean > best[(d, m, loss)][1]):
-            best[(d, m, loss)] = (float(lam), cell.mean)
-    rows = []
-    for loss in ("center", "cosine_corel", "gaussian_corel"):
-        row = [LOSSES[loss]]
-        for d in DATASETS:
-            for m in MODELS:
-                lam, v = best.get((d, m, loss), (math.nan, math.nan))
-                row.append("missing" if math.isnan(lam) else f"λ={lam:g} (val {100 * v:.2f})")
-        rows.append(row + ["n/a"])
-
-    def spread(d: str, m: str, loss: str) -> float:
-        means = [c.mean for (dd, mm, ll, _), c in val.items() if (dd, mm, ll) == (d, m, loss) and c.values]
-        return 100 * (max(means) - min(means)) if means else math.nan
-
-    def at(d: str, m: str, loss: str, lam: float) -> float:
-        c = next(
-            (c for (dd, mm, ll, la), c in val.items() if (dd, mm, ll) == (d, m, loss) and float(la) == lam),
-            None,
-        )
-        return c.mean if c and c.values else math.nan
-
-    settings = [(d, m) for d in DATASETS for m in MODELS]
-    claims = [
-        check("Center loss is relatively insensitive to λ (validation accuracy varies by < 1 point)",
-              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lt),
-        check("Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5)",
-              ((f"{m}-{d}", best.get((d, m, "gaussian_corel"), (0, math.nan))[1], at(d, m, "gaussian_corel", 0.5))
-               for d, m in settings), gt),
-    ]  # fmt: skip
-    grid = "λ grid: 0.05, 0.10, ..., 1.00 (the paper tunes 20 values per setting without listing them)."
-    notes = [n for n in [na_note(PAPER), grid] if n]
-    return Table("COREL Table 1: λ chosen by validation accuracy", header, rows, notes, claims)
-
-
 def fig2(runs: list[Run], out_dir: Path) -> Table:
-    """Figure 2: validation accuracy against λ on Fashion-MNIST with the CNN (a PNG line plot)."""
+    """Figure 2: validation accuracy against λ on Fashion-MNIST with the CNN (a PNG line plot); a λ whose run
+    diverged is listed as such and not plotted."""
     plt = pyplot()
-    runs = [r for r in runs if r.params.get("dataset") == "fashion_mnist" and r.params.get("model") == "cnn"]
-    val = cells(runs, ("loss", "loss.lam"), "val/acc")
+    tuning = tune_lambda(
+        r for r in runs if r.params.get("dataset") == "fashion_mnist" and r.params.get("model") == "cnn"
+    )
     fig, ax = plt.subplots(figsize=(6, 4))
-    rows, claims = [], []
-    for loss in ("center", "cosine_corel", "gaussian_corel"):
-        pts = sorted((float(lam), c) for (ll, lam), c in val.items() if ll == loss and c.values)
+    rows, claims, diverged = [], [], []
+    for loss in TUNED:
+        t = tuning.get(("fashion_mnist", "cnn", loss))
+        if t is None:
+            continue
+        rows += [
+            [LOSSES[loss], f"{lam:g}", "diverged" if lam in t.diverged else c.text(100)]
+            for lam, c in sorted(t.val.items())
+        ]
+        if t.diverged:
+            diverged.append(f"{LOSSES[loss]} λ = {_lams(t.diverged)}")
+        pts = sorted(t.qualifying().items())
         if not pts:
             continue
         lams = np.array([p[0] for p in pts])
         means = np.array([100 * p[1].mean for p in pts])
         stds = np.array([100 * p[1].std for p in pts])
         ax.errorbar(lams, means, yerr=stds, marker="o", ms=3, capsize=2, label=LOSSES[loss])
-        rows += [[LOSSES[loss], f"{lam:g}", c.text(100)] for lam, c in pts]
         if loss == "gaussian_corel":
             base = dict(zip(lams, means, strict=True)).get(0.5, math.nan)
-            best_lam = lams[int(np.argmax(means))]
-            ok = None if math.isnan(base) else bool(best_lam > 0.5 and means.max() > base)
+            best_lam, best = t.winner()
+            ok = None if math.isnan(base) else bool(best_lam > 0.5 and 100 * best.mean > base)
             claims.append(Claim("Weighting attraction highly (λ > 0.5) gives Gaussian-COREL its best validation "
                                 "accuracy, above λ = 0.5", ok, f"best λ = {best_lam:g}"))  # fmt: skip
     ax.set(xlabel="λ (weight of attraction)", ylabel="validation accuracy (%)", title="Fashion-MNIST, CNN")
@@ -197,8 +412,9 @@ def fig2(runs: list[Run], out_dir: Path) -> Table:
     ax.legend()
     fig.tight_layout()
     path = save_figure(fig, out_dir, "corel_fig2", dpi=120)
+    notes = [na_note(PAPER)] + ([f"Diverged, not plotted: {'; '.join(diverged)}."] if diverged else [])
     return Table("COREL Figure 2: validation accuracy (%) against λ", ["Loss", "λ", "val acc"], rows,
-                 [na_note(PAPER)], claims, [path])  # fmt: skip
+                 [n for n in notes if n], claims, [path])  # fmt: skip
 
 
 def fig1(runs: list[Run], out_dir: Path) -> Table:

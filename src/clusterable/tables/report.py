@@ -28,6 +28,11 @@ class Run:
     def ok(self) -> bool:
         return self.payload.get("status") == "ok"
 
+    @property
+    def diverged(self) -> bool:
+        """The run failed because its loss ran away (``module.DivergedError``: metrics.json has ``failed_epoch``)."""
+        return not self.ok and "failed_epoch" in self.payload
+
     def metric(self, key: str) -> float | None:
         value = self.payload.get("metrics", {}).get(key)
         return None if value is None else float(value)

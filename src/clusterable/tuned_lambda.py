@@ -1,0 +1,154 @@
+"""COREL's tuned λ (Kenyon-Dean et al. 2019, "Tuning", Tables 1-2), handed from Table 1 to Table 2 by a file.
+
+The paper tunes λ per (dataset, model, loss) on validation accuracy (Table 1) and reports Table 2 at the tuned
+values. Here:
+
+1. ``python train.py -m experiment=corel/table1`` trains the λ grid;
+2. ``python scripts/make_tables.py corel/table1`` prints Table 1 and writes its winners, with the numbers each was
+   chosen on, to ``<outputs>/tables/corel_table1_lambda.yaml`` (``<outputs>/tables/smoke/...`` for smoke runs:
+   the two never mix);
+3. ``python train.py -m experiment=corel/table2`` runs each COREL loss at its winner: the experiment sets
+   ``tuned_lambda_from: corel/table1`` and the λ losses' configs say ``lam: ${tuned_lambda:0.5}``, which this
+   module's resolver turns into the winner for the run's (dataset, model, loss), read from that file in the run's
+   own mode. Without ``tuned_lambda_from`` (every other experiment) it is the default, 0.5.
+
+A Table 2 cell without a winner fails with one line saying which file or entry is missing and how to fix λ on
+purpose instead (``tuned_lambda_from=null``: every loss at 0.5; ``loss.lam=...``: one loss at that value).
+Importing ``clusterable`` registers the resolver, so the loss configs load anywhere (tests read them directly).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
+
+from clusterable.rundir import tables_dir
+
+RESOLVER = "tuned_lambda"
+# How Table 1 picks a winner; written into the file so that it says what its numbers mean.
+RULE = (
+    "best mean validation accuracy (val/acc at each run's best epoch) over the λ grid; ties go to the smaller λ; "
+    "a λ at which any run diverged (or every run failed) is never chosen"
+)
+
+
+class TunedLambdaError(InterpolationResolutionError):
+    """No tuned λ for a run that asks for one. OmegaConf passes this type through unwrapped, so the run's error is
+    this one line (``config: <message>``)."""
+
+
+def winners_name(table: str) -> str:
+    """The winners file's name: ``corel/table1`` -> ``corel_table1_lambda.yaml`` (beside ``corel_table1.md``)."""
+    return f"{table.replace('/', '_')}_lambda.yaml"
+
+
+def winners_file(outputs: str | Path, table: str, mode: str) -> Path:
+    """Where ``make_tables.py <table>`` writes the winners of runs of ``mode``: ``corel/table1`` ->
+    ``<outputs>/tables/corel_table1_lambda.yaml`` (smoke: ``<outputs>/tables/smoke/corel_table1_lambda.yaml``)."""
+    return tables_dir(outputs, mode) / winners_name(table)
+
+
+def write_winners(
+    path: Path,
+    table: str,
+    experiment: str,
+    mode: str,
+    winners: Mapping[tuple[str, str, str], Mapping[str, Any]],
+) -> Path:
+    """Write Table 1's winners: ``winners[(dataset, model, loss)] = {lam, val_acc, runs, candidates}`` where
+    ``lam`` is None when no λ qualified and ``candidates`` maps each λ of the grid to its mean validation accuracy
+    or to ``diverged`` / ``failed``."""
+    nested: dict[str, dict[str, dict[str, Any]]] = {}
+    for (dataset, model, loss), entry in sorted(winners.items()):
+        nested.setdefault(dataset, {}).setdefault(model, {})[loss] = {
+            "lam": entry["lam"],
+            "val_acc": None if math.isnan(entry["val_acc"]) else round(float(entry["val_acc"]), 6),
+            "runs": int(entry["runs"]),
+            "candidates": {
+                float(lam): v if isinstance(v, str) else round(float(v), 6)
+                for lam, v in sorted(entry["candidates"].items())
+            },
+        }
+    header = (
+        f"# Table 1's tuned λ, written by `python scripts/make_tables.py {table}` from the {mode} runs of "
+        f"{experiment}.\n# Read by the experiments that set `tuned_lambda_from: {table}` (the λ losses' configs: "
+        "`lam: ${tuned_lambda:0.5}`).\n# Rewritten each time that table is made: change the runs, not this file.\n"
+    )
+    body = {"table": table, "experiment": experiment, "mode": mode, "rule": RULE, "winners": nested}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=110))
+    return path
+
+
+def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str, loss: str) -> float:
+    """Table 1's winner for one (dataset, model, loss) in ``mode``; ``TunedLambdaError`` (one line) when there is
+    none."""
+    path = winners_file(outputs, table, mode)
+    fixed = "or fix λ on purpose: tuned_lambda_from=null (every loss at 0.5) or loss.lam=<λ> (one loss)"
+    if not path.is_file():  # the same line for every cell, so that a sweep's summary prints it once
+        raise TunedLambdaError(
+            f"loss.lam is Table 1's tuned λ (tuned_lambda_from: {table}) but {path} does not exist: run Table 1 "
+            f"in this mode ({mode}) first, `python train.py -m experiment={table}` then `python scripts/"
+            f"make_tables.py {table}`, {fixed}"
+        )
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+        winners = data["winners"]
+    except (yaml.YAMLError, KeyError, TypeError) as e:
+        raise TunedLambdaError(f"{path} is not a winners file ({type(e).__name__}): make it again with "
+                               f"`python scripts/make_tables.py {table}`") from None  # fmt: skip
+    entry = ((winners.get(dataset) or {}).get(model) or {}).get(loss)
+    setting = f"dataset={dataset}, model={model}, loss={loss}"
+    if entry is None:
+        have = (
+            ", ".join(f"{d}/{m}/{lo}" for d in winners for m in winners[d] for lo in winners[d][m]) or "none"
+        )
+        raise TunedLambdaError(
+            f"{path} has no tuned λ for {setting} (it has: {have}): run {table} on that setting and make its "
+            f"table again, {fixed}"
+        )
+    if entry.get("lam") is None:
+        raise TunedLambdaError(f"no λ of {table} qualified for {setting} (every one diverged or failed; see {path}), "
+                               f"{fixed}")  # fmt: skip
+    return float(entry["lam"])
+
+
+def _choices(root: DictConfig) -> Mapping[str, Any]:
+    """The run's config group choices: from the composed config when Hydra's node is still in it, else from
+    Hydra's runtime (in a job Hydra moves its node out of the config)."""
+    if "hydra" in root:
+        return root.hydra.runtime.choices
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        raise TunedLambdaError(
+            "tuned_lambda_from needs Hydra's config group choices: run it through train.py"
+        )
+    return HydraConfig.get().runtime.choices
+
+
+def resolve(default: float, *, _root_: DictConfig) -> float:
+    """``${tuned_lambda:<default>}``: ``default``, or Table 1's winner when the config sets ``tuned_lambda_from``."""
+    table = _root_.get("tuned_lambda_from")
+    if table is None:
+        return default
+    if not isinstance(table, str) or "/" not in table:
+        raise TunedLambdaError(
+            f"tuned_lambda_from must name a Table 1 such as corel/table1 (or be null), got {table!r}"
+        )
+    choices = _choices(_root_)
+    return lookup(
+        table,
+        _root_.paths.output_dir,
+        _root_.mode,
+        *(str(choices.get(g)) for g in ("dataset", "model", "loss")),
+    )
+
+
+OmegaConf.register_new_resolver(RESOLVER, resolve, replace=True)

@@ -1,0 +1,170 @@
+"""COREL's tuned-λ protocol: Table 1 picks λ by validation accuracy and writes the winners; Table 2's runs read
+them (``${tuned_lambda:0.5}`` in the λ losses' configs, ``tuned_lambda_from`` in the experiment); a diverged λ
+(Gaussian-COREL below 0.5) is shown as such and never chosen; a missing winner is one line."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from helpers.running import all_metrics, by_override
+
+from clusterable.tables import corel
+from clusterable.tables.report import load_runs
+from clusterable.tuned_lambda import TunedLambdaError, lookup, winners_file, write_winners
+
+from .rundirs import write_run
+
+QUICK = ["trainer.enable_progress_bar=false"]
+
+
+def table1_runs(outputs, mode: str = "full", source: str = "real") -> None:
+    """Hand-made corel/table1 runs: val/acc per (dataset, model, loss, λ, seed); None = failed; "div" = diverged."""
+    grid = {
+        ("mnist", "ffnn", "gaussian_corel"): {
+            0.3: ["div"],  # unbounded below
+            0.4: ["div", 0.999],  # one seed diverged: never the winner, however good the other
+            0.5: [0.95],
+            0.7: [0.97],
+            0.9: [0.97],  # ties with 0.7: the smaller λ wins
+        },
+        ("mnist", "ffnn", "center"): {0.5: [0.90, 0.92], 0.9: [0.93, 0.93]},
+        ("mnist", "ffnn", "cosine_corel"): {0.5: [None]},  # every run failed (not diverged)
+        ("fashion_mnist", "cnn", "gaussian_corel"): {0.5: [0.88], 0.8: [0.90]},
+    }
+    for (d, m, loss), lams in grid.items():
+        for lam, values in lams.items():
+            for seed, value in enumerate(values):
+                params = {"dataset": d, "model": m, "loss": loss, "loss.lam": lam, "seed": seed}
+                metrics = None if value in (None, "div") else {"val/acc": value, "test/acc": value}
+                write_run(outputs, "corel/table1", params, metrics, mode=mode, source=source,
+                          diverged_at=1 if value == "div" else None)  # fmt: skip
+
+
+def test_table1_picks_lambda_by_validation_accuracy_and_writes_the_winners(tmp_path, make_tables):
+    table1_runs(tmp_path)
+    code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
+    assert code == 0, err
+    path = tmp_path / "tables" / "corel_table1_lambda.yaml"
+    assert f"Winners written to {path}" in out
+    data = yaml.safe_load(path.read_text())
+    assert (data["table"], data["experiment"], data["mode"]) == ("corel/table1", "corel/table1", "full")
+    gauss = data["winners"]["mnist"]["ffnn"]["gaussian_corel"]
+    assert gauss["lam"] == 0.7 and gauss["val_acc"] == 0.97 and gauss["runs"] == 1
+    assert gauss["candidates"] == {0.3: "diverged", 0.4: "diverged", 0.5: 0.95, 0.7: 0.97, 0.9: 0.97}
+    center = data["winners"]["mnist"]["ffnn"]["center"]
+    assert center["lam"] == 0.9 and center["val_acc"] == 0.93 and center["runs"] == 2
+    cosine = data["winners"]["mnist"]["ffnn"]["cosine_corel"]
+    assert cosine["lam"] is None and cosine["candidates"] == {0.5: "failed"}
+    assert data["winners"]["fashion_mnist"]["cnn"]["gaussian_corel"]["lam"] == 0.8
+
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in out.splitlines() if line.startswith("| ")}
+    assert "λ=0.7 (val 97.00); 2 λ diverged" in rows["Gaussian-COREL"]
+    assert "λ=0.9 (val 93.00)" in rows["Center"] and "failed (every λ)" in rows["Cosine-COREL"]
+    assert "Gaussian-COREL FFNN-MNIST: λ = 0.3, 0.4" in out  # the diverged λ values, named
+    assert "- [holds] Gaussian-COREL gains from tuning λ" not in out  # FFNN-Fashion is missing: not checkable
+    # What Table 2's resolver reads back.
+    assert lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel") == 0.7
+    assert lookup("corel/table1", tmp_path, "full", "fashion_mnist", "cnn", "gaussian_corel") == 0.8
+
+
+def test_figure2_lists_a_diverged_lambda_and_never_plots_it(tmp_path):
+    for lam, value in ((0.3, "div"), (0.5, 0.88), (0.8, 0.90)):
+        params = {"dataset": "fashion_mnist", "model": "cnn", "loss": "gaussian_corel", "loss.lam": lam}
+        write_run(tmp_path, "corel/table1", params, None if value == "div" else {"val/acc": value},
+                  diverged_at=1 if value == "div" else None)  # fmt: skip
+    runs, _ = load_runs(tmp_path, "corel/table1")
+    fig = corel.fig2(runs, tmp_path / "tables")
+    assert ["Gaussian-COREL", "0.3", "diverged"] in fig.rows
+    assert ["Gaussian-COREL", "0.8", "90.00 ± 0.00"] in fig.rows
+    assert any("Diverged, not plotted: Gaussian-COREL λ = 0.3" in n for n in fig.notes)
+    assert fig.claims[0].holds is True and fig.claims[0].detail == "best λ = 0.8"
+
+
+def test_smoke_winners_stay_apart_from_full_ones(tmp_path, make_tables):
+    table1_runs(tmp_path, mode="smoke", source="fake")
+    code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
+    assert code == 0, err
+    assert (tmp_path / "tables" / "smoke" / "corel_table1_lambda.yaml").is_file()
+    assert not (tmp_path / "tables" / "corel_table1_lambda.yaml").exists()
+    assert lookup("corel/table1", tmp_path, "smoke", "mnist", "ffnn", "gaussian_corel") == 0.7
+    with pytest.raises(TunedLambdaError, match="corel_table1_lambda.yaml does not exist"):
+        lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel")
+
+
+def test_digits_chain_runs_table2_at_table1_winners(train, make_tables):
+    """The real chain on digits: Table 1 (λ = 0.3 diverges), its table and winners, Table 2 at the winner."""
+    result = train("-m", "experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.3,0.7,0.9",
+                   "trainer.max_epochs=3", *QUICK)  # fmt: skip
+    assert result.code == 1 and "sweep: 2 ok, 1 failed, 0 skipped" in result.out
+    diverged = by_override(train.outputs, "loss.lam")["0.3"]
+    assert diverged["status"] == "failed" and diverged["failed_epoch"] == 1
+    assert "lam = 0.3 < 0.5 is unbounded below" in diverged["error"]
+    assert diverged["error"].endswith("at epoch 1: the run diverged") and "\n" not in diverged["error"]
+
+    code, out, err = make_tables("corel/digits_table1", "--outputs", str(train.outputs))
+    assert code == 0, err
+    assert "; 1 λ diverged" in out and "Gaussian-COREL FFNN-Digits: λ = 0.3" in out
+    winners = yaml.safe_load(winners_file(train.outputs, "corel/digits_table1", "full").read_text())
+    tuned = winners["winners"]["digits"]["ffnn"]["gaussian_corel"]
+    assert tuned["lam"] in (0.7, 0.9) and tuned["candidates"][0.3] == "diverged"
+
+    result = train("-m", "experiment=corel/digits_table2", "loss=cce,gaussian_corel", "seed=0",
+                   "trainer.max_epochs=2", *QUICK)  # fmt: skip
+    assert result.code == 0, result.err
+    runs = {m["config"]["loss"]["_target_"].rsplit(".", 1)[1]: m for m in all_metrics(train.outputs)
+            if m["experiment"] == "corel/digits_table2"}  # fmt: skip
+    assert runs["GaussianCOREL"]["config"]["loss"]["lam"] == tuned["lam"]
+    assert runs["GaussianCOREL"]["config"]["tuned_lambda_from"] == "corel/digits_table1"
+    code, out, err = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if line.startswith("| FFNN | Gaussian-COREL"))
+    assert row.endswith(f"(λ {tuned['lam']:g}) |")
+    assert "λ" not in next(line for line in out.splitlines() if line.startswith("| FFNN | CCE"))
+    assert "λ in each cell: the winner of corel/digits_table1" in out
+
+
+def test_table2_without_table1_fails_with_one_line_that_says_what_to_run(train):
+    result = train("experiment=corel/digits_table2", "loss=gaussian_corel", "trainer.max_epochs=1", *QUICK)
+    (line,) = result.error_lines()
+    path = winners_file(train.outputs, "corel/digits_table1", "full")
+    assert result.code == 1 and line.startswith("error: config: loss.lam is Table 1's tuned λ")
+    assert f"{path} does not exist" in line and "python scripts/make_tables.py corel/digits_table1" in line
+    assert "tuned_lambda_from=null (every loss at 0.5) or loss.lam=<λ>" in line
+    assert "Traceback" not in result.out + result.err
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "failed" and m["error"] == line.removeprefix("error: ")
+
+    # A grid: every COREL cell fails for that one reason, printed once at the end; CCE needs no λ and runs.
+    result = train("-m", "experiment=corel/digits_table2", "loss=cce,center,gaussian_corel", "seed=0",
+                   "trainer.max_epochs=1", *QUICK)  # fmt: skip
+    assert result.code == 1 and "sweep: 1 ok, 2 failed, 0 skipped" in result.out
+    (line,) = result.error_lines()
+    first = "dataset=digits,loss=center,model=ffnn,seed=0,trainer.max_epochs=1"  # the cells in order
+    assert line.startswith(f"failed: 2 cells ({first} and 1 more): config: ")
+    assert "corel_digits_table1_lambda.yaml does not exist" in line
+
+
+@pytest.mark.parametrize("fixed, lam", [("tuned_lambda_from=null", 0.5), ("loss.lam=0.8", 0.8)])
+def test_table2_runs_at_a_fixed_lambda_on_purpose(train, fixed, lam):
+    result = train("experiment=corel/digits_table2", "loss=gaussian_corel", fixed, "trainer.max_epochs=1")
+    assert result.code == 0, result.err
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "ok" and m["config"]["loss"]["lam"] == lam
+
+
+def test_a_winners_file_without_the_setting_names_what_it_has(train):
+    path = winners_file(train.outputs, "corel/digits_table1", "full")
+    entry = {"lam": 0.3, "val_acc": 0.9, "runs": 1, "candidates": {0.3: 0.9}}
+    table = "corel/digits_table1"
+    write_winners(path, table, table, "full", {("digits", "ffnn", "center"): entry})
+    result = train("experiment=corel/digits_table2", "loss=gaussian_corel", "trainer.max_epochs=1", *QUICK)
+    (line,) = result.error_lines()
+    assert result.code == 1
+    assert f"{path} has no tuned λ for dataset=digits, model=ffnn, loss=gaussian_corel" in line
+    assert "(it has: digits/ffnn/center): run corel/digits_table1 on that setting" in line
+    # The entry that is there is used.
+    result = train("experiment=corel/digits_table2", "loss=center", "trainer.max_epochs=1", *QUICK)
+    assert result.code == 0, result.err
+    center = next(m for m in all_metrics(train.outputs) if m["status"] == "ok")
+    assert center["config"]["loss"]["lam"] == 0.3
+    assert center["config"]["tuned_lambda_from"] == "corel/digits_table1"
