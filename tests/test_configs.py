@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from clusterable.config import build, check_node
-from clusterable.contracts import ClusteringHead, Encoder, Head, require, require_evaluator
+from clusterable.contracts import ClusteringHead, Encoder, HasWordVectors, Head, require, require_evaluator
 from clusterable.train import CONFIG_DIR, EVALUATOR_CALL, OPTIMIZER_CALL
 from clusterable.tuned_lambda import winners_file, write_winners
 
@@ -41,7 +41,8 @@ def build_and_step(cfg) -> dict:
         cfg.dataset.source, cfg.dataset.fake_size = "fake", cfg.get("smoke_fake_size") or 40
     dm = build(cfg.dataset, "dataset", seed=0)
     splits = dm.load()
-    encoder = build(cfg.model, "model", input_shape=dm.input_shape)
+    vectors = {"word_vectors": dm.word_vectors} if isinstance(dm, HasWordVectors) else {}  # text datasets
+    encoder = build(cfg.model, "model", input_shape=dm.input_shape, **vectors)
     require(encoder, Encoder, "model")
     head = build(cfg.loss, "loss", num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim,
                  input_shape=dm.input_shape)  # fmt: skip
@@ -85,6 +86,11 @@ def test_model_options(tmp_path, name):
         "inception",
     )  # RGB backbones; no weight file offline
     cfg = composed(tmp_path, f"model={name}", *(["model.weights=null"] if image else []))
+    if name.startswith("text_"):  # token ids over a text dataset's vocabulary and its word vectors
+        encoder = build(cfg.model, "model", input_shape=(12,), word_vectors=torch.randn(50, 16)).eval()
+        require(encoder, Encoder, name)
+        assert encoder(torch.randint(0, 50, (2, 12))).shape == (2, encoder.embedding_dim)
+        return
     shape = (3, 64, 64) if image else (1, 28, 28)
     encoder = build(cfg.model, "model", input_shape=shape).eval()
     require(encoder, Encoder, name)

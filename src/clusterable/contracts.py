@@ -49,6 +49,16 @@ class HasEmbeddingLayer(Protocol):
 
 
 @runtime_checkable
+class HasWordVectors(Protocol):
+    """A text dataset (``data.text.TextDataModule``): its inputs are (N, L) token ids and ``word_vectors`` (V, D)
+    holds one vector per vocabulary id. ``train.py`` passes them as ``word_vectors`` to an encoder whose
+    constructor takes them (``models.text``), and refuses such an encoder on any other dataset (and this dataset
+    to an encoder that does not take them) in one line."""
+
+    word_vectors: Tensor
+
+
+@runtime_checkable
 class Head(Protocol):
     """``conf/loss``: ``forward(embeddings (N, D), labels (N,), **batch) -> {part: scalar}``.
 

@@ -8,6 +8,7 @@ next cell; the exit status is non-zero when any run failed. Heavy imports (torch
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import signal
@@ -24,7 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable import hydra_callbacks
-from clusterable.config import ConfigError, build, check_node, check_value, composition_error
+from clusterable.config import ConfigError, build, check_node, check_value, composition_error, target_of
 from clusterable.contracts import ContractError
 from clusterable.rundir import (
     clean_cell,
@@ -220,7 +221,7 @@ def _train_and_evaluate(
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from clusterable.callbacks import ClusterUpdates, EpochTimer
-    from clusterable.contracts import DataModule, Encoder, Head, require, require_evaluator
+    from clusterable.contracts import DataModule, Encoder, HasWordVectors, Head, require, require_evaluator
     from clusterable.evaluation.runner import evaluate
     from clusterable.module import RepresentationModule, count_parameters
 
@@ -246,8 +247,20 @@ def _train_and_evaluate(
             f"eval_stages: no split named {unknown[0]!r}; the dataset has: {', '.join(datamodule.splits)}"
         )
 
-    encoder = build(cfg.model, "model", input_shape=datamodule.input_shape)
-    require(encoder, Encoder, f"model={HydraConfig.get().runtime.choices.get('model')}")
+    # Text: the dataset's word vectors go to the encoders that take them, and only text datasets have them.
+    model_name, dataset_name = (HydraConfig.get().runtime.choices.get(g) for g in ("model", "dataset"))
+    reads_text = "word_vectors" in inspect.signature(target_of(cfg.model, "model")).parameters
+    text_data = isinstance(datamodule, HasWordVectors)
+    if reads_text and not text_data:
+        raise ConfigError(
+            f"model {model_name} needs a text dataset (one with word vectors), got dataset {dataset_name}"
+        )
+    if text_data and not reads_text:
+        raise ConfigError(f"model {model_name} cannot read the token ids of text dataset {dataset_name}; use a text "
+                          "model (model=text_ffnn or model=text_cnn)")  # fmt: skip
+    vectors = {"word_vectors": datamodule.word_vectors} if text_data else {}
+    encoder = build(cfg.model, "model", input_shape=datamodule.input_shape, **vectors)
+    require(encoder, Encoder, f"model={model_name}")
     head = build(
         cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
         input_shape=datamodule.input_shape,

@@ -17,7 +17,7 @@ import torch
 
 from clusterable.data import agnews
 from clusterable.data import text_preprocess as tp
-from clusterable.data.agnews import Article, article_text, fake_agnews8, read_agnews8, read_articles, topic_of
+from clusterable.data.agnews import Article, article_text, read_agnews8, read_articles, topic_of
 from clusterable.data.corpus import PAD, PAD_ID, SPECIAL_TOKENS, UNK, UNK_ID, Corpus
 from clusterable.data.errors import CorruptFileError, DatasetNotFoundError
 
@@ -435,48 +435,3 @@ def test_the_build_shows_progress(tmp_path: Path, capsys: pytest.CaptureFixture)
 
 
 # ------------------------------------------------------------------------------------------------ fake corpus
-
-
-def test_fake_corpus_shape_and_vocabulary() -> None:
-    corpus = fake_agnews8(num_docs_per_class=30, length=12, vocab_size=60, seed=3)
-    assert corpus.vocab[:5] == [PAD, UNK, *SPECIAL_TOKENS] and len(corpus.vocab) == 60
-    for split in ("train", "val", "test"):
-        inputs, labels = corpus.splits[split]["inputs"], corpus.splits[split]["labels"]
-        assert inputs.shape == (240, 12) and inputs.dtype == torch.long and labels.dtype == torch.long
-        assert torch.bincount(labels).tolist() == [30] * 8
-        lengths = (inputs != PAD_ID).sum(1)
-        assert lengths.min() >= 6 and lengths.max() <= 12 and (lengths < 12).any()
-        assert inputs.max() < 60 and (inputs[:, 0] != PAD_ID).all()
-    assert corpus.notes["source"] == "fake" and corpus.notes["classes"] == list(agnews.TOPICS)
-
-
-def test_fake_corpus_words_depend_on_the_class() -> None:
-    corpus = fake_agnews8(num_docs_per_class=50, length=20, vocab_size=85, seed=0)
-    inputs, labels = corpus.splits["train"]["inputs"], corpus.splits["train"]["labels"]
-    blocks = np.array_split(np.arange(5, 85), 8)
-    for k in range(8):
-        tokens = inputs[labels == k]
-        tokens = tokens[tokens != PAD_ID]
-        own = np.isin(tokens.numpy(), blocks[k]).mean()
-        other = np.isin(tokens.numpy(), blocks[(k + 1) % 8]).mean()
-        assert own > 0.55 and other < 0.1, (k, own, other)
-
-
-def test_fake_corpus_is_seeded() -> None:
-    a, b = fake_agnews8(4, 8, 20, seed=1), fake_agnews8(4, 8, 20, seed=1)
-    c = fake_agnews8(4, 8, 20, seed=2)
-    assert torch.equal(a.splits["val"]["inputs"], b.splits["val"]["inputs"])
-    assert not torch.equal(a.splits["val"]["inputs"], c.splits["val"]["inputs"])
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "start"),
-    [
-        ({"num_docs_per_class": 0}, "num_docs_per_class"),
-        ({"length": 0}, "length"),
-        ({"vocab_size": 12}, "vocab_size"),
-    ],
-)
-def test_fake_corpus_bad_sizes(kwargs: dict, start: str) -> None:
-    with pytest.raises(ValueError, match=f"^{start}"):
-        fake_agnews8(**{"num_docs_per_class": 2, "length": 4, "vocab_size": 20, "seed": 0, **kwargs})

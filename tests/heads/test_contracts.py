@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
+import clusterable.train  # noqa: F401  (registers the resolvers model configs use, e.g. ${inception_arch:})
 from clusterable.contracts import (
     ClassifyingHead,
     ClusteringHead,
@@ -51,6 +52,7 @@ ENCODER_ARGS = {"input_shape": [1, 28, 28]}
 # ImageNet backbones take RGB images; no weight file offline: random initialisation.
 IMAGE_ENCODERS = {"resnet50", "googlenet", "bninception", "inception"}
 IMAGE_ENCODER_ARGS = {"input_shape": [3, 64, 64]}
+TEXT_ENCODERS = {"text_ffnn", "text_cnn"}
 FRAMEWORK = {"num_classes", "embedding_dim", "input_shape"}
 
 
@@ -190,6 +192,11 @@ def test_an_out_of_range_value_is_named_first(group, name, overrides, message):
 
 @pytest.mark.parametrize("name", ENCODERS)
 def test_encoders_satisfy_the_encoder_contract(name):
+    if name in TEXT_ENCODERS:  # token ids (N, L) over the word vectors of a text dataset
+        encoder = build("model", name, {"input_shape": [12], "word_vectors": torch.randn(50, 16)}).eval()
+        require(encoder, Encoder, f"model={name}")
+        assert encoder(torch.randint(0, 50, (2, 12))).shape == (2, encoder.embedding_dim)
+        return
     image = name in IMAGE_ENCODERS
     args, overrides = (IMAGE_ENCODER_ARGS, {"weights": None}) if image else (ENCODER_ARGS, {})
     encoder = build("model", name, args, **overrides).eval()

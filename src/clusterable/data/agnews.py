@@ -64,7 +64,6 @@ import hashlib
 import html
 import json
 import logging
-import math
 import os
 import re
 import sys
@@ -95,7 +94,6 @@ __all__ = [
     "Article",
     "article_text",
     "build_vocab",
-    "fake_agnews8",
     "is_entertainment_source",
     "read_agnews8",
     "read_articles",
@@ -801,66 +799,3 @@ def _bar(enabled: bool, desc: str, unit: str) -> Any:
 def _first_line(err: BaseException) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return lines[0] if lines else type(err).__name__
-
-
-# ------------------------------------------------------------------------------------------------ fake corpus
-
-
-def fake_agnews8(
-    num_docs_per_class: int, length: int, vocab_size: int, seed: int, num_classes: int = len(TOPICS)
-) -> Corpus:
-    """A synthetic stand-in for AGNews-8 (``dataset.source=fake``, tests): documents whose words depend on
-    their class.
-
-    The vocabulary is ``PAD, UNK, MONEY, YEAR, NUMBER`` and ``vocab_size - 5`` words ``w0, w1, ...``, dealt into
-    ``num_classes`` contiguous blocks, one per class. A token of a class-k document is a word of block k with
-    probability 0.6, any word with 0.3, and one of UNK, MONEY, YEAR, NUMBER with 0.1; a document has between
-    ``ceil(length / 2)`` and ``length`` tokens (uniform), padded with PAD to ``length``.
-
-    Returns:
-        ``{"train", "val", "test"}``, each with ``num_docs_per_class`` documents of every class in random order:
-        ``inputs`` (N, length) long, ``labels`` (N,) long; drawn from ``numpy.random.default_rng(seed)``.
-
-    Raises:
-        ValueError: a count out of range (the message starts with the parameter's name).
-    """
-    for name, value, low in (("num_docs_per_class", num_docs_per_class, 1), ("length", length, 1),
-                             ("num_classes", num_classes, 1)):  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    head = [PAD, UNK, *SPECIAL_TOKENS]
-    if (
-        isinstance(vocab_size, bool)
-        or not isinstance(vocab_size, int)
-        or vocab_size < len(head) + num_classes
-    ):
-        raise ValueError(
-            f"vocab_size must be an integer >= {len(head) + num_classes} ({len(head)} special tokens and at least "
-            f"one word per class), got {vocab_size!r}"
-        )
-    rng = np.random.default_rng(seed)
-    n_words = vocab_size - len(head)
-    vocab = head + [f"w{i}" for i in range(n_words)]
-    blocks = np.array_split(np.arange(len(head), vocab_size), num_classes)
-    specials = np.array([UNK_ID, *range(2, len(head))])
-    splits = {}
-    for name in ("train", "val", "test"):
-        labels = rng.permutation(np.repeat(np.arange(num_classes), num_docs_per_class))
-        inputs = np.full((len(labels), length), PAD_ID, dtype=np.int64)
-        lengths = rng.integers(math.ceil(length / 2), length + 1, size=len(labels))
-        for r, (label, size) in enumerate(zip(labels, lengths, strict=True)):
-            kind = rng.random(size)
-            own = rng.choice(blocks[label], size=size)
-            anywhere = rng.integers(len(head), vocab_size, size=size)
-            special = rng.choice(specials, size=size)
-            inputs[r, :size] = np.where(kind < 0.6, own, np.where(kind < 0.9, anywhere, special))
-        splits[name] = {
-            "inputs": torch.from_numpy(inputs),
-            "labels": torch.from_numpy(labels.astype(np.int64)),
-        }
-    classes = list(TOPICS) if num_classes == len(TOPICS) else [f"class{k}" for k in range(num_classes)]
-    notes = {
-        "dataset": "agnews8", "source": "fake", "classes": classes, "vocab_size": vocab_size, "length": length,
-        "seed": seed, "lemmatiser": None,
-    }  # fmt: skip
-    return Corpus(splits=splits, vocab=vocab, notes=notes)

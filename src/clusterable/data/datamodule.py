@@ -331,12 +331,7 @@ class InMemoryDataModule(L.LightningDataModule):
         """
         if not self.splits:
             if self.source == "fake":
-                # Seeded by the dataset's name too, so that two datasets' stand-ins differ (same blobs in every split).
-                base = zlib.crc32(self.name.encode())
-                splits = {
-                    s: make_fake(self.input_shape, self.num_classes, self.fake_size, seed=base, sample_seed=i)
-                    for i, s in enumerate(SPLITS)
-                }
+                splits = self._fake_splits()
             else:
                 if self.reader is None:
                     raise ValueError(f"reader is missing: dataset {self.name!r} has none for source='real'")
@@ -368,6 +363,16 @@ class InMemoryDataModule(L.LightningDataModule):
             self._unmasked = {s: v.contiguous() for s, v in unmasked.items()}
             self.splits = {s: {k: v.contiguous() for k, v in d.items()} for s, d in splits.items()}
         return self.splits
+
+    def _fake_splits(self) -> dict[str, Split]:
+        """The splits of ``source="fake"``: Gaussian blobs of ``input_shape``, one per class (``make_fake``);
+        a subclass whose inputs are not pixels or features (token ids) makes its own stand-in here."""
+        # Seeded by the dataset's name too, so that two datasets' stand-ins differ (same blobs in every split).
+        base = zlib.crc32(self.name.encode())
+        return {
+            s: make_fake(self.input_shape, self.num_classes, self.fake_size, seed=base, sample_seed=i)
+            for i, s in enumerate(SPLITS)
+        }
 
     def all_labels(self, stage: str) -> torch.Tensor:
         """(N,) every label of split ``stage`` as read, before ``labelled_percent`` hid any: the split's own
