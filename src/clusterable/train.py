@@ -259,6 +259,8 @@ def _train_and_evaluate(
         raise ConfigError(f"model {model_name} cannot read the token ids of text dataset {dataset_name}; use a text "
                           "model (model=text_ffnn or model=text_cnn)")  # fmt: skip
     vectors = {"word_vectors": datamodule.word_vectors} if text_data else {}
+    if text_data:  # what the corpus build and the vectors did (lemmatiser, truncated / empty documents, OOV)
+        payload["data_notes"] = datamodule.notes
     encoder = build(cfg.model, "model", input_shape=datamodule.input_shape, **vectors)
     require(encoder, Encoder, f"model={model_name}")
     head = build(

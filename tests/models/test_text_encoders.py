@@ -203,8 +203,10 @@ def test_another_model_on_a_text_dataset_is_one_line(train, tmp_path):
     assert_one_error_line(result, message)
 
 
-def test_agnews8_runs_offline_on_its_fake_source(train):
-    pytest.importorskip("clusterable.data.agnews", reason="the AGNews reader is not in this checkout yet")
+def test_agnews8_runs_offline_on_its_fake_source_and_records_what_the_data_did(train):
     result = train("dataset=agnews8", "dataset.source=fake", "dataset.fake_size=64", "dataset.fake_dim=16",
                    "model=text_cnn", *QUICK)  # fmt: skip
     assert result.code == 0, result.err
+    (path,) = train.outputs.rglob("metrics.json")
+    notes = json.loads(path.read_text())["data_notes"]  # the corpus's and the vectors' records, in the run
+    assert set(notes) == {"corpus", "word_vectors"}
