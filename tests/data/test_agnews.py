@@ -13,6 +13,7 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 import pytest
+import spacy  # noqa: F401  (installed by the dev extra: a missing spaCy fails these tests, never skips them)
 import torch
 
 from clusterable.data import agnews
@@ -20,8 +21,6 @@ from clusterable.data import text_preprocess as tp
 from clusterable.data.agnews import Article, article_text, read_agnews8, read_articles, topic_of
 from clusterable.data.corpus import PAD, PAD_ID, SPECIAL_TOKENS, UNK, UNK_ID, Corpus
 from clusterable.data.errors import CorruptFileError, DatasetNotFoundError
-
-pytest.importorskip("spacy")
 
 SEVEN = ("U.S.", "World", "Europe", "Sports", "Sci/Tech", "Health", "Business")
 # One word per topic (none a stop word, each its own lemma), so that a document shows its topic.

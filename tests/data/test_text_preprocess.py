@@ -8,6 +8,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import spacy  # noqa: F401  (installed by the dev extra: a missing spaCy fails these tests, never skips them)
 
 from clusterable.data import text_preprocess as tp
 from clusterable.data.errors import DatasetError
@@ -26,8 +27,6 @@ from clusterable.data.text_preprocess import (
     split_separators,
     strip_punctuation,
 )
-
-pytest.importorskip("spacy")
 
 
 def pre(text: str) -> list[str]:
