@@ -147,17 +147,45 @@ def test_debug_options_with_default_run(tmp_path, name):
     build_and_step(composed(tmp_path, f"debug={name}"))
 
 
-def tuned_lambda_winners(tmp_path: Path, cfg, lam: float) -> list[str]:
+def sweep_cells(cfg) -> list[list[str]]:
+    """The cells of an experiment's sweep (its params, and its grids if it has any), as the sweeper expands them,
+    seeds left out: a list of override lists."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.clusterable_sweeper.cell_sweeper import checked_grids, expand
+
+    parser = OverridesParser.create()
+    params = {k: v for k, v in cfg.hydra.sweeper.params.items() if k != "seed"}
+    parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
+    return expand(parsed, checked_grids(cfg.hydra.sweeper.get("grids")), [], parser)
+
+
+def covering(cells: list[list[str]]) -> list[list[str]]:
+    """A few cells in which every swept key=value appears at least once (each with the values it is swept with)."""
+    seen: set[str] = set()
+    out = []
+    for cell in cells:
+        if not set(cell) <= seen:
+            out.append(cell)
+            seen |= set(cell)
+    return out
+
+
+def tuned_lambda_winners(tmp_path: Path, cfg, cells: list[list[str]], lam: float) -> list[str]:
     """For an experiment that runs at Table 1's tuned λ (``tuned_lambda_from``): smoke winners at ``lam`` for
-    every (dataset, model, loss) of its grid, under ``tmp_path``; the overrides that point the run there."""
+    every (dataset, model, loss) of its ``cells``, under ``tmp_path``; the overrides that point the run there."""
     table = cfg.get("tuned_lambda_from")
     if table is None:
         return []
-    params, choices = cfg.hydra.sweeper.params, cfg.hydra.runtime.choices
-    # The cells below sweep one key at a time: the others keep the experiment's defaults.
-    grid = [str(params.get(g, "")).split(",") + [choices[g]] for g in ("dataset", "model", "loss")]
+    choices = cfg.hydra.runtime.choices
     entry = {"lam": lam, "val_acc": 0.9, "runs": 1, "candidates": {lam: 0.9}}
-    winners = {(d, m, loss): entry for d in grid[0] for m in grid[1] for loss in grid[2]}
+    winners = {}
+    for cell in cells:  # a key a cell does not set keeps the experiment's default
+        given = {
+            **{g: choices[g] for g in ("dataset", "model", "loss")},
+            **dict(o.split("=", 1) for o in cell),
+        }
+        winners[(given["dataset"], given["model"], given["loss"])] = entry
     write_winners(winners_file(tmp_path, table, "smoke"), table, table, "smoke", winners)
     return [f"paths.output_dir={tmp_path}"]
 
@@ -166,18 +194,17 @@ def tuned_lambda_winners(tmp_path: Path, cfg, lam: float) -> list[str]:
 def test_experiments_compose_and_run_a_batch(tmp_path, name):
     cfg = composed(tmp_path, f"experiment={name}", "debug=smoke")
     assert cfg.name and cfg.mode == "smoke"
-    params = cfg.hydra.sweeper.params
-    assert params, f"{name} defines no sweep grid"
-    tuned = tuned_lambda_winners(tmp_path, cfg, 0.7)
-    # Every value of every swept key must compose and build with the rest of the experiment.
-    for key, values in params.items():
-        if key == "seed":
-            continue
-        for value in str(values).split(","):
-            cell = composed(tmp_path, f"experiment={name}", "debug=smoke", f"{key}={value}", *tuned)
-            build_and_step(cell)
-            if tuned and "lam" in cell.loss:  # the λ losses run at Table 1's winner
-                assert cell.loss.lam == 0.7, (name, key, value)
+    cells = sweep_cells(cfg)
+    assert cfg.hydra.sweeper.params and cells, f"{name} defines no sweep grid"
+    # Every value of every swept key (in each grid, with that grid's other keys) composes and builds with the rest
+    # of the experiment.
+    cells = covering(cells)
+    tuned = tuned_lambda_winners(tmp_path, cfg, cells, 0.7)
+    for cell in cells:
+        composed_cell = composed(tmp_path, f"experiment={name}", "debug=smoke", *cell, *tuned)
+        build_and_step(composed_cell)
+        if tuned and "lam" in composed_cell.loss:  # the λ losses run at Table 1's winner
+            assert composed_cell.loss.lam == 0.7, (name, cell)
 
 
 def test_default_config_values():

@@ -488,11 +488,39 @@ def check_composes(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
     return None
 
 
+def check_sweep_grids(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
+    """Under ``-m``, one line when ``hydra.sweeper.grids`` (an experiment's or the command line's) is not a mapping
+    of grids, before Hydra would report it in several lines; None otherwise (or when the single values do not
+    compose: each cell then fails alone in the sweeper)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.clusterable_sweeper.cell_sweeper import checked_grids
+
+    if not any(a in ("-m", "--multirun") for a in args):
+        return None
+    try:
+        parsed = OverridesParser.create().parse_overrides(
+            [a for a in args if "=" in a and not a.startswith("-")]
+        )
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+            cfg = compose("train", overrides=[o.input_line for o in parsed if not o.is_sweep_override()],
+                          return_hydra_config=True)  # fmt: skip
+        checked_grids(cfg.hydra.sweeper.get("grids"))
+    except ValueError as e:  # checked_grids' one line
+        return str(e)
+    except Exception:
+        return None  # Hydra reports syntax errors itself; a cell that does not compose fails alone
+    return None
+
+
 def main() -> None:
     """``python train.py ...``: exit status 0 when every run is ok, 1 when one failed, 2 for an unknown option,
     130 after Ctrl-C."""
     hydra_callbacks.exit_status["code"] = 0
-    problem = check_group_options(sys.argv[1:]) or check_composes(sys.argv[1:])
+    problem = (
+        check_group_options(sys.argv[1:]) or check_composes(sys.argv[1:]) or check_sweep_grids(sys.argv[1:])
+    )
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)

@@ -1,0 +1,97 @@
+"""The sweeper of ``train.py -m`` (src/hydra_plugins/clusterable_sweeper): a union of grids, each combined with the
+shared params and the command line; bad grids refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.running import all_metrics
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from hydra_plugins.clusterable_sweeper.cell_sweeper import checked_grids, expand
+
+PARSER = OverridesParser.create()
+GRIDS = {
+    "images": {"dataset": "mnist,fashion_mnist", "model": "ffnn,cnn"},
+    "text": {"dataset": "agnews8", "model": "text_ffnn,text_cnn"},
+}
+
+
+def cells(params: dict[str, str], grids, *command_line: str) -> list[list[str]]:
+    parsed = PARSER.parse_overrides([f"{k}={v}" for k, v in params.items()])
+    return expand(parsed, checked_grids(grids), PARSER.parse_overrides(list(command_line)), PARSER)
+
+
+def as_dicts(out: list[list[str]]) -> list[dict[str, str]]:
+    return [dict(o.split("=", 1) for o in cell) for cell in out]
+
+
+def test_the_sweep_is_each_grid_times_the_params_in_order():
+    out = as_dicts(cells({"loss": "cce,center"}, GRIDS))
+    pairs = [(c["dataset"], c["model"]) for c in out]
+    # 4 image settings and 2 text ones, each with both losses; no image model ever meets the text dataset.
+    assert len(out) == 12 and {c["loss"] for c in out} == {"cce", "center"}
+    assert set(pairs) == {
+        ("mnist", "ffnn"), ("mnist", "cnn"), ("fashion_mnist", "ffnn"), ("fashion_mnist", "cnn"),
+        ("agnews8", "text_ffnn"), ("agnews8", "text_cnn"),
+    }  # fmt: skip
+    assert [p[0] for p in pairs[:8]].count("agnews8") == 0  # the images grid first, as written
+
+
+def test_a_grid_key_replaces_the_params_and_the_command_line_replaces_both():
+    out = as_dicts(cells({"loss": "cce", "dataset": "digits"}, {"a": {"dataset": "iris"}}))
+    assert out == [{"loss": "cce", "dataset": "iris"}]
+    # dataset given on the command line: in every grid; the cells the grids then share are run once.
+    out = as_dicts(cells({"loss": "cce"}, GRIDS, "dataset=digits", "model=ffnn"))
+    assert out == [{"loss": "cce", "dataset": "digits", "model": "ffnn"}]
+    out = as_dicts(cells({"loss": "cce"}, GRIDS, "dataset=digits"))
+    assert [c["model"] for c in out] == ["ffnn", "cnn", "text_ffnn", "text_cnn"]
+
+
+def test_a_null_grid_is_dropped_and_no_grids_is_the_plain_product():
+    out = as_dicts(cells({"loss": "cce,center"}, {**GRIDS, "text": None}))
+    assert len(out) == 8 and "agnews8" not in {c["dataset"] for c in out}
+    assert as_dicts(cells({"loss": "cce,center"}, None, "seed=0,1")) == [
+        {"loss": "cce", "seed": "0"}, {"loss": "cce", "seed": "1"},
+        {"loss": "center", "seed": "0"}, {"loss": "center", "seed": "1"},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "grids, message",
+    [
+        ([1, 2], "hydra.sweeper.grids must map grid names to {key: values}, got [1, 2]"),
+        ({"a": "loss=cce"}, "hydra.sweeper.grids.a must be a non-empty {key: values} mapping"),
+        ({"a": {}}, "hydra.sweeper.grids.a must be a non-empty {key: values} mapping"),
+        (
+            {"a": {"loss": ["cce", "center"]}},
+            "hydra.sweeper.grids.a.loss must be a value or a comma-separated",
+        ),
+        ({"a": {"loss": None}}, "hydra.sweeper.grids.a.loss must be a value or a comma-separated"),
+    ],
+)
+def test_bad_grids_are_refused_in_one_line(grids, message):
+    with pytest.raises(ValueError) as e:
+        checked_grids(grids)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+QUICK = ["trainer.max_epochs=1", "trainer.enable_progress_bar=false", "evaluator=[classification]"]
+
+
+def test_train_sweeps_grids_from_the_command_line(train):
+    result = train("-m", "hydra.sweeper.grids={a:{loss:cce},b:{loss:center,seed:'0,1'}}", *QUICK)
+    assert result.code == 0 and "sweep: 3 ok, 0 failed, 0 skipped" in result.out, result
+    runs = {
+        tuple(sorted(o for o in m["overrides"] if o.startswith(("loss=", "seed="))))
+        for m in all_metrics(train.outputs)
+    }
+    assert runs == {("loss=cce",), ("loss=center", "seed=0"), ("loss=center", "seed=1")}, runs
+    assert all(m["status"] == "ok" for m in all_metrics(train.outputs))
+
+
+def test_train_refuses_a_bad_grid_in_one_line(train):
+    result = train("-m", "hydra.sweeper.grids=[1,2]", *QUICK)
+    assert result.code == 2 and result.err.strip() == (
+        "error: hydra.sweeper.grids must map grid names to {key: values}, got [1, 2]"
+    )
+    assert not train.outputs.exists() or not any(train.outputs.rglob("metrics.json"))
