@@ -22,7 +22,7 @@ def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
     cli("train.py", "-m", "experiment=corel/table1", "debug=smoke", "loss.lam=0.6,0.9", "seed=0")
     proc = cli("scripts/make_tables.py", "corel/table1")
     path = cli.outputs / "tables" / "smoke" / "corel_table1_lambda.yaml"
-    assert f"Winners written to {path.relative_to(cli.outputs.parent)}" in proc.stdout
+    assert f"Winners written to {path}" in proc.stdout  # $CLUSTERABLE_OUTPUTS, as train.py wrote there
     winners = yaml.safe_load(path.read_text())["winners"]
     cli("train.py", "-m", "experiment=corel/table2", "debug=smoke")
     proc = cli("scripts/make_tables.py", "corel/table2")
@@ -30,33 +30,37 @@ def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
     assert (
         "— SMOKE runs" in out
         and "SMOKE RUNS (data=fake" in out
-        and "32 runs (0 failed)" in out
+        and "48 runs (0 failed)" in out
         and "[smoke]" in out
     )
     rows = [line for line in out.splitlines() if line.startswith("| FFNN") or line.startswith("| CNN")]
     assert len(rows) == 8
-    for row in rows:
-        assert "missing" not in row and "failed" not in row and row.count("±") == 2
-        assert row.count("n/a") == 2 and row.rstrip().endswith("not run |")
+    for row in rows:  # every cell filled, AGNews' too (its FFNN and CNN: the text encoders)
+        assert "missing" not in row and "failed" not in row and "not run" not in row and row.count("±") == 3
+        assert row.count("n/a") == 3
         # Each COREL cell names the λ it ran at: Table 1's winner for that dataset and model; CCE has none.
         cols = [c.strip() for c in row.strip("| \n").split(" | ")]
         model = {"FFNN": "ffnn", "CNN": "cnn"}[cols[0]]
         loss = {v: k for k, v in corel.LOSSES.items()}[cols[1]]
-        for dataset, cell in (("mnist", cols[2]), ("fashion_mnist", cols[4])):
-            lam = winners[dataset][model][loss]["lam"] if loss != "cce" else None
+        for dataset, cell in (("mnist", cols[2]), ("fashion_mnist", cols[4]), ("agnews8", cols[6])):
+            entry = winners[dataset][corel.encoder(dataset, model)]
+            lam = entry[loss]["lam"] if loss != "cce" else None
             assert cell.endswith(f"(λ {lam:g})") if lam is not None else "λ" not in cell, (row, lam)
+    assert set(winners["agnews8"]) == {"text_ffnn", "text_cnn"}
     assert "numbers stripped" in out  # why the paper column is n/a
     claims = [line for line in out.splitlines() if line.startswith("- [")]
-    assert len(claims) == 4 and "Gaussian-COREL beats CCE in every setting" in claims[0]
+    assert len(claims) == 6 and "Gaussian-COREL beats CCE in every setting" in claims[0]
     assert all(c.startswith(("- [holds]", "- [does not hold]")) for c in claims)  # every number was there
     tables = cli.outputs / "tables"
     for ext in ("md", "tex", "csv"):
         assert (tables / "smoke" / f"corel_table2.{ext}").stat().st_size > 0
     # Tables 3-4 come from the same runs: nothing is trained again.
     proc = cli("train.py", "-m", "experiment=corel/table3_4", "debug=smoke")
-    assert proc.stdout.count("metrics.json says ok") == 16 and "run: ok" not in proc.stdout
+    assert proc.stdout.count("metrics.json says ok") == 32 and "run: ok" not in proc.stdout
     proc = cli("scripts/make_tables.py", "corel/table3_4")
     assert "K-Means Acc" in proc.stdout and "missing" not in proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| AGNews (Table 3)")]
+    assert len(rows) == 8 and all(row.count("±") == 8 for row in rows)
 
 
 def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], extra=None) -> list[Run]:
@@ -85,21 +89,50 @@ def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], ext
 
 
 def settings():
-    return itertools.product(corel.DATASETS, corel.MODELS)
+    """(dataset, model config) of every COREL setting: AGNews' FFNN and CNN are the text encoders."""
+    return [(d, corel.encoder(d, m)) for d, m in itertools.product(corel.DATASETS, corel.MODELS)]
+
+
+def paper_like_accuracies() -> dict[tuple[str, str, str], list[float]]:
+    """Two seeds per cell, ordered as the paper's text says: Gaussian-COREL beats CCE everywhere and is best but
+    on FFNN-MNIST (Center there); Center loses to CCE on AGNews; Cosine-COREL loses to CCE with the CNN on AGNews
+    and the FFNN on MNIST."""
+    base = {"cce": 0.90, "center": 0.91, "cosine_corel": 0.92, "gaussian_corel": 0.95}
+    accs = {(d, m, loss): [acc, acc + 0.02] for d, m in settings() for loss, acc in base.items()}
+    accs[("mnist", "ffnn", "center")] = [0.96, 0.98]
+    accs[("mnist", "ffnn", "cosine_corel")] = [0.88, 0.90]
+    for m in ("text_ffnn", "text_cnn"):
+        accs[("agnews8", m, "center")] = [0.85, 0.87]
+    accs[("agnews8", "text_cnn", "cosine_corel")] = [0.88, 0.90]
+    return accs
 
 
 def test_table2_numbers_and_claims(tmp_path):
-    base = {"cce": 0.90, "center": 0.91, "cosine_corel": 0.92, "gaussian_corel": 0.95}
-    accs = {(d, m, loss): [acc, acc + 0.02] for d, m in settings() for loss, acc in base.items()}
+    accs = paper_like_accuracies()
     accs[("mnist", "cnn", "center")] = [0.93, None]  # one failed seed
     table = corel.table2(fake_runs(tmp_path, accs), tmp_path / "tables")
     row = next(r for r in table.rows if r[:2] == ["CNN", "Center"])
-    assert row[2] == "93.00 ± 0.00 (1 failed)" and row[4] == "92.00 ± 1.41"
-    verdicts = [c.holds for c in table.claims]
-    assert verdicts == [True, True, True, True]
-    accs[("fashion_mnist", "ffnn", "gaussian_corel")] = [0.80, 0.81]  # now below CCE there
+    assert row[2] == "93.00 ± 0.00 (1 failed)" and row[4] == "92.00 ± 1.41" and row[6] == "86.00 ± 1.41"
+    assert [c.holds for c in table.claims] == [True] * 6, table.claims
+    assert table.claims[1].detail.startswith("best in 5 of 6:") and "ffnn-mnist" not in table.claims[1].detail
+    accs[("fashion_mnist", "ffnn", "gaussian_corel")] = [0.80, 0.81]  # now below CCE there (still best in 4)
+    accs[("agnews8", "text_ffnn", "center")] = [0.92, 0.94]  # Center beats CCE on AGNews with the FFNN
     verdicts = [c.holds for c in corel.table2(fake_runs(tmp_path / "b", accs), tmp_path).claims]
-    assert verdicts == [False, False, True, True]
+    assert verdicts == [False, True, True, True, False, True]
+    accs[("mnist", "ffnn", "center")] = [0.91, 0.93]  # Gaussian-COREL now best on FFNN-MNIST too
+    accs[("agnews8", "text_cnn", "cosine_corel")] = [
+        0.95,
+        0.95,
+    ]  # Cosine-COREL beats CCE with the CNN on AGNews
+    verdicts = [c.holds for c in corel.table2(fake_runs(tmp_path / "c", accs), tmp_path).claims]
+    assert verdicts == [False, False, True, True, False, False]
+
+
+def test_table2_without_the_text_runs_leaves_the_agnews_claims_unchecked(tmp_path):
+    accs = {k: v for k, v in paper_like_accuracies().items() if k[0] != "agnews8"}
+    table = corel.table2(fake_runs(tmp_path, accs), tmp_path)
+    assert all(row[6] == "missing" for row in table.rows)
+    assert [c.holds for c in table.claims] == [None, None, True, True, None, None]
 
 
 def test_table3_4_silhouette_and_accuracy_drop_claims(tmp_path):
@@ -109,10 +142,15 @@ def test_table3_4_silhouette_and_accuracy_drop_claims(tmp_path):
         return {f"test/{meth}/{k}": v for meth in ("kmeans", "gmm")
                 for k, v in {"acc": acc - drop, "ari": 0.5, "v_measure": 0.6, "silhouette": sil}.items()}  # fmt: skip
 
-    accs = {("fashion_mnist", m, loss): [0.9, 0.9] for m in corel.MODELS for loss in corel.LOSSES}
+    accs = {(d, m, loss): [0.9, 0.9] for d, m in settings() if d != "mnist" for loss in corel.LOSSES}
     table = corel.table3_4(fake_runs(tmp_path, accs, extra), tmp_path)
-    assert [c.holds for c in table.claims] == [True, True]
-    assert "CCE -20.0" in table.claims[1].detail
+    # AGNews (Table 3): the accuracy drop; Fashion (Table 4): the silhouette and the accuracy drop.
+    assert [c.holds for c in table.claims] == [True, True, True]
+    assert (
+        "on AGNews (Table 3)" in table.claims[0].text
+        and "CCE -20.0, Cosine -1.0, Gaussian -1.0" in table.claims[0].detail
+    )
+    assert [r[0] for r in table.rows] == ["AGNews (Table 3)"] * 8 + ["Fashion (Table 4)"] * 8
 
 
 def test_cells_mean_std_and_missing():
