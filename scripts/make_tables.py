@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from clusterable.rundir import tables_dir
@@ -34,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
-    parser.add_argument("--outputs", default="outputs", help="folder holding the multirun directories")
+    # The folder train.py writes to: $CLUSTERABLE_OUTPUTS when set (conf/train.yaml, paths.output_dir), else outputs.
+    parser.add_argument("--outputs", default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
+                        help="folder of the multirun directories ($CLUSTERABLE_OUTPUTS, else outputs)")  # fmt: skip
     parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
                         help="which runs: full, smoke (fake data or few batches), auto: full if any")  # fmt: skip
     args = parser.parse_args(argv)

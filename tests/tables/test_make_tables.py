@@ -154,3 +154,15 @@ def test_every_csrl_figure_is_drawn_through_make_tables(csrl_outputs, run_main, 
     assert "[smoke]" in out and "- [" in out  # the paper's claims, checked
     png = csrl_outputs / "tables" / "smoke" / f"csrl_{name}.png"
     assert png.stat().st_size > 1000
+
+
+def test_the_outputs_default_to_where_train_py_writes(tmp_path, run_main, monkeypatch):
+    # train.py writes below $CLUSTERABLE_OUTPUTS when it is set (conf/train.yaml): the tables read the same place.
+    n = corel_table2_runs(tmp_path / "elsewhere", mode="full", source="real")
+    monkeypatch.setenv("CLUSTERABLE_OUTPUTS", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main("corel/table2")
+    assert code == 0 and f"{n} runs (0 failed) of corel/table2 [full]" in out, err
+    assert (tmp_path / "elsewhere" / "tables" / "corel_table2.md").is_file() and not (
+        tmp_path / "outputs"
+    ).exists()
