@@ -118,6 +118,13 @@ class RepresentationModule(L.LightningModule):
         if trainable not in ("all", "embedding_layer"):
             raise ValueError(f"trainable must be all or embedding_layer, got {trainable!r}")
         self._frozen: list[nn.Module] = _freeze_all_but_embedding_layer(encoder) if trainable != "all" else []
+        # DistributedDataParallel broadcasts every buffer from rank 0 at each forward unless it is named here
+        # (torch's hook for it): the constant ones a submodule declares, e.g. a text encoder's word vectors.
+        self._ddp_params_and_buffers_to_ignore = [
+            f"{prefix}.{name}" if prefix else name
+            for prefix, sub in self.named_modules()
+            for name in getattr(sub, "ddp_constant_buffers", ())
+        ]
         self._val_rows: list[dict[str, Tensor]] = []
         self.divergence_limit = float(divergence_limit)
         self.automatic_optimization = optimizer_steps == "per_batch"

@@ -91,6 +91,29 @@ def test_the_word_vectors_are_a_frozen_buffer_left_out_of_checkpoints(vectors, n
         ENCODERS[name](vectors + 1, [6]).load_state_dict(encoder.state_dict())
 
 
+@pytest.mark.parametrize("name", ENCODERS)
+def test_ddp_leaves_the_word_vectors_alone_and_syncs_the_other_buffers(vectors, name, tmp_path):
+    # A one-process gloo group on the CPU: DDP as Lightning builds it (the LightningModule wrapped whole).
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from clusterable.heads.cce import CCELoss
+    from clusterable.module import RepresentationModule
+
+    encoder = ENCODERS[name](vectors, [6])
+    module = RepresentationModule(encoder, CCELoss(3, encoder.embedding_dim), torch.optim.Adam)
+    module.extra = torch.nn.BatchNorm1d(2)  # buffers that must still be synchronised
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        ddp = DistributedDataParallel(module)
+        synced = set(ddp.named_module_buffers)
+    finally:
+        dist.destroy_process_group()
+    assert {"encoder.word_vectors", "encoder.word_vectors_digest"}.isdisjoint(synced), synced
+    assert {"extra.running_mean", "extra.running_var"} <= synced
+    assert set(module._ddp_params_and_buffers_to_ignore) <= set(dict(module.named_buffers()))
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -31,6 +31,10 @@ from clusterable.models.ffnn import FFNN, leaky_layers
 class _WordVectors(nn.Module):
     """Holds the frozen ``word_vectors`` (V, D) float32 (PAD's row set to zeros) and checks token-id inputs."""
 
+    # Buffers every process builds identically from the same files and seed: under DDP they are not broadcast from
+    # rank 0 at every forward (AGNews' vectors are ~60 MB). RepresentationModule collects these names.
+    ddp_constant_buffers = ("word_vectors", "word_vectors_digest")
+
     def __init__(self, word_vectors: Tensor, input_shape: Sequence[int]):
         super().__init__()
         is_matrix = isinstance(word_vectors, Tensor) and word_vectors.dim() == 2
