@@ -95,3 +95,17 @@ def test_train_refuses_a_bad_grid_in_one_line(train):
         "error: hydra.sweeper.grids must map grid names to {key: values}, got [1, 2]"
     )
     assert not train.outputs.exists() or not any(train.outputs.rglob("metrics.json"))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("hydra.sweeper.grids.txt=null", "error: hydra.sweeper.grids.txt is not a key of the config"),
+        ("hydra.sweeper.param.seed=0", "error: hydra.sweeper.param.seed is not a key of the config"),
+        ("hydra.launcher.n_jobs=2", "error: Could not override 'hydra.launcher.n_jobs'"),
+    ],
+)
+def test_a_wrong_sweep_setting_is_one_line_before_anything_runs(train, override, message):
+    result = train("-m", "experiment=corel/digits_table2", "debug=smoke", override)
+    assert result.code == 2 and result.err.startswith(message) and result.err.count("\n") == 1, result
+    assert not train.outputs.exists() or not any(train.outputs.rglob("metrics.json"))

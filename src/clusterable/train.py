@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -488,10 +489,11 @@ def check_composes(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
     return None
 
 
-def check_sweep_grids(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
-    """Under ``-m``, one line when ``hydra.sweeper.grids`` (an experiment's or the command line's) is not a mapping
-    of grids, before Hydra would report it in several lines; None otherwise (or when the single values do not
-    compose: each cell then fails alone in the sweeper)."""
+def check_sweep(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
+    """Under ``-m``, one line (instead of Hydra's several) when the sweep itself is wrong: a ``hydra.*`` key that does
+    not compose (``hydra.sweeper.param.seed=0``, ``hydra.sweeper.grids.txt=null``) or ``hydra.sweeper.grids`` (an
+    experiment's or the command line's) that is not a mapping of grids. None otherwise: the other keys are checked
+    per cell, where a cell that does not compose fails alone."""
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -503,14 +505,24 @@ def check_sweep_grids(args: list[str], config_dir: str = CONFIG_DIR) -> str | No
         parsed = OverridesParser.create().parse_overrides(
             [a for a in args if "=" in a and not a.startswith("-")]
         )
+    except Exception:
+        return None  # Hydra reports syntax errors itself
+    # The sweep's own settings, and the experiment and debug groups that set them when given once.
+    sweep = [
+        o.input_line
+        for o in parsed
+        if not o.is_sweep_override()
+        and re.split(r"[./]", o.key_or_group)[0] in ("hydra", "experiment", "debug")
+    ]
+    try:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            cfg = compose("train", overrides=[o.input_line for o in parsed if not o.is_sweep_override()],
-                          return_hydra_config=True)  # fmt: skip
+            cfg = compose("train", overrides=sweep, return_hydra_config=True)
+    except Exception as e:
+        return composition_error(e)
+    try:
         checked_grids(cfg.hydra.sweeper.get("grids"))
     except ValueError as e:  # checked_grids' one line
         return str(e)
-    except Exception:
-        return None  # Hydra reports syntax errors itself; a cell that does not compose fails alone
     return None
 
 
@@ -518,9 +530,7 @@ def main() -> None:
     """``python train.py ...``: exit status 0 when every run is ok, 1 when one failed, 2 for an unknown option,
     130 after Ctrl-C."""
     hydra_callbacks.exit_status["code"] = 0
-    problem = (
-        check_group_options(sys.argv[1:]) or check_composes(sys.argv[1:]) or check_sweep_grids(sys.argv[1:])
-    )
+    problem = check_group_options(sys.argv[1:]) or check_composes(sys.argv[1:]) or check_sweep(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
