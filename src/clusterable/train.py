@@ -449,14 +449,34 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
     return None
 
 
+def _parsed_overrides(args: list[str]) -> list[Any] | None:
+    """The command line's ``key=value`` overrides, parsed by Hydra; None on a syntax error (Hydra reports those)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(
+            [a for a in args if "=" in a and not a.startswith("-")]
+        )
+    except Exception:
+        return None
+
+
+def _composition_problem(overrides: list[str], config_dir: str) -> tuple[DictConfig | None, str | None]:
+    """Compose ``train`` with ``overrides`` (Hydra's node included): (the config, None), or (None, one line)."""
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+            return compose("train", overrides=overrides, return_hydra_config=True), None
+    except Exception as e:
+        return None, composition_error(e)
+
+
 def check_composes(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
     """One line when Hydra cannot compose a single run's config, e.g. a key that does not exist set without ``+``
     (``trainer.precison=16``); None when it composes. Hydra's own report is several lines. Under ``-m`` each cell
     is composed by the sweeper (``hydra_plugins.clusterable_sweeper``), where a cell that does not compose fails
-    alone."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+    alone (``check_sweep`` checks the sweep's own settings)."""
     flags = (
         "-m",
         "--multirun",
@@ -468,25 +488,15 @@ def check_composes(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
         "-cp",
         "--config-path",
     )
-    if any(a in flags for a in args):
+    parsed = None if any(a in flags for a in args) else _parsed_overrides(args)
+    if parsed is None:
         return None
-    try:
-        parsed = OverridesParser.create().parse_overrides(
-            [a for a in args if "=" in a and not a.startswith("-")]
-        )
-    except Exception:
-        return None  # Hydra reports syntax errors itself
     keep = [
         o.input_line
         for o in parsed
         if o.key_or_group == "hydra.searchpath" or not o.key_or_group.startswith("hydra")
     ]
-    try:
-        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            compose("train", overrides=keep)
-    except Exception as e:
-        return composition_error(e)
-    return None
+    return _composition_problem(keep, config_dir)[1]
 
 
 def check_sweep(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
@@ -494,19 +504,11 @@ def check_sweep(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
     not compose (``hydra.sweeper.param.seed=0``, ``hydra.sweeper.grids.txt=null``) or ``hydra.sweeper.grids`` (an
     experiment's or the command line's) that is not a mapping of grids. None otherwise: the other keys are checked
     per cell, where a cell that does not compose fails alone."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     from hydra_plugins.clusterable_sweeper.cell_sweeper import checked_grids
 
-    if not any(a in ("-m", "--multirun") for a in args):
+    parsed = _parsed_overrides(args) if any(a in ("-m", "--multirun") for a in args) else None
+    if parsed is None:
         return None
-    try:
-        parsed = OverridesParser.create().parse_overrides(
-            [a for a in args if "=" in a and not a.startswith("-")]
-        )
-    except Exception:
-        return None  # Hydra reports syntax errors itself
     # The sweep's own settings, and the experiment and debug groups that set them when given once.
     sweep = [
         o.input_line
@@ -514,11 +516,9 @@ def check_sweep(args: list[str], config_dir: str = CONFIG_DIR) -> str | None:
         if not o.is_sweep_override()
         and re.split(r"[./]", o.key_or_group)[0] in ("hydra", "experiment", "debug")
     ]
-    try:
-        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            cfg = compose("train", overrides=sweep, return_hydra_config=True)
-    except Exception as e:
-        return composition_error(e)
+    cfg, problem = _composition_problem(sweep, config_dir)
+    if cfg is None:
+        return problem
     try:
         checked_grids(cfg.hydra.sweeper.get("grids"))
     except ValueError as e:  # checked_grids' one line
