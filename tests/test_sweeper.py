@@ -40,11 +40,28 @@ def test_the_sweep_is_each_grid_times_the_params_in_order():
 def test_a_grid_key_replaces_the_params_and_the_command_line_replaces_both():
     out = as_dicts(cells({"loss": "cce", "dataset": "digits"}, {"a": {"dataset": "iris"}}))
     assert out == [{"loss": "cce", "dataset": "iris"}]
-    # dataset given on the command line: in every grid; the cells the grids then share are run once.
-    out = as_dicts(cells({"loss": "cce"}, GRIDS, "dataset=digits", "model=ffnn"))
-    assert out == [{"loss": "cce", "dataset": "digits", "model": "ffnn"}]
-    out = as_dicts(cells({"loss": "cce"}, GRIDS, "dataset=digits"))
-    assert [c["model"] for c in out] == ["ffnn", "cnn", "text_ffnn", "text_cnn"]
+    out = as_dicts(cells({"loss": "cce", "seed": "0,1"}, GRIDS, "seed=5", "loss=center"))
+    assert {(c["loss"], c["seed"]) for c in out} == {("center", "5")} and len(out) == 6
+
+
+@pytest.mark.parametrize(
+    "given, pairs",
+    [
+        # A value goes to the grids that hold it ...
+        (["dataset=agnews8"], [("agnews8", "text_ffnn"), ("agnews8", "text_cnn")]),
+        (["dataset=mnist"], [("mnist", "ffnn"), ("mnist", "cnn")]),
+        (["model=cnn"], [("mnist", "cnn"), ("fashion_mnist", "cnn")]),
+        (["dataset=mnist,agnews8", "model=cnn,text_cnn"], [("mnist", "cnn"), ("agnews8", "text_cnn")]),
+        # ... a value no grid holds to the first grid that sweeps its key.
+        (["dataset=digits"], [("digits", "ffnn"), ("digits", "cnn")]),
+        (["dataset=digits", "model=ffnn"], [("digits", "ffnn")]),
+        (["dataset=digits,agnews8", "model=text_cnn"], [("agnews8", "text_cnn")]),
+        (["model=text_cnn", "dataset=digits"], [("digits", "text_cnn")]),
+    ],
+)
+def test_command_line_values_go_to_the_grids_that_hold_them(given, pairs):
+    out = as_dicts(cells({"loss": "cce"}, GRIDS, *given))
+    assert [(c["dataset"], c["model"]) for c in out] == pairs and all(c["loss"] == "cce" for c in out)
 
 
 def test_a_null_grid_is_dropped_and_no_grids_is_the_plain_product():

@@ -19,13 +19,15 @@ An experiment writes
           text: {dataset: agnews8, model: "text_ffnn,text_cnn"}
 
 and the sweep is (images x params) followed by (text x params), each cell once. A grid's key replaces the same key
-of ``params``; a key given on the command line replaces it in every grid (``dataset=mnist`` keeps the images grid's
-models and runs the text grid's models on MNIST too: say ``model=...`` as well, or drop a grid with
-``hydra.sweeper.grids.text=null``). Without ``grids`` (every other experiment) it is Hydra's basic sweeper.
+of ``params``. A key given on the command line replaces it everywhere, its values routed to the grids that hold
+them: ``dataset=agnews8`` runs the text grid alone, ``dataset=mnist`` the image grid on MNIST, and a value no grid
+holds (``dataset=digits``) goes to the first grid that sweeps the key. ``hydra.sweeper.grids.text=null`` drops a
+grid. Without ``grids`` (every other experiment) it is Hydra's basic sweeper.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from typing import Any
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 
 from clusterable.config import composition_error
 from clusterable.hydra_callbacks import record_outcome
@@ -69,26 +72,61 @@ def _key(override: Override) -> str:
     )
 
 
+# One swept key: the key as the cell writes it (``+x`` keeps its prefix) and its values, as Hydra's basic sweeper
+# writes them into cells.
+Axis = tuple[str, list[str]]
+
+
+def _axes(overrides: Sequence[Override]) -> dict[str, Axis]:
+    """``{key: (key as written, values)}`` of ``overrides`` in order; a repeated key keeps its place and takes the
+    later values (as the basic sweeper's)."""
+    axes: dict[str, Axis] = {}
+    for o in overrides:
+        if o.is_sweep_override() and not o.is_discrete_sweep():
+            raise HydraException(f"{CellSweeper.__name__} does not support sweep type : {o.value_type.name}")
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        axes[_key(o)] = (o.get_key_element(), values)
+    return axes
+
+
+def _route(grids: list[dict[str, Axis]], command_line: dict[str, Axis]) -> list[dict[str, Axis] | None]:
+    """The grids with the command line's values of the keys they sweep routed to them: each value goes to the grids
+    whose own values hold it, a value no grid holds to the first grid that sweeps the key; a grid left without a
+    value of such a key is dropped (None); keys in command-line order, each among the grids left. ``dataset=agnews8``
+    keeps the text grid alone, ``dataset=digits`` the first (image) grid, ``dataset=mnist,agnews8`` each dataset
+    with its own models, ``model=text_cnn dataset=digits`` the text grid on digits."""
+    routed: list[dict[str, Axis] | None] = [dict(g) for g in grids]
+    for key, (written, values) in command_line.items():
+        sweeping = [i for i, g in enumerate(grids) if key in g and routed[i] is not None]
+        unheld = [v for v in values if not any(v in grids[i][key][1] for i in sweeping)]
+        for n, i in enumerate(sweeping):
+            mine = [v for v in values if v in grids[i][key][1]] + (unheld if n == 0 else [])
+            routed[i] = {**(routed[i] or {}), key: (written, mine)} if mine else None
+    return routed
+
+
 def expand(
     params: Sequence[Override], grids: Grids, command_line: Sequence[Override], parser: OverridesParser
 ) -> list[list[str]]:
     """Every cell of the union of ``grids``, each combined with ``params`` and the ``command_line`` (the overrides
     Hydra's basic sweeper would take as ``params + command line``), in order and without repeats: a list of cells,
-    each a list of ``key=value`` overrides. Without grids: the one product of ``params`` and ``command_line``."""
+    each a list of ``key=value`` overrides. A grid's key replaces the same key of ``params``; a key given on the
+    command line replaces it everywhere, its values routed to the grids that hold them (``_route``). Without
+    grids: the one product of ``params`` and ``command_line``, as Hydra's basic sweeper makes it."""
     if not grids:
         return [
             cell for batch in BasicSweeper.split_arguments([*params, *command_line], None) for cell in batch
         ]
-    given = {_key(o) for o in command_line}
+    shared, given = _axes(params), _axes(command_line)
+    parsed = [_axes(parser.parse_overrides([f"{k}={v}" for k, v in grid.items()])) for grid in grids.values()]
     cells: dict[frozenset[str], list[str]] = {}
-    for grid in grids.values():
-        own = [
-            o for o in parser.parse_overrides([f"{k}={v}" for k, v in grid.items()]) if _key(o) not in given
-        ]
-        mine = {_key(o) for o in own}
-        merged = [o for o in params if _key(o) not in mine] + own + list(command_line)
-        for cell in BasicSweeper.split_arguments(merged, None)[0]:
-            cells.setdefault(frozenset(cell), cell)
+    for grid in _route(parsed, given):
+        if grid is None:
+            continue
+        axes = {k: a for k, a in shared.items() if k not in grid} | grid
+        axes.update((k, a) for k, a in given.items() if k not in grid)
+        for cell in itertools.product(*([f"{w}={v}" for v in values] for w, values in axes.values())):
+            cells.setdefault(frozenset(cell), list(cell))
     return list(cells.values())
 
 
