@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable import hydra_callbacks
+from clusterable import hydra_callbacks, tuned_lambda
 from clusterable.config import ConfigError, build, check_node, check_value, composition_error, target_of
 from clusterable.contracts import ContractError
 from clusterable.rundir import (
@@ -58,6 +58,7 @@ TOP_LEVEL = {
     "validation_evaluators": list[str],
     "channels_last": bool,
     "trainable": Literal["all", "embedding_layer"],
+    "tuned_lambda_fallback": bool,
     "checkpoint.monitor": str | None,
     "checkpoint.mode": Literal["min", "max"],
 }
@@ -235,6 +236,11 @@ def _train_and_evaluate(
         torch.set_num_threads(threads)
     payload["torch_threads"] = torch.get_num_threads()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    if tuned_lambda.fell_back(cfg):  # a smoke run without Table 1's smoke winners: λ is the config's
+        payload["lambda_fallback"] = True
+        print(
+            f"λ: {cfg.loss.lam:g}, the config's (Table 1's {cfg.mode} winners are missing: tuned_lambda_fallback)"
+        )
 
     datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
     require(datamodule, DataModule, f"dataset={HydraConfig.get().runtime.choices.get('dataset')}")

@@ -13,7 +13,9 @@ values. Here:
    own mode. Without ``tuned_lambda_from`` (every other experiment) it is the default, 0.5.
 
 A Table 2 cell without a winner fails with one line saying which file or entry is missing and how to fix λ on
-purpose instead (``tuned_lambda_from=null``: every loss at 0.5; ``loss.lam=...``: one loss at that value).
+purpose instead (``tuned_lambda_from=null``: every loss at 0.5; ``loss.lam=...``: one loss at that value). Smoke runs
+(``debug=smoke`` sets ``tuned_lambda_fallback: true``) run at the config's λ instead, so that a Table 2 smoke test
+works on a fresh clone: the run records ``lambda_fallback: true`` in metrics.json and the table says so.
 Importing ``clusterable`` registers the resolver, so the loss configs load anywhere (tests read them directly).
 """
 
@@ -41,6 +43,11 @@ RULE = (
 class TunedLambdaError(InterpolationResolutionError):
     """No tuned λ for a run that asks for one. OmegaConf passes this type through unwrapped, so the run's error is
     this one line (``config: <message>``)."""
+
+
+class WinnersMissing(TunedLambdaError):
+    """Table 1 has not been made (in this mode) or holds no entry for the run's setting; the one case a smoke run's
+    ``tuned_lambda_fallback`` covers (a setting whose every λ diverged is a result, never passed over)."""
 
 
 def winners_name(table: str) -> str:
@@ -92,7 +99,7 @@ def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str,
     path = winners_file(outputs, table, mode)
     fixed = "or fix λ on purpose: tuned_lambda_from=null (every loss at 0.5) or loss.lam=<λ> (one loss)"
     if not path.is_file():  # the same line for every cell, so that a sweep's summary prints it once
-        raise TunedLambdaError(
+        raise WinnersMissing(
             f"loss.lam is Table 1's tuned λ (tuned_lambda_from: {table}) but {path} does not exist: run Table 1 "
             f"in this mode ({mode}) first, `python train.py -m experiment={table}` then `python scripts/"
             f"make_tables.py {table}`, {fixed}"
@@ -109,7 +116,7 @@ def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str,
         have = (
             ", ".join(f"{d}/{m}/{lo}" for d in winners for m in winners[d] for lo in winners[d][m]) or "none"
         )
-        raise TunedLambdaError(
+        raise WinnersMissing(
             f"{path} has no tuned λ for {setting} (it has: {have}): run {table} on that setting and make its "
             f"table again, {fixed}"
         )
@@ -133,22 +140,43 @@ def _choices(root: DictConfig) -> Mapping[str, Any]:
     return HydraConfig.get().runtime.choices
 
 
-def resolve(default: float, *, _root_: DictConfig) -> float:
-    """``${tuned_lambda:<default>}``: ``default``, or Table 1's winner when the config sets ``tuned_lambda_from``."""
-    table = _root_.get("tuned_lambda_from")
-    if table is None:
-        return default
+def _lookup_for(root: DictConfig, table: str) -> float:
+    """Table 1's winner for the run of ``root`` (its dataset, model and loss choices, output folder and mode)."""
     if not isinstance(table, str) or "/" not in table:
         raise TunedLambdaError(
             f"tuned_lambda_from must name a Table 1 such as corel/table1 (or be null), got {table!r}"
         )
-    choices = _choices(_root_)
+    choices = _choices(root)
     return lookup(
-        table,
-        _root_.paths.output_dir,
-        _root_.mode,
-        *(str(choices.get(g)) for g in ("dataset", "model", "loss")),
+        table, root.paths.output_dir, root.mode, *(str(choices.get(g)) for g in ("dataset", "model", "loss"))
     )
+
+
+def resolve(default: float, *, _root_: DictConfig) -> float:
+    """``${tuned_lambda:<default>}``: ``default``, or Table 1's winner when the config sets ``tuned_lambda_from``
+    (``default`` again when the winners are missing and the config sets ``tuned_lambda_fallback``: smoke runs)."""
+    table = _root_.get("tuned_lambda_from")
+    if table is None:
+        return default
+    try:
+        return _lookup_for(_root_, table)
+    except WinnersMissing:
+        if _root_.get("tuned_lambda_fallback"):
+            return default
+        raise
+
+
+def fell_back(cfg: DictConfig) -> bool:
+    """Whether the run of ``cfg`` asked for Table 1's λ (a λ loss, ``tuned_lambda_from`` set) but ran at its
+    config's default because the winners were missing (``tuned_lambda_fallback``). Recorded in metrics.json."""
+    table = cfg.get("tuned_lambda_from")
+    if table is None or not cfg.get("tuned_lambda_fallback") or "lam" not in (cfg.get("loss") or {}):
+        return False
+    try:
+        _lookup_for(cfg, table)
+    except WinnersMissing:
+        return True
+    return False
 
 
 OmegaConf.register_new_resolver(RESOLVER, resolve, replace=True)

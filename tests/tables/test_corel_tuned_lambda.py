@@ -168,3 +168,30 @@ def test_a_winners_file_without_the_setting_names_what_it_has(train):
     center = next(m for m in all_metrics(train.outputs) if m["status"] == "ok")
     assert center["config"]["loss"]["lam"] == 0.3
     assert center["config"]["tuned_lambda_from"] == "corel/digits_table1"
+
+
+def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_says_so(train, make_tables):
+    # debug=smoke sets tuned_lambda_fallback: the Table 2 smoke test works on a fresh clone, and says λ was not tuned.
+    result = train("-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel",
+                   "hydra.sweeper.params.seed=0")  # fmt: skip
+    assert result.code == 0 and "sweep: 2 ok, 0 failed" in result.out, result
+    assert "λ: 0.5, the config's (Table 1's smoke winners are missing: tuned_lambda_fallback)" in result.out
+    runs = {m["config"]["loss"]["_target_"].rsplit(".", 1)[-1]: m for m in all_metrics(train.outputs)}
+    assert (
+        runs["GaussianCOREL"]["lambda_fallback"] is True
+        and runs["GaussianCOREL"]["config"]["loss"]["lam"] == 0.5
+    )
+    assert "lambda_fallback" not in runs["CCELoss"]  # no λ to tune
+    code, out, err = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
+    assert code == 0, err
+    assert "λ NOT tuned in 1 run(s): Table 1's winners were missing" in out and "the winner of" not in out
+    # Once Table 1's smoke winners are there, the same grid re-runs the λ cell at its winner.
+    table = "corel/digits_table1"
+    entry = {"lam": 0.7, "val_acc": 0.9, "runs": 1, "candidates": {0.7: 0.9}}
+    write_winners(winners_file(train.outputs, table, "smoke"), table, table, "smoke",
+                  {("digits", "ffnn", "gaussian_corel"): entry})  # fmt: skip
+    result = train("-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel",
+                   "hydra.sweeper.params.seed=0")  # fmt: skip
+    assert result.code == 0 and "sweep: 1 ok, 0 failed, 1 skipped" in result.out, result.out
+    code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
+    assert "(λ 0.7)" in out and "the winner of corel/digits_table1" in out and "NOT tuned" not in out

@@ -247,17 +247,25 @@ def _with_lambda(text: str, lams: set[float] | None) -> str:
 
 
 def _lambda_notes(runs: list[Run]) -> list[str]:
-    """Where Table 2's λ came from: Table 1's winners (``tuned_lambda_from``) or a value set on purpose."""
-    recorded = [r.payload["config"] for r in runs if r.payload.get("config")]
-    tuned = sorted({str(c["tuned_lambda_from"]) for c in recorded if c.get("tuned_lambda_from")})
+    """Where Table 2's λ came from: Table 1's winners (``tuned_lambda_from``), the config's λ where a smoke run found
+    no winners (``lambda_fallback``), or a value set on purpose."""
+    recorded = [r for r in runs if r.payload.get("config")]
+    tuned = sorted({str(r.payload["config"]["tuned_lambda_from"]) for r in recorded
+                    if r.payload["config"].get("tuned_lambda_from")})  # fmt: skip
+    fallback = sum(bool(r.payload.get("lambda_fallback")) for r in runs)
     fixed = sum("loss.lam" in r.params for r in runs)
     notes = []
-    if tuned:
+    if tuned and fallback < sum(run_lambda(r) is not None for r in recorded):
         notes.append(f"λ in each cell: the winner of {', '.join(tuned)} (validation accuracy) for that dataset, "
                      "model and loss (tuned_lambda_from).")  # fmt: skip
-    elif recorded:
+    elif recorded and not tuned:
         notes.append("λ NOT tuned: these runs record no tuned_lambda_from (set to null, or run before the tuned-λ "
                      "protocol), so every COREL loss ran at its config's λ, shown in its cell.")  # fmt: skip
+    if fallback:
+        notes.append(f"λ NOT tuned in {fallback} run(s): Table 1's winners were missing when they ran, so they ran at "
+                     "their config's λ (tuned_lambda_fallback, set by debug=smoke; a full run fails instead). To "
+                     f"smoke-test the hand-off: `python train.py -m experiment={', '.join(tuned) or 'corel/table1'} "
+                     "debug=smoke`, make its table, then run this grid again.")  # fmt: skip
     if fixed:
         notes.append(f"{fixed} run(s) set loss.lam on the command line (λ fixed on purpose).")
     return notes
