@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     if note:
         table.notes.insert(0, note)
     paths = table.write(out_dir, f"{paper}_{name}")
-    failed = sum(not r.ok for r in runs)
+    diverged = sum(r.payload.get("status") == "diverged" for r in runs)
+    failed = sum(not r.ok for r in runs) - diverged
     print(table.markdown())
-    print(
-        f"\n{len(runs)} runs ({failed} failed) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}"
-    )
+    counts = f"{diverged} diverged, {failed} failed" if diverged else f"{failed} failed"
+    print(f"\n{len(runs)} runs ({counts}) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Hydra callbacks (``hydra.callbacks`` in ``conf/train.yaml``): the output folder is checked before anything
-runs, and a multirun ends with ``N ok, M failed, K skipped``, the failed cells' reasons and a non-zero exit
-status when any cell failed.
+runs, and a multirun ends with ``N ok, M failed, K skipped`` (and ``D diverged`` when a head recognised its loss's
+unbounded regime: results of the grid, not failures), the failed cells' reasons and a non-zero exit status when any
+cell failed.
 
 Jobs may run in other processes (``hydra/launcher=joblib``, ``submitit_*``), so each job writes its outcome as a
 small file in a folder the sweep names in an environment variable (inherited by the launched processes); the
@@ -27,7 +28,8 @@ exit_status = {"code": 0}
 
 
 def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | None = None) -> None:
-    """Write one job's outcome (``ok``, ``failed`` or ``skipped``) for the sweep summary; no-op outside a sweep.
+    """Write one job's outcome (``ok``, ``diverged``, ``failed`` or ``skipped``) for the sweep summary; no-op outside
+    a sweep.
 
     ``cell`` names the cell in the summary (default: the run directory's name, i.e. its overrides).
     """
@@ -78,10 +80,20 @@ class SweepSummary(Callback):
         outcomes = [json.loads(p.read_text()) for p in sorted(self.records.glob("*.json"))]
         shutil.rmtree(self.records, ignore_errors=True)
         os.environ.pop(RECORDS_ENV, None)
-        counts = {s: sum(o["status"] == s for o in outcomes) for s in ("ok", "failed", "skipped")}
+        counts = {s: sum(o["status"] == s for o in outcomes) for s in ("ok", "diverged", "failed", "skipped")}
+        diverged = f"{counts['diverged']} diverged, " if counts["diverged"] else ""
         print(
-            f"sweep: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped ({self.records.parent})"
+            f"sweep: {counts['ok']} ok, {diverged}{counts['failed']} failed, {counts['skipped']} skipped "
+            f"({self.records.parent})"
         )
+        if counts[
+            "diverged"
+        ]:  # each cell printed its reason when it stopped; the tables show them as diverged
+            cells = sorted(o["cell"] for o in outcomes if o["status"] == "diverged")
+            more = f" and {len(cells) - 1} more" if len(cells) > 1 else ""
+            print(
+                f"diverged: {cells[0]}{more} (the loss is unbounded there: a result, see each metrics.json)"
+            )
         # Cells that failed for the same reason (a missing input, e.g. Table 1's winners for corel/table2) are one
         # line, naming the first cell and how many more, rather than a screenful of the same sentence.
         reasons: dict[str | None, list[str]] = {}

@@ -28,15 +28,18 @@ ROW_FLAGS = ("is_query", "is_gallery")
 
 
 class DivergedError(RuntimeError):
-    """The training loss ran away; the run is recorded failed with this one line and ``failed_epoch``.
+    """The training loss ran away; the run is recorded with this one line and ``failed_epoch``.
 
     Either a logged loss part became NaN, infinite or larger in magnitude than ``divergence_limit``
-    (``beyond_limit``), or a ``WatchesDivergence`` head recognised its own runaway (``reason``).
+    (``beyond_limit``): a failure (status ``failed``); or a ``WatchesDivergence`` head recognised its own runaway
+    (``reason``, ``expected=True``): the loss is known to be unbounded there (Gaussian-COREL below λ = 0.5), so the
+    run is a result of its grid (status ``diverged``), not a failure of it.
     """
 
-    def __init__(self, epoch: int, reason: str):
+    def __init__(self, epoch: int, reason: str, expected: bool = False):
         super().__init__(f"{reason} at epoch {epoch}: the run diverged")
         self.epoch = epoch
+        self.expected = expected
 
     @classmethod
     def beyond_limit(cls, epoch: int, key: str, value: float, limit: float) -> DivergedError:
@@ -242,7 +245,7 @@ class RepresentationModule(L.LightningModule):
             self._history.append({k.removeprefix("train/"): v for k, v in values.items()})
             reason = self.head.divergence(self._history)
             if reason is not None:
-                raise DivergedError(self.current_epoch, reason)
+                raise DivergedError(self.current_epoch, reason, expected=True)
         if means:
             self.log_dict(means, sync_dist=True)
 

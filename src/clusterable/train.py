@@ -142,7 +142,8 @@ def _torch_threads(cfg: DictConfig) -> int | None:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``/``failed``).
+    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``, or
+    ``diverged``: a head recognised the regime in which its loss is unbounded, a result kept like ``ok``).
 
     Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
     """
@@ -164,12 +165,14 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     if rank_zero:
         previous = read_metrics(run_dir)
-        if previous is not None and previous.get("status") == "ok":
+        if previous is not None and previous.get("status") in ("ok", "diverged"):
             changes = config_changes(previous.get("config") or {}, payload["config"])
             if "config" not in previous:
                 changes = ["its metrics.json records no config (an older version wrote it)"]
             elif not changes:
-                print(f"skip {run_dir}: metrics.json says ok and its config is the one asked for")
+                print(
+                    f"skip {run_dir}: metrics.json says {previous['status']} and its config is the one asked for"
+                )
                 hydra_callbacks.record_outcome(run_dir, "skipped", None)
                 return previous
             shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
@@ -178,7 +181,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         clean_cell(run_dir, keep=(".hydra", f"{hc.job.name}.log"))
 
     loggers: list = []
-    error = None
+    error, status = None, "failed"
     try:
         payload = _train_and_evaluate(cfg, run_dir, payload, loggers, rank_zero)
     except (ConfigError, ContractError) as e:
@@ -191,7 +194,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
         if isinstance(e, DivergedError):
             payload["failed_epoch"] = e.epoch
-            error = str(e)
+            error, status = str(e), "diverged" if e.expected else "failed"
         elif isinstance(e, DatasetError | EvaluatorError | BatchError):
             error = str(e)
         elif isinstance(e, KeyboardInterrupt | SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
@@ -206,7 +209,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             if rank_zero:
                 trace.write_text(traceback.format_exc())
             error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
-    return _finish(run_dir, hc, payload, error, rank_zero, loggers)
+    return _finish(run_dir, hc, payload, error, rank_zero, loggers, status)
 
 
 def _train_and_evaluate(
@@ -354,11 +357,18 @@ def _train_and_evaluate(
 
 
 def _finish(
-    run_dir: Path, hc: Any, payload: dict[str, Any], error: str | None, rank_zero: bool, loggers: list = ()
+    run_dir: Path,
+    hc: Any,
+    payload: dict[str, Any],
+    error: str | None,
+    rank_zero: bool,
+    loggers: list = (),
+    status: str = "failed",
 ) -> dict[str, Any]:
-    """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary."""
+    """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary.
+    ``error``: the run did not finish, recorded with ``status`` (``failed`` or ``diverged``)."""
     if error is not None:
-        payload.update(status="failed", error=error)
+        payload.update(status=status, error=error)
     _close(loggers, ok=payload["status"] == "ok")
     remove_if_empty(run_dir / f"{hc.job.name}.log")
     if not rank_zero:
@@ -391,7 +401,7 @@ def _print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None
             print(f"error: {payload['error']}", file=sys.stderr)
             hydra_callbacks.exit_status["code"] = 1
         else:
-            print(f"failed: {run_dir.name}: {payload['error']}")
+            print(f"{payload['status']}: {run_dir.name}: {payload['error']}")
         return
     metrics = payload["metrics"]
     rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]

@@ -95,14 +95,23 @@ def test_digits_chain_runs_table2_at_table1_winners(train, make_tables):
     """The real chain on digits: Table 1 (λ = 0.3 diverges), its table and winners, Table 2 at the winner."""
     result = train("-m", "experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.3,0.7,0.9",
                    "trainer.max_epochs=3", *QUICK)  # fmt: skip
-    assert result.code == 1 and "sweep: 2 ok, 1 failed, 0 skipped" in result.out
+    # The diverged λ is a result of the grid, not a failure of it: exit 0, so `train.py -m ... && make_tables.py`
+    # goes on to the table.
+    assert result.code == 0 and "sweep: 2 ok, 1 diverged, 0 failed, 0 skipped" in result.out, result
+    assert "diverged: dataset=digits,loss.lam=0.3," in result.out and not result.error_lines()
     diverged = by_override(train.outputs, "loss.lam")["0.3"]
-    assert diverged["status"] == "failed" and diverged["failed_epoch"] == 1
+    assert diverged["status"] == "diverged" and diverged["failed_epoch"] == 1
     assert "lam = 0.3 < 0.5 is unbounded below" in diverged["error"]
     assert diverged["error"].endswith("at epoch 1: the run diverged") and "\n" not in diverged["error"]
+    # A result is kept: the same grid again skips all three cells, the diverged one included.
+    again = train("-m", "experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.3,0.7,0.9",
+                  "trainer.max_epochs=3", *QUICK)  # fmt: skip
+    assert again.code == 0 and "sweep: 0 ok, 0 failed, 3 skipped" in again.out, again
+    assert "metrics.json says diverged and its config is the one asked for" in again.out
 
     code, out, err = make_tables("corel/digits_table1", "--outputs", str(train.outputs))
     assert code == 0, err
+    assert "3 runs (1 diverged, 0 failed) of corel/digits_table1" in out
     assert "; 1 λ diverged" in out and "Gaussian-COREL FFNN-Digits: λ = 0.3" in out
     winners = yaml.safe_load(winners_file(train.outputs, "corel/digits_table1", "full").read_text())
     tuned = winners["winners"]["digits"]["ffnn"]["gaussian_corel"]
@@ -195,3 +204,13 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
     assert result.code == 0 and "sweep: 1 ok, 0 failed, 1 skipped" in result.out, result.out
     code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert "(λ 0.7)" in out and "the winner of corel/digits_table1" in out and "NOT tuned" not in out
+
+
+def test_a_single_diverging_run_is_one_error_line_and_exit_1(train):
+    # Asked for alone, a run that produced no model says so in its exit status (a grid counts it as a result).
+    result = train("experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.2", "trainer.max_epochs=3",
+                   *QUICK)  # fmt: skip
+    (line,) = result.error_lines()
+    assert result.code == 1 and "lam = 0.2 < 0.5 is unbounded below" in line and line.startswith("error: ")
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "diverged" and m["failed_epoch"] == 1

@@ -30,7 +30,8 @@ class Run:
 
     @property
     def diverged(self) -> bool:
-        """The run failed because its loss ran away (``module.DivergedError``: metrics.json has ``failed_epoch``)."""
+        """The run stopped because its loss ran away (``module.DivergedError``: metrics.json has ``failed_epoch``;
+        status ``diverged`` when its head knew the regime, ``failed`` when a loss part became NaN or huge)."""
         return not self.ok and "failed_epoch" in self.payload
 
     def metric(self, key: str) -> float | None:
