@@ -420,6 +420,7 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         )
     notes = notes + ["Acc is Hungarian-matched; k = the number of classes; silhouette on a seeded sample of 2,000 "
                      "test points."]  # fmt: skip
+    notes += _lambda_notes([r for r in runs if r.params.get("dataset") in datasets])
     if any(d in TEXT_DATASETS for d in datasets):
         notes.append(_TEXT_NOTE)
     return Table(title, header, rows, [n for n in notes if n], claims)
