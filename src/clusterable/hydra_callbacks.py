@@ -86,10 +86,9 @@ class SweepSummary(Callback):
             f"sweep: {counts['ok']} ok, {diverged}{counts['failed']} failed, {counts['skipped']} skipped "
             f"({self.records.parent})"
         )
-        if counts[
-            "diverged"
-        ]:  # each cell printed its reason when it stopped; the tables show them as diverged
-            cells = sorted(o["cell"] for o in outcomes if o["status"] == "diverged")
+        # Each diverged cell printed its reason when it stopped, and the tables show them: one line here.
+        cells = sorted(o["cell"] for o in outcomes if o["status"] == "diverged")
+        if cells:
             more = f" and {len(cells) - 1} more" if len(cells) > 1 else ""
             print(
                 f"diverged: {cells[0]}{more} (the loss is unbounded there: a result, see each metrics.json)"
