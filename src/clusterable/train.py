@@ -170,6 +170,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             if "config" not in previous:
                 changes = ["its metrics.json records no config (an older version wrote it)"]
             elif not changes:
+                if previous.get("lambda_fallback") and not tuned_lambda.fell_back(cfg):
+                    # Its λ was the config's fallback and is Table 1's winner now: the same value, the same run.
+                    previous.pop("lambda_fallback")
+                    write_metrics(run_dir, previous)
                 print(
                     f"skip {run_dir}: metrics.json says {previous['status']} and its config is the one asked for"
                 )

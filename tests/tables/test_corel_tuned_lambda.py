@@ -204,6 +204,24 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
     assert result.code == 0 and "sweep: 1 ok, 0 failed, 1 skipped" in result.out, result.out
     code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert "(λ 0.7)" in out and "the winner of corel/digits_table1" in out and "NOT tuned" not in out
+    # A cell that fell back to λ = 0.5 (no winner for Center yet), then Table 1 chooses 0.5: the same run, kept,
+    # and no longer said to be untuned.
+    center = [
+        "-m",
+        "experiment=corel/digits_table2",
+        "debug=smoke",
+        "loss=center",
+        "hydra.sweeper.params.seed=0",
+    ]
+    result = train(*center)
+    assert result.code == 0 and "sweep: 1 ok" in result.out and "tuned_lambda_fallback" in result.out, result
+    both = {("digits", "ffnn", "gaussian_corel"): entry, ("digits", "ffnn", "center"): {**entry, "lam": 0.5}}
+    write_winners(winners_file(train.outputs, table, "smoke"), table, table, "smoke", both)
+    result = train(*center)
+    assert "sweep: 0 ok, 0 failed, 1 skipped" in result.out, result.out
+    assert not any(m.get("lambda_fallback") for m in all_metrics(train.outputs))
+    code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
+    assert "(λ 0.5)" in out and "NOT tuned" not in out
 
 
 def test_a_single_diverging_run_is_one_error_line_and_exit_1(train):
