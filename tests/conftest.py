@@ -23,9 +23,9 @@ def _env(outputs: Path) -> dict[str, str]:
 
 @pytest.fixture
 def train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
-    """``train("loss=cce", ...)`` -> Result(exit code, stdout, stderr) of ``clusterable.train.main`` run in this
+    """``train("loss=cce", ...)`` -> Result(exit code, stdout, stderr) of ``clusterable.cli.main`` run in this
     process (no ~7 s interpreter start per call)."""
-    from clusterable.train import main
+    from clusterable.cli import main
 
     outputs = tmp_path / "outputs"
     for key, value in _env(outputs).items():

@@ -11,9 +11,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from clusterable.config import build, check_node
+from clusterable.config import CONFIG_DIR, build, check_node
 from clusterable.contracts import ClusteringHead, Encoder, HasWordVectors, Head, require, require_evaluator
-from clusterable.train import CONFIG_DIR, EVALUATOR_CALL, OPTIMIZER_CALL
+from clusterable.run.checks import OPTIMIZER_CALL
+from clusterable.run.parts import EVALUATOR_CALL
 from clusterable.tuned_lambda import winners_file, write_winners
 
 CONF = Path(CONFIG_DIR)

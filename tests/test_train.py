@@ -1,7 +1,7 @@
 """`train.py` as a user runs it: the default run, every mistake a user makes ending in one line and a truthful exit
 code, divergence, Ctrl-C and resume, sweeps that never stop early and never mix, launchers and DDP.
 
-Most cases run ``clusterable.train.main`` in this process (the ``train`` fixture); the ones that need a real
+Most cases run ``clusterable.cli.main`` in this process (the ``train`` fixture); the ones that need a real
 interpreter (the README's first command, DDP's re-launched ranks) use a subprocess (``cli``).
 """
 
@@ -302,7 +302,7 @@ def test_joblib_launcher_runs_four_cells_on_two_workers(train):
 def test_submitit_slurm_launcher_composes(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from clusterable.train import CONFIG_DIR
+    from clusterable.config import CONFIG_DIR
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=["hydra/launcher=submitit_slurm", "hydra.launcher.gpus_per_node=1"],

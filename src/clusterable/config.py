@@ -18,12 +18,17 @@ import inspect
 import types
 import typing
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal, Union
 
 import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
+
+
+# The repository's config folder (conf/): train.yaml and the config groups.
+CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 class ConfigError(ValueError):

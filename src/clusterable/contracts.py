@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: `train.py --help` must not pay for importing torch
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from torch import Tensor, nn
 
@@ -46,6 +46,15 @@ class HasEmbeddingLayer(Protocol):
     embedding_layer`` trains that layer alone, the rest frozen (DSCL's "last layer" fine-tuning)."""
 
     embedding_layer: nn.Module | None
+
+
+@runtime_checkable
+class HasConstantBuffers(Protocol):
+    """A submodule whose buffers named in ``ddp_constant_buffers`` are built identically on every rank (a text
+    encoder's frozen word vectors, ~60 MB on AGNews): ``RepresentationModule`` hands their names to
+    DistributedDataParallel, which otherwise broadcasts every buffer from rank 0 at each forward."""
+
+    ddp_constant_buffers: tuple[str, ...]
 
 
 @runtime_checkable
@@ -120,6 +129,18 @@ class ClusteringHead(Protocol):
 
 
 @runtime_checkable
+class WatchesDivergence(Protocol):
+    """A head that knows how its own loss runs away (Gaussian-COREL below λ = 0.5 is unbounded below).
+
+    ``divergence(history)`` gets the epoch means of the head's loss parts, one dict ``{part: value}`` per finished
+    training epoch (the last is the epoch just finished), and returns one line saying what ran away, or None.
+    The module raises ``DivergedError`` with it, so the run is recorded like any other diverged run.
+    """
+
+    def divergence(self, history: Sequence[Mapping[str, float]]) -> str | None: ...
+
+
+@runtime_checkable
 class ReconstructingHead(Protocol):
     """A head that reconstructs its inputs: ``reconstruct(embeddings (N, D)) -> (N, d)`` (de-noising)."""
 
@@ -186,10 +207,12 @@ class EvalContext:
 
 
 class Evaluator(Protocol):
-    """``conf/evaluator`` (a ``_partial_`` function): ``(embeddings (N, D'), labels (N,), context) -> {name: value}``.
+    """``conf/evaluator``: ``(embeddings (N, D'), labels (N,), context) -> {name: value}``.
 
-    Names carry no stage prefix (the runner adds ``"{stage}/"``); options come from the config as keyword
-    arguments bound by the partial.
+    Names carry no stage prefix (the runner adds ``"{stage}/"``). An evaluator with options is a small frozen
+    dataclass whose fields are its options (the config node sets them, ``check_node`` checks them against the
+    constructor, ``__post_init__`` checks their ranges) and whose ``__call__`` scores a split
+    (``evaluation.retrieval.RetrievalMetrics``); one without options is a plain function (``_partial_: true``).
     """
 
     def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]: ...
@@ -198,24 +221,28 @@ class Evaluator(Protocol):
 EVALUATOR_ARGS = ("embeddings", "labels", "context")
 
 
-def declared_metrics(fn: object) -> list[str] | None:
-    """The metric names (no stage prefix) an evaluator will return, if it declares them, else None.
+@runtime_checkable
+class DeclaresMetrics(Protocol):
+    """An evaluator that says which keys it returns, without the stage prefix, before it runs:
+    ``metric_names() -> ["recall@1/cos", ...]`` (in the order it returns them), so that ``checkpoint.monitor``
+    naming a validation evaluator's key is checked before training."""
 
-    An evaluator declares them with a ``metric_names`` attribute taking its keyword options
-    (``retrieval_metrics.metric_names(ks=[1], distances=["cos"]) -> ["recall@1/cos", ...]``); for a partial,
-    the bound options are passed. ``train.py`` uses it to check ``checkpoint.monitor`` before training.
-    """
-    func, options = getattr(fn, "func", fn), dict(getattr(fn, "keywords", {}) or {})
-    names = getattr(func, "metric_names", None)
-    return list(names(**options)) if callable(names) else None
+    def metric_names(self) -> list[str]: ...
+
+
+def declared_metrics(fn: object) -> list[str] | None:
+    """The metric names (no stage prefix) evaluator ``fn`` will return if it declares them
+    (``DeclaresMetrics``), else None."""
+    return list(fn.metric_names()) if isinstance(fn, DeclaresMetrics) else None
 
 
 @runtime_checkable
 class DataModule(Protocol):
     """``conf/dataset``: what the module, the runner and ``train.py`` need of a datamodule besides Lightning's
     loaders. ``splits`` (after ``load()``): name -> per-row tensors (``labels`` (N,), ``inputs`` (N, ...) for
-    in-memory datasets, flags such as ``is_query``); ``eval_batches(stage, device)`` yields the split's rows in
-    order as batches ready for the encoder (``inputs`` on ``device``, transformed for evaluation);
+    in-memory datasets, flags such as ``is_query``); ``split(name)`` is one of them, loaded first if need be;
+    ``eval_batches(stage, device)`` yields the split's rows in order as batches ready for the encoder (``inputs``
+    on ``device``, transformed for evaluation): the one way a whole split is embedded (``EmbedsSplits``);
     ``class_disjoint``: the val/test splits hold classes never seen in training (retrieval benchmarks), so no
     classifier accuracy or loss is computed on them; ``num_classes`` counts the training classes."""
 
@@ -226,7 +253,39 @@ class DataModule(Protocol):
 
     def load(self) -> dict[str, dict[str, Tensor]]: ...
 
-    def eval_batches(self, stage: str, device: Any) -> Any: ...
+    def split(self, name: str) -> dict[str, Tensor]: ...
+
+    def eval_batches(self, stage: str, device: Any) -> Iterator[dict[str, Tensor]]: ...
+
+
+@runtime_checkable
+class EmbedsSplits(Protocol):
+    """The trained model as the evaluation runner and the cluster updates see it (``module.RepresentationModule``):
+    its ``head`` and ``embed_split(data, stage) -> (encoder output (N, D), split)``, the encoder output of the
+    whole split ``stage`` (its rows in order, through ``data.eval_batches``, in eval mode) and the split's
+    per-row tensors on the model's device. The Lloyd steps of a ``ClusteringHead`` and the evaluators embed a
+    split this one way, so that both work on datasets whose splits hold no ``inputs`` (image folders)."""
+
+    head: nn.Module
+
+    def embed_split(self, data: DataModule, stage: str) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+
+@runtime_checkable
+class FeedsEncoder(Protocol):
+    """A datamodule whose encoder needs more than the inputs: ``encoder_arguments() -> {name: value}`` (a text
+    dataset's ``word_vectors`` (V, D)). The run passes them to the encoder's constructor and refuses, in one line,
+    an encoder that does not take one of them (it could not read the inputs) or needs one the dataset lacks."""
+
+    def encoder_arguments(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class HasDataNotes(Protocol):
+    """A datamodule that says what reading its data did (``notes``: a text corpus's lemmatiser, truncated and
+    empty documents, out-of-vocabulary words), recorded as ``data_notes`` in metrics.json."""
+
+    notes: dict[str, Any]
 
 
 @runtime_checkable

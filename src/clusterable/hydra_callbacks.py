@@ -23,7 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
-# The launching process's exit status, read by ``clusterable.train.main`` after Hydra returns.
+# The launching process's exit status, read by ``clusterable.cli.main`` after Hydra returns.
 exit_status = {"code": 0}
 
 

@@ -115,11 +115,17 @@ def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str =
         if path in IGNORED_IN_COMPARISON:
             continue
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
+        if _absent(a) and _absent(b):
+            continue  # a key added to the config with an empty default (null, {}) computes nothing new
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             changes += config_changes(a, b, f"{path}.")
         elif a != b:
             changes.append(f"{path}: {a} -> {b}")
     return changes
+
+
+def _absent(value: Any) -> bool:
+    return value is None or (isinstance(value, Mapping) and not value) or (isinstance(value, str) and value == "<unset>")
 
 
 def clean_cell(run_dir: Path, keep: tuple[str, ...]) -> None:

@@ -127,17 +127,13 @@ def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str,
 
 
 def _choices(root: DictConfig) -> Mapping[str, Any]:
-    """The run's config group choices: from the composed config when Hydra's node is still in it, else from
-    Hydra's runtime (in a job Hydra moves its node out of the config)."""
-    if "hydra" in root:
-        return root.hydra.runtime.choices
-    from hydra.core.hydra_config import HydraConfig
+    """The run's config group choices (``resolvers.choices_of``: Hydra's node while composing, else the run's)."""
+    from clusterable.resolvers import choices_of
 
-    if not HydraConfig.initialized():
-        raise TunedLambdaError(
-            "tuned_lambda_from needs Hydra's config group choices: run it through train.py"
-        )
-    return HydraConfig.get().runtime.choices
+    choices = choices_of(root)
+    if choices is None:
+        raise TunedLambdaError("tuned_lambda_from needs the run's config group choices: run it through train.py")
+    return choices
 
 
 def _lookup_for(root: DictConfig, table: str) -> float:
@@ -162,21 +158,9 @@ def resolve(default: float, *, _root_: DictConfig) -> float:
         return _lookup_for(_root_, table)
     except WinnersMissing:
         if _root_.get("tuned_lambda_fallback"):
+            from clusterable.resolvers import note
+
+            note("lambda_fallback", True, f"λ: {default:g}, the config's (Table 1's {_root_.mode} winners are "
+                 "missing: tuned_lambda_fallback)")  # fmt: skip
             return default
         raise
-
-
-def fell_back(cfg: DictConfig) -> bool:
-    """Whether the run of ``cfg`` asked for Table 1's λ (a λ loss, ``tuned_lambda_from`` set) but ran at its
-    config's default because the winners were missing (``tuned_lambda_fallback``). Recorded in metrics.json."""
-    table = cfg.get("tuned_lambda_from")
-    if table is None or not cfg.get("tuned_lambda_fallback") or "lam" not in (cfg.get("loss") or {}):
-        return False
-    try:
-        _lookup_for(cfg, table)
-    except WinnersMissing:
-        return True
-    return False
-
-
-OmegaConf.register_new_resolver(RESOLVER, resolve, replace=True)

@@ -9,7 +9,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from clusterable.config import build
 from clusterable.heads.tensorized_ae import TensorizedAE
-from clusterable.train import CONFIG_DIR
+from clusterable.config import CONFIG_DIR
 
 
 def _initial_assignment(seed: int):

@@ -24,7 +24,7 @@ from clusterable.evaluation.runner import evaluate
 from clusterable.heads.cce import CCELoss
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
-from clusterable.train import EVALUATOR_CALL
+from clusterable.run.parts import EVALUATOR_CALL
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 KEYS = [f"{c}/{s}" for c in ("knn", "rf", "mlp") for s in ("acc", "ami")]

@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
-import clusterable.train  # noqa: F401  (registers the resolvers model configs use, e.g. ${inception_arch:})
+import clusterable  # noqa: F401  (registers the resolvers model configs use, e.g. ${inception_arch:})
 from clusterable.contracts import (
     ClassifyingHead,
     ClusteringHead,

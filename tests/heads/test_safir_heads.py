@@ -24,7 +24,7 @@ from clusterable.heads.mvae import MVAE
 from clusterable.heads.pml import PMLHead
 from clusterable.heads.priors import kl_unit_gaussian
 from clusterable.models import FFNN
-from clusterable.train import CONFIG_DIR
+from clusterable.config import CONFIG_DIR
 
 K, D, LATENT, SHAPE, N = 3, 8, 4, [12], 24
 TRIPLET = functools.partial(

@@ -20,7 +20,7 @@ from clusterable.contracts import Encoder, require
 from clusterable.models import backbones
 from clusterable.models.backbones import PretrainedBackbone, WeightsNotFoundError
 from clusterable.models.bninception import BNInception
-from clusterable.train import CONFIG_DIR
+from clusterable.config import CONFIG_DIR
 
 ARCHS = backbones.ARCHS
 FEATURES = {"resnet50": 2048, "googlenet": 1024, "bninception": 1024}

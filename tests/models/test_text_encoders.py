@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from clusterable.config import build
 from clusterable.contracts import Encoder, HasEmbeddingLayer, Head, require
 from clusterable.models.text import TextCNN, TextFFNN
-from clusterable.train import CONFIG_DIR
+from clusterable.config import CONFIG_DIR
 
 QUICK = ["trainer.max_epochs=2", "trainer.enable_progress_bar=false", "evaluator=[classification]"]
 ENCODERS = {"text_ffnn": TextFFNN, "text_cnn": TextCNN}

@@ -1,0 +1,60 @@
+"""``python train.py ...``: the command line. It reads Hydra's runtime once into a ``RunContext`` and hands the
+composed config to the run layer (``clusterable.run``); nothing below this module reads Hydra's global state.
+
+A mistake on the command line is one line and exit status 2 before anything runs: an unknown group option
+(``loss=nope``) is found by parsing alone; a config that does not compose (``loss.lamda=0.3`` without ``+``) or a
+wrong sweep setting (``hydra.sweeper.grids`` that is not a mapping of grids) is Hydra's own composition error,
+turned into one line, so the config is composed once per command (once per cell under ``-m``).
+Exit status: 0 when every run is ok, 1 when one failed, 2 for a mistake on the command line, 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from clusterable import hydra_callbacks, resolvers
+from clusterable.config import CONFIG_DIR, composition_error
+from clusterable.preflight import check_group_options
+from clusterable.run import RunContext, run
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+def hydra_main(cfg: DictConfig) -> float | None:
+    """One job. Returns the value of ``cfg.optimized_metric`` (for hyperparameter sweepers such as Optuna)."""
+    payload = run(cfg, RunContext.from_hydra(HydraConfig.get()))
+    value = payload.get("metrics", {}).get(str(cfg.get("optimized_metric")))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _hydra_choices() -> dict | None:
+    """Hydra's group choices while it prints a config (``--cfg job --resolve``) rather than running one."""
+    return HydraConfig.get().runtime.choices if HydraConfig.initialized() else None
+
+
+def main() -> None:
+    hydra_callbacks.exit_status["code"] = 0
+    problem = check_group_options(sys.argv[1:])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    resolvers.set_choices_source(_hydra_choices)
+    # Hydra's errors reach us as exceptions (not its several-line report and exit 1): a config that does not
+    # compose becomes one line here.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        hydra_main()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (HydraException, OmegaConfBaseException) as e:
+        # A sweep setting refused by the sweeper's constructor (bad grids) is its ValueError's one line.
+        cause = e.__cause__
+        print(f"error: {cause if isinstance(cause, ValueError) else composition_error(e)}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(hydra_callbacks.exit_status["code"])

@@ -1,0 +1,92 @@
+"""The run layer: one configuration trained, evaluated and recorded, callable without Hydra.
+
+``run(cfg, ctx)`` reads like lightning-hydra-template's ``train``: resolve the config once, reuse the cell or
+clean it, assemble the parts, fit, evaluate the best epoch, record. Every way a run can end is mapped to a status
+by one wrapper (``record.recorded``); each paper's special case lives in the part it concerns (COREL's λ fallback
+in its resolver, the word vectors in the text dataset, per-sample steps in the module).
+
+    from clusterable.run import RunContext, run
+    cfg = compose("train", overrides=[...], return_hydra_config=True)   # hydra's compose API
+    ctx = RunContext.from_hydra(cfg.hydra, run_dir)
+    del cfg.hydra
+    payload = run(cfg, ctx)                                             # the metrics.json record
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from clusterable import resolvers
+from clusterable.run.cell import reuse_or_clean
+from clusterable.run.context import RunContext
+from clusterable.run.record import finish, new_payload, recorded
+
+__all__ = ["RunContext", "run"]
+
+
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``, or
+    ``diverged``: a head recognised the regime in which its loss is unbounded, a result kept like ``ok``).
+
+    Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
+    """
+    rank_zero = _is_rank_zero()
+    with resolvers.group_choices(ctx.choices), resolvers.collect_notes() as notes:
+        payload = new_payload(cfg, ctx)
+        try:  # resolved once: nothing below resolves an interpolation again
+            payload["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
+            payload["config"] = OmegaConf.to_container(cfg, resolve=False)
+            return finish(ctx, payload, f"config: {e}".splitlines()[0], rank_zero)
+    if notes:  # what a resolver remarked (COREL's λ fell back to the config's): recorded with the run
+        payload.update({key: value for key, (value, _) in notes.items()}, resolver_notes=sorted(notes))
+    if rank_zero and (previous := reuse_or_clean(ctx, payload, notes)) is not None:
+        return previous
+    resolved = OmegaConf.create(payload["config"])
+    OmegaConf.set_struct(resolved, True)
+    with recorded(ctx, payload, rank_zero) as loggers:
+        for _, message in notes.values():
+            print(message)
+        _train_and_evaluate(resolved, ctx, payload, loggers, rank_zero)
+    return payload
+
+
+def _train_and_evaluate(
+    cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], loggers: list, rank_zero: bool
+) -> None:
+    import lightning as L
+
+    from clusterable.callbacks import EpochTimer
+    from clusterable.run import training
+    from clusterable.run.checks import check_config
+    from clusterable.run.parts import build_parts, build_trainer, check_monitor
+
+    training.quiet_lightning()
+    check_config(cfg, payload["mode"])
+    payload["torch_threads"] = training.cpu_threads(cfg, ctx)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    parts = build_parts(cfg, ctx)
+    if parts.data_notes is not None:  # what reading the data did (a corpus's lemmatiser, OOV words)
+        payload["data_notes"] = parts.data_notes
+    check_monitor(cfg, ctx, parts)
+    checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
+    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer])
+
+    payload["timing"].update(training.fit(trainer, parts, timer))
+    if not rank_zero:
+        payload["status"] = "ok"
+        return
+    payload["best_epoch"] = training.restore_best(checkpoint, trainer, parts.module)
+    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(cfg, ctx, parts, trainer)
+    payload["status"] = "ok"
+    for lg in loggers:
+        lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=trainer.global_step)
+
+
+def _is_rank_zero() -> bool:
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0

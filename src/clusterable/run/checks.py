@@ -1,0 +1,91 @@
+"""The keys no constructor sees, checked before anything is built: which top-level keys exist, their types and
+ranges. The config group nodes (``dataset``, ``model``, ``loss``, ...) are checked against their targets'
+signatures when they are built (``config.build``)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal
+
+from omegaconf import DictConfig, OmegaConf
+
+from clusterable.config import ConfigError, check_node, check_value
+
+# The framework's arguments to the parts it calls later (a partial optimizer gets the parameters, a scheduler the
+# optimizer and the number of steps).
+OPTIMIZER_CALL = ("params",)
+SCHEDULER_CALL = ("optimizer", "total_steps")
+# Config groups: nodes checked against their `_target_`'s signature when built.
+GROUPS = ("dataset", "model", "loss", "optimizer", "scheduler", "evaluator", "trainer", "logger")
+# The top-level keys no constructor sees, with their types.
+TOP_LEVEL = {
+    "seed": int,
+    "name": str,
+    "mode": str,
+    "eval_stages": list[str],
+    "optimized_metric": str | None,
+    "divergence_limit": float,
+    "torch_threads": int | None,
+    "optimizer_steps": Literal["per_batch", "per_sample"],
+    "weight_decay_on": Literal["all", "matrices"],
+    "validation_evaluators": list[str],
+    "channels_last": bool,
+    "trainable": Literal["all", "embedding_layer"],
+    "tuned_lambda_fallback": bool,
+    "tuned_lambda_from": str | None,
+    "checkpoint.monitor": str | None,
+    "checkpoint.mode": Literal["min", "max"],
+    "paths.data_dir": str,
+    "paths.output_dir": str,
+    # A paper's own settings (sub-batch sizes, step counts, a table's row label, ...), read by its configs and tables.
+    "protocol": dict[str, Any],
+}
+
+
+def top_level_keys() -> list[str]:
+    """Every key the top level of a run's config may hold."""
+    return sorted({*GROUPS, *(key.split(".")[0] for key in TOP_LEVEL)})
+
+
+def check_config(cfg: DictConfig, mode: str) -> None:
+    """Refuse, in one line, an unknown top-level key or a bad value of the keys no constructor sees; ``mode`` is
+    the one derived from the run (data source, debug group, limits), which the config may not set otherwise."""
+    accepted = top_level_keys()
+    for key in cfg:
+        if key not in accepted:
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(
+                f"{key} is not a top-level key of the config{hint}; accepted: {', '.join(accepted)}"
+            )
+    for key, hint in TOP_LEVEL.items():
+        check_value(key, _select(cfg, key), hint)
+    if cfg.mode != mode:
+        raise ConfigError(f"mode is derived from the run (data source, debug group, limits): {mode}, "
+                          f"not {cfg.mode}; do not set it")  # fmt: skip
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"seed must be an integer in [0, 2^32), got {cfg.seed}")
+    if not cfg.divergence_limit > 0:
+        raise ConfigError(f"divergence_limit must be > 0, got {cfg.divergence_limit}")
+    if cfg.torch_threads is not None and cfg.torch_threads < 1:
+        raise ConfigError(f"torch_threads must be >= 1 or null, got {cfg.torch_threads}")
+    check_node(cfg.optimizer, "optimizer", provided=OPTIMIZER_CALL)
+    if not cfg.optimizer.lr > 0:
+        raise ConfigError(f"optimizer.lr must be > 0, got {cfg.optimizer.lr}")
+    max_epochs = cfg.trainer.get("max_epochs")
+    if not (isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs >= 1):
+        raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {max_epochs!r}")
+    if cfg.get("scheduler"):
+        check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)
+    for name, node in (cfg.get("evaluator") or {}).items():
+        check_node(node, f"evaluator.{name}", provided=("embeddings", "labels", "context"))
+    configured = list(cfg.get("evaluator") or {})
+    for name in cfg.validation_evaluators:
+        if name not in configured:
+            raise ConfigError(f"validation_evaluators: no evaluator named {name!r} in this run; it has: "
+                              f"{', '.join(configured) or 'none'}")  # fmt: skip
+
+
+def _select(cfg: DictConfig, key: str) -> Any:
+    value = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value

@@ -1,0 +1,62 @@
+"""What a run needs to know about how it was launched, read from Hydra once, at the command line.
+
+Nothing below the command line (``clusterable.cli``) reads Hydra's global state: the run layer gets this record.
+A test builds one from a composed config's ``hydra`` node (``RunContext.from_hydra(cfg.hydra, run_dir)``) and calls
+``clusterable.run.run(cfg, ctx)`` without Hydra running.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """How one run was launched.
+
+    Attributes:
+        run_dir: the run's directory (Hydra's output dir: ``outputs/multirun/<mode>/<name>/<overrides>``).
+        choices: the config group choices (``{"dataset": "digits", "loss": "cce", "debug": None, ...}``), Hydra's
+            own groups (``hydra/...``) left out.
+        overrides: the command line's (or the sweep cell's) overrides, for display and the record.
+        job_name: Hydra's job name (its log file is ``<job_name>.log`` in ``run_dir``).
+        single: a single run (``python train.py ...``), not a cell of a sweep (``-m``).
+        parallel_jobs: how many local jobs run side by side (the joblib launcher's ``n_jobs``; 1 otherwise), so
+            the default CPU threads divide the cores among them.
+    """
+
+    run_dir: Path
+    choices: Mapping[str, Any] = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()
+    job_name: str = "train"
+    single: bool = True
+    parallel_jobs: int = 1
+
+    @classmethod
+    def from_hydra(cls, hydra: DictConfig, run_dir: str | Path | None = None) -> RunContext:
+        """From Hydra's config node (``HydraConfig.get()``, or ``cfg.hydra`` of a config composed with
+        ``return_hydra_config=True``); ``run_dir`` defaults to its ``runtime.output_dir``."""
+        choices = {
+            k: v
+            for k, v in OmegaConf.to_container(hydra.runtime.choices).items()
+            if not k.startswith("hydra/")
+        }
+        launcher = hydra.get("launcher") or {}
+        jobs = 1
+        if "joblib" in str(launcher.get("_target_", "")):
+            n_jobs = int(launcher.get("n_jobs") or -1)
+            jobs = n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+        return cls(
+            run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
+            choices=choices,
+            overrides=tuple(hydra.overrides.task),
+            job_name=str(hydra.job.name),
+            single=str(hydra.mode) in ("RUN", "RunMode.RUN"),
+            parallel_jobs=jobs,
+        )

@@ -1,0 +1,144 @@
+"""Assemble a run's parts from its config: the data, the encoder, the head, the evaluators, the module, the trainer.
+
+Each part is built by ``config.build`` (``_target_`` is the only factory), checked against its group's contract
+(``contracts.require``) and refused in one line when it does not fit the others: a stage the dataset lacks, an
+encoder that does not take what the dataset feeds it, a ``checkpoint.monitor`` the run never logs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from clusterable.config import ConfigError, build, target_of
+from clusterable.run.checks import OPTIMIZER_CALL, SCHEDULER_CALL
+from clusterable.run.context import RunContext
+
+EVALUATOR_CALL = ("embeddings", "labels", "context")
+
+
+@dataclass
+class Parts:
+    """What a run trains and evaluates: the datamodule (loaded), encoder, head, evaluators by name, the module, and
+    what reading the data did (``contracts.HasDataNotes``; None when the dataset says nothing)."""
+
+    datamodule: Any
+    encoder: Any
+    head: Any
+    evaluators: dict[str, Any]
+    module: Any
+    data_notes: dict[str, Any] | None = None
+
+
+def build_data(cfg: DictConfig, ctx: RunContext) -> Any:
+    """The datamodule, loaded: splits read, shapes and labels checked (``DatasetError``), stages checked."""
+    from clusterable.contracts import DataModule, require
+
+    datamodule = build(cfg.dataset, "dataset", seed=cfg.seed)
+    require(datamodule, DataModule, f"dataset={ctx.choices.get('dataset')}")
+    try:
+        datamodule.load()
+    except ValueError as e:
+        raise ConfigError(f"dataset.{e}") from None
+    unknown = [s for s in cfg.eval_stages if s not in datamodule.splits]
+    if unknown:
+        raise ConfigError(
+            f"eval_stages: no split named {unknown[0]!r}; the dataset has: {', '.join(datamodule.splits)}"
+        )
+    return datamodule
+
+
+def encoder_arguments(cfg: DictConfig, ctx: RunContext, datamodule: Any) -> dict[str, Any]:
+    """What the dataset feeds its encoder besides the inputs (``contracts.FeedsEncoder``: a text dataset's
+    ``word_vectors``), refused in one line when the encoder needs an argument the dataset does not give, or does
+    not take one it gives (it could not read the inputs)."""
+    from clusterable.contracts import FeedsEncoder
+
+    given = datamodule.encoder_arguments() if isinstance(datamodule, FeedsEncoder) else {}
+    params = inspect.signature(target_of(cfg.model, "model")).parameters
+    model, dataset = ctx.choices.get("model"), ctx.choices.get("dataset")
+    needed = [
+        name for name, p in params.items()
+        if p.default is inspect.Parameter.empty and name not in cfg.model and name != "input_shape"
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]  # fmt: skip
+    for name in needed:
+        if name not in given:
+            raise ConfigError(
+                f"model {model} needs {name} from its dataset, which dataset {dataset} does not give"
+            )
+    for name in given:
+        if name not in params:
+            raise ConfigError(f"model {model} does not take the {name} that dataset {dataset} feeds its encoder "
+                              f"(it could not read its inputs): choose a model that takes {name}")  # fmt: skip
+    return given
+
+
+def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
+    """Every part of the run, each checked against its contract; the module wires them together."""
+    from clusterable.contracts import Encoder, HasDataNotes, Head, require, require_evaluator
+    from clusterable.module import RepresentationModule
+
+    datamodule = build_data(cfg, ctx)
+    fed = encoder_arguments(cfg, ctx, datamodule)
+    encoder = build(cfg.model, "model", input_shape=datamodule.input_shape, **fed)
+    require(encoder, Encoder, f"model={ctx.choices.get('model')}")
+    head = build(
+        cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
+        input_shape=datamodule.input_shape,
+    )  # fmt: skip
+    require(head, Head, f"loss={ctx.choices.get('loss')}")
+    evaluators = {
+        name: build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL)
+        for name, node in (cfg.get("evaluator") or {}).items()
+    }
+    for name, fn in evaluators.items():
+        require_evaluator(fn, f"evaluator.{name}")
+    module = RepresentationModule(
+        encoder, head, build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL), cfg.divergence_limit,
+        cfg.optimizer_steps,
+        scheduler=build(cfg.scheduler, "scheduler", call_args=SCHEDULER_CALL) if cfg.get("scheduler") else None,
+        weight_decay_on=cfg.weight_decay_on, channels_last=cfg.channels_last,
+        validation_evaluators={name: evaluators[name] for name in cfg.validation_evaluators},
+        class_disjoint=datamodule.class_disjoint, trainable=cfg.trainable,
+    )  # fmt: skip
+    notes = datamodule.notes if isinstance(datamodule, HasDataNotes) else None
+    return Parts(datamodule, encoder, head, evaluators, module, notes)
+
+
+def validates(cfg: DictConfig, parts: Parts) -> bool:
+    """Whether the run has a validation loop (a non-empty val split, ``trainer.limit_val_batches`` not 0)."""
+    return (
+        cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(parts.datamodule.splits["val"]["labels"]) > 0
+    )
+
+
+def check_monitor(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
+    """``checkpoint.monitor`` must name a metric the run logs (or be null: the last epoch), checked before training."""
+    module, monitor, has_val = parts.module, cfg.checkpoint.monitor, validates(cfg, parts)
+    if cfg.validation_evaluators and not has_val:
+        raise ConfigError("validation_evaluators need a validation loop, but this run has none (an empty val "
+                          "split or trainer.limit_val_batches=0)")  # fmt: skip
+    undeclared = module.logs_undeclared_metrics() and monitor is not None and monitor.startswith("val/")
+    if monitor is not None and monitor not in module.logged_keys(has_val) and not undeclared:
+        raise ConfigError(f"checkpoint.monitor: {monitor!r} is never logged by this run "
+                          f"(loss={ctx.choices.get('loss')}); it logs {', '.join(module.logged_keys(has_val))}, "
+                          "or use null for the last epoch")  # fmt: skip
+
+
+def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list) -> Any:
+    """Lightning's Trainer from ``cfg.trainer`` with the run's loggers (``cfg.logger``, appended to ``loggers`` so
+    that the record closes them whatever happens) and callbacks, writing below ``run_dir``."""
+    for name, node in (cfg.logger or {}).items():
+        loggers.append(build(node, f"logger.{name}"))
+    trainer = build(
+        cfg.trainer, "trainer", logger=loggers or False, callbacks=callbacks, default_root_dir=str(run_dir)
+    )
+    if cfg.optimizer_steps == "per_sample" and trainer.world_size > 1:
+        raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {trainer.world_size}: set "
+                          "trainer.devices=1 or optimizer_steps=per_batch")  # fmt: skip
+    return trainer

@@ -1,0 +1,127 @@
+"""A run's record: its ``metrics.json`` payload, and the one wrapper that turns however the run ended into a status.
+
+``recorded(ctx, payload)`` is the run layer's ``task_wrapper`` (lightning-hydra-template's ``utils.task_wrapper``):
+a mistake in the input (config, contract, data, evaluator, a batch a head refuses) becomes one line and status
+``failed``; a head that saw its own loss run away, ``diverged``; a bug, one line pointing at ``traceback.txt``;
+Ctrl-C, ``interrupted`` and ``KeyboardInterrupt`` again. Whatever happened, metrics.json is written (rank 0), the
+loggers are closed, the sweep hears the outcome and the summary is printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from clusterable import hydra_callbacks
+from clusterable.run.context import RunContext
+from clusterable.rundir import provenance, remove_if_empty, run_mode, write_metrics
+
+
+def new_payload(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
+    """The record of a run that has not finished yet (status ``failed`` until it does)."""
+    prov = provenance(cfg, ctx.choices.get("debug"))
+    return {
+        "status": "failed", "error": None, "overrides": list(ctx.overrides), "choices": dict(ctx.choices),
+        "seed": cfg.get("seed"), "experiment": cfg.get("name"), "mode": run_mode(prov), "provenance": prov,
+        "metrics": {}, "best_epoch": None, "timing": {},
+    }  # fmt: skip
+
+
+def input_errors() -> tuple[type[BaseException], ...]:
+    """The errors that mean bad input, not a bug: each becomes the run's one-line error."""
+    from clusterable.config import ConfigError
+    from clusterable.contracts import BatchError, ContractError
+    from clusterable.data.errors import DatasetError
+    from clusterable.evaluation.runner import EvaluatorError
+
+    return ConfigError, ContractError, DatasetError, EvaluatorError, BatchError
+
+
+@contextlib.contextmanager
+def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -> Iterator[list]:
+    """Run the body, then record how it ended; yields the list the body appends its loggers to (closed here)."""
+    from clusterable.module import DivergedError
+
+    loggers: list = []
+    error, status = None, "failed"
+    try:
+        yield loggers
+    except DivergedError as e:
+        payload["failed_epoch"] = e.epoch
+        error, status = str(e), "diverged" if e.expected else "failed"
+    except input_errors() as e:
+        error = str(e)
+    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
+        finish(ctx, payload, "interrupted", rank_zero, loggers)
+        if rank_zero:
+            print(f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
+                  file=sys.stderr)  # fmt: skip
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores further Ctrl-C
+        raise KeyboardInterrupt from None
+    except Exception as e:  # a bug rather than bad input: the traceback goes to a file and a sweep goes on
+        trace = ctx.run_dir / "traceback.txt"
+        if rank_zero:
+            trace.write_text(traceback.format_exc())
+        error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
+    finish(ctx, payload, error, rank_zero, loggers, status)
+
+
+def finish(
+    ctx: RunContext,
+    payload: dict[str, Any],
+    error: str | None,
+    rank_zero: bool,
+    loggers: list = (),
+    status: str = "failed",
+) -> dict[str, Any]:
+    """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary.
+    ``error``: the run did not finish, recorded with ``status`` (``failed`` or ``diverged``)."""
+    if error is not None:
+        payload.update(status=status, error=error)
+    close_loggers(loggers, ok=payload["status"] == "ok")
+    remove_if_empty(ctx.run_dir / f"{ctx.job_name}.log")
+    if not rank_zero:
+        return payload
+    write_metrics(ctx.run_dir, payload)
+    if error != "interrupted":
+        hydra_callbacks.record_outcome(ctx.run_dir, payload["status"], payload["error"])
+        print_summary(ctx.run_dir, payload, ctx.single)
+    return payload
+
+
+def close_loggers(loggers: list, ok: bool) -> None:
+    """Finish every logger's run now, so a multirun's next job starts a fresh W&B run (also after a failure)."""
+    for lg in loggers:
+        if type(lg).__name__ == "WandbLogger":
+            import wandb
+
+            if wandb.run is not None:
+                wandb.finish(exit_code=0 if ok else 1)
+        else:
+            lg.finalize("success" if ok else "failed")
+
+
+def print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None:
+    """Metrics and run directory on stdout; a failure is one ``error:`` line on stderr (a sweep's cells say
+    ``failed:`` on stdout and the sweep lists them at its end)."""
+    if payload["status"] != "ok":
+        if single:
+            print(f"run dir: {run_dir}")
+            print(f"error: {payload['error']}", file=sys.stderr)
+            hydra_callbacks.exit_status["code"] = 1
+        else:
+            print(f"{payload['status']}: {run_dir.name}: {payload['error']}")
+        return
+    metrics = payload["metrics"]
+    rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]
+    width = max((len(k) for k, _ in rows), default=10)
+    lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
+    best = "none (not trained)" if payload["best_epoch"] is None else payload["best_epoch"]
+    print("\n".join(["run: ok", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))

@@ -1,0 +1,92 @@
+"""Fit the module, take the best checkpoint back, evaluate it: the steps between assembling a run and recording it."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from clusterable.run.context import RunContext
+from clusterable.run.parts import Parts
+
+
+def quiet_lightning() -> None:
+    """Lightning's per-run banner (accelerator lines, tips) repeats for every job of a sweep; warnings still show."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")  # inside Lightning, not ours
+    # Frozen BatchNorm layers (the metric-learning backbones) stay in eval mode on purpose.
+    warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")
+
+
+def cpu_threads(cfg: DictConfig, ctx: RunContext) -> int:
+    """Set torch's CPU threads and return them: ``torch_threads``, or, when local jobs run side by side (joblib
+    launcher), the cores divided among them (OpenMP threads of parallel jobs contend badly on a small machine),
+    else torch's default."""
+    import os
+
+    import torch
+
+    threads = cfg.torch_threads
+    if threads is None and ctx.parallel_jobs > 1:
+        threads = max(1, (os.cpu_count() or 1) // ctx.parallel_jobs)
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    return torch.get_num_threads()
+
+
+def checkpoint_callback(cfg: DictConfig, run_dir: Path) -> Any:
+    """Keeps the epoch that is best by ``checkpoint.monitor`` (none when it is null: the last epoch is tested)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    monitor = cfg.checkpoint.monitor
+    return ModelCheckpoint(
+        dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode,
+        save_top_k=1 if monitor else 0,
+    )  # fmt: skip
+
+
+def fit(trainer: Any, parts: Parts, timer: Any) -> dict[str, float | None]:
+    """Train; the timing record (``fit_s``, ``epoch_s``, ``steps``, ``step_s`` per optimizer step, ``lloyd_s`` per
+    Lloyd step of a clustering head)."""
+    from clusterable.callbacks import ClusterUpdates
+
+    module = parts.module
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=parts.datamodule)
+    lloyd = next((c for c in trainer.callbacks if isinstance(c, ClusterUpdates)), None)
+    return {
+        "fit_s": time.perf_counter() - start, "epoch_s": timer.mean_epoch_s, "steps": module.steps_taken,
+        "step_s": timer.train_s / module.steps_taken if module.steps_taken else None,
+        "lloyd_s": lloyd.mean_s if lloyd is not None else None,
+    }  # fmt: skip
+
+
+def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
+    """Load the best epoch's weights into ``module`` (the COREL protocol: test the weights of the epoch with the
+    best validation score) and return that epoch; without a monitor, the last epoch (None: never trained)."""
+    import torch
+
+    if checkpoint.monitor and checkpoint.best_model_path:
+        state = torch.load(checkpoint.best_model_path, map_location=module.device, weights_only=False)
+        module.load_state_dict(state["state_dict"])
+        return int(state["epoch"])
+    return trainer.current_epoch - 1 if module.steps_taken else None
+
+
+def evaluate(cfg: DictConfig, ctx: RunContext, parts: Parts, trainer: Any) -> tuple[dict[str, float], float]:
+    """Every evaluator on every ``eval_stages`` split, the parameter count and the last epoch's training losses
+    (the CSRL paper reports the final training loss as de-noising MSE); and the seconds it took."""
+    from clusterable.evaluation.runner import evaluate as run_evaluators
+    from clusterable.module import count_parameters
+
+    start = time.perf_counter()
+    metrics = run_evaluators(
+        parts.module, parts.datamodule, parts.evaluators, cfg.eval_stages, ctx.run_dir, cfg.seed
+    )
+    metrics["model/params"] = count_parameters(parts.encoder, parts.head)
+    metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})
+    return metrics, time.perf_counter() - start
