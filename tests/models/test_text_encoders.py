@@ -216,13 +216,16 @@ def assert_one_error_line(result, message: str) -> None:
 
 def test_a_text_model_on_another_dataset_is_one_line(train):
     result = train("model=text_cnn", *QUICK)
-    message = "model text_cnn needs a text dataset (one with word vectors), got dataset digits"
+    message = "model text_cnn needs word_vectors from its dataset, which dataset digits does not give"
     assert_one_error_line(result, message)
 
 
 def test_another_model_on_a_text_dataset_is_one_line(train, tmp_path):
     result = train(text_dataset(tmp_path), "dataset=tiny_text", "model=ffnn", *QUICK)
-    message = "model ffnn cannot read the token ids of text dataset tiny_text; use a text model"
+    message = (
+        "model ffnn does not take the word_vectors that dataset tiny_text feeds its encoder (it could not read its "
+        "inputs): choose a model that takes word_vectors"
+    )
     assert_one_error_line(result, message)
 
 

@@ -1,0 +1,89 @@
+"""The run layer without Hydra running: ``clusterable.run.run(cfg, ctx)`` on a config composed by a test, the one
+place that reads Hydra's runtime (``clusterable.cli``), and the top-level keys a config may hold."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+
+import clusterable
+from clusterable.config import CONFIG_DIR
+from clusterable.run import RunContext, run
+from clusterable.run.checks import top_level_keys
+
+FAST = [
+    "dataset=iris",
+    "trainer.max_epochs=2",
+    "torch_threads=1",
+    "logger=none",
+    "evaluator=[classification]",
+]
+
+
+def composed(*overrides: str):
+    """``train`` composed with Hydra's compose API (its node kept, as the command line would see it)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose("train", overrides=[*FAST, *overrides], return_hydra_config=True)
+
+
+def run_in_process(tmp_path: Path, *overrides: str) -> dict:
+    cfg = composed(*overrides)
+    ctx = RunContext.from_hydra(cfg.hydra, tmp_path / "run")
+    del cfg.hydra
+    assert not HydraConfig.initialized()  # nothing of Hydra's global state is set up for the run
+    return run(cfg, ctx)
+
+
+def test_run_is_called_in_process_without_hydra(tmp_path: Path) -> None:
+    payload = run_in_process(tmp_path, "loss=cce", "seed=3")
+    assert payload["status"] == "ok", payload["error"]
+    assert payload["choices"]["loss"] == "cce" and payload["choices"]["dataset"] == "iris"
+    assert payload["config"]["seed"] == 3 and payload["mode"] == "full"
+    recorded = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert recorded["metrics"]["test/acc"] == payload["metrics"]["test/acc"]
+
+
+def test_the_same_config_in_the_same_folder_is_reused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    first = run_in_process(tmp_path, "loss=cce")
+    capsys.readouterr()
+    again = run_in_process(tmp_path, "loss=cce")
+    assert again["status"] == "ok" and again["metrics"]["test/acc"] == first["metrics"]["test/acc"]
+    assert capsys.readouterr().out.startswith(f"skip {tmp_path / 'run'}: metrics.json says ok")
+
+
+def test_an_unknown_top_level_key_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    payload = run_in_process(tmp_path, "+sead=3")
+    assert payload["status"] == "failed"
+    assert payload["error"].startswith(
+        "sead is not a top-level key of the config (did you mean seed?); accepted: "
+    )
+    assert "\n" not in payload["error"] and not (tmp_path / "run" / "traceback.txt").exists()
+
+
+def test_an_unknown_top_level_key_on_the_command_line_exits_1(train) -> None:
+    result = train("+protocl.row=x", "dataset=iris", "trainer.max_epochs=1", "logger=none")
+    assert result.code == 1 and result.error_lines() == [
+        "error: protocl is not a top-level key of the config (did you mean protocol?); accepted: "
+        + ", ".join(top_level_keys())
+    ], result
+
+
+def test_only_the_command_line_reads_hydras_runtime() -> None:
+    """``HydraConfig`` appears in ``clusterable/cli.py`` alone: the run layer gets a ``RunContext``."""
+    package = Path(clusterable.__file__).parent
+    readers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if any(
+            isinstance(n, ast.Name | ast.Attribute) and "HydraConfig" in ast.unparse(n)
+            for n in ast.walk(ast.parse(path.read_text()))
+        )  # fmt: skip
+    )
+    assert readers == ["cli.py"]
