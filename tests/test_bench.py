@@ -2,8 +2,11 @@
 JSON line's key order), the JSON line, and the shared timers and memory probe. The cases' figures themselves are
 measured by running the bench, never in a test."""
 
+import ast
 import importlib
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -118,3 +121,67 @@ def test_the_memory_probe_of_a_child_script_sees_its_peak(bench):
     out = common.run_child(script)
     assert out["extra_mb"] >= 190, out
     assert out["how"] in ("VmHWM - VmRSS before", "ru_maxrss - VmRSS before (the peak may predate the call)")
+
+
+def _clusterable_imports() -> set[tuple[str, str, str]]:
+    """(file, module, name) of every ``from clusterable... import name`` in the bench's modules: the imports at the
+    top, those inside the cases (run only when the case runs) and those of the child scripts the cases write."""
+    child_import = re.compile(r"^\s*from (clusterable[\w.]*) import ([\w, ]+)$", re.M)
+    found = set()
+    for path in sorted((ROOT / "scripts" / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("clusterable"):
+                found |= {(path.name, node.module, alias.name) for alias in node.names}
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):  # f-strings' parts included
+                for module, names in child_import.findall(node.value):
+                    found |= {(path.name, module, name.split(" as ")[0].strip()) for name in names.split(",")}
+    return found
+
+
+def test_every_clusterable_name_the_cases_import_exists():
+    """A case imports most of what it measures inside ``measure()`` (so that ``--help`` stays quick), where a moved
+    or renamed module would only show when someone runs that case."""
+    found = _clusterable_imports()
+    assert {module for _, module, _ in found} >= {
+        "clusterable.evaluation.retrieval",
+        "clusterable.heads.dscl",
+    }
+    missing = []
+    for file, module, name in sorted(found):
+        try:
+            imported = importlib.import_module(module)
+        except ImportError as error:
+            missing.append(f"{file}: {module} ({error})")
+            continue
+        submodule = hasattr(imported, "__path__") and importlib.util.find_spec(f"{module}.{name}") is not None
+        if not hasattr(imported, name) and not submodule:
+            missing.append(f"{file}: {module}.{name}")
+    assert not missing, missing
+
+
+def test_the_framework_path_does_the_plain_loops_work(bench):
+    """The overhead cases time the same training in both paths: with one batch of every row (so that the order of
+    rows does not matter), an epoch of ``framework_loop`` leaves the same parameters as an epoch of ``plain_loop``."""
+    import torch
+
+    from clusterable.heads import CCELoss
+    from clusterable.models import FFNN
+
+    loops = importlib.import_module("benchmarks.loops")
+    g = torch.Generator().manual_seed(0)
+    split = {"inputs": torch.rand(96, 12, generator=g), "labels": torch.randint(0, 10, (96,), generator=g)}
+    trained = []
+    for path in ("plain", "framework"):
+        torch.manual_seed(0)
+        encoder = FFNN((12,), hidden=(16,))
+        head = CCELoss(num_classes=10, embedding_dim=encoder.embedding_dim)
+        before = [p.detach().clone() for p in (*encoder.parameters(), *head.parameters())]
+        if path == "plain":
+            loops.plain_loop(encoder, head, split, batch_size=96, epochs=2)
+        else:
+            loops.framework_loop(encoder, head, {"train": split, "val": split, "test": split}, 96, 2)
+        after = [p.detach() for p in (*encoder.parameters(), *head.parameters())]
+        assert all(not torch.equal(a, b) for a, b in zip(before, after, strict=True)), path  # it trained
+        trained.append(after)
+    for plain, framework in zip(*trained, strict=True):
+        torch.testing.assert_close(framework, plain, rtol=1e-5, atol=1e-6)
