@@ -185,3 +185,14 @@ def test_the_framework_path_does_the_plain_loops_work(bench):
         trained.append(after)
     for plain, framework in zip(*trained, strict=True):
         torch.testing.assert_close(framework, plain, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_resnet50_training_runs_its_three_settings_on_the_cpu(bench):
+    """The GPU case at a toy size on the CPU (4 images of 32 x 32, 7 steps, the first 5 untimed): the datamodule,
+    module and trainer options it passes are the framework's, and it reports a rate for each setting."""
+    out = bench.CASES["resnet50_training"](batch=4, steps=7, side=32, accelerator="cpu")
+    settings = ["bf16-mixed/channels_last", "bf16-mixed", "32-true"]
+    assert list(out) == ["resnet50_device", *(f"resnet50_img_per_s/{s}" for s in settings)]
+    assert out["resnet50_device"] == "cpu"
+    assert all(out[f"resnet50_img_per_s/{s}"] > 0 for s in settings), out
