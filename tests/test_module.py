@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 
 import lightning as L
 import pytest
 import torch
+from torch import nn
 
-from clusterable.data import InMemoryDataModule
+from clusterable.callbacks import ClusterUpdates, ValidationMetrics, first_occurrences
+from clusterable.contracts import ContractError, EmbedsSplits
+from clusterable.data.folders import ImageDataModule
+from clusterable.data.memory import InMemoryDataModule
 from clusterable.heads.cce import CCELoss
 from clusterable.heads.linear_ae import LinearAE
+from clusterable.heads.tensorized_ae import TensorizedAE
 from clusterable.models.ffnn import FFNN
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
@@ -118,20 +124,129 @@ def test_weight_decay_on_matrices_leaves_vectors_undecayed():
     assert sum(len(g["params"]) for g in groups) == len(list(module.parameters()))
 
 
-def test_validation_evaluators_are_logged_each_epoch_on_the_whole_split():
-    seen = []
+def _spread_evaluator(seen: list):
+    """An evaluator that declares its one key and records what it was called with."""
 
     def spread(embeddings, labels, context):
         seen.append((len(labels), context.stage, context.train_embeddings))
         return {"spread": float(embeddings.std())}
 
     spread.metric_names = lambda: ["spread"]
+    return spread
+
+
+def _trainer(**options) -> L.Trainer:
+    return L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False, **options)  # fmt: skip
+
+
+def test_validation_metrics_log_the_evaluators_each_epoch_on_the_whole_split():
+    seen = []
     module, dm, x = _module_and_data("per_batch")
     dm.eval_batch_size = 7  # several validation batches, gathered before the evaluator runs
-    module.validation_evaluators = {"spread": spread}
-    assert "val/spread" in module.logged_keys(validates=True) and not module.logs_undeclared_metrics()
-    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=2)  # fmt: skip
+    validation = ValidationMetrics({"spread": _spread_evaluator(seen)})
+    # What checkpoint.monitor may name, checked before training.
+    assert validation.logged_keys() == ["val/spread"] and not validation.logs_undeclared_metrics()
+    assert validation.may_log("val/spread") and not validation.may_log("val/sprad")
+    trainer = _trainer(num_sanity_val_steps=2, callbacks=[validation])
     trainer.fit(module, datamodule=dm)
     assert seen == [(len(x), "val", None)] * 2  # not during the sanity check; the whole split each epoch
-    assert "val/spread" in trainer.callback_metrics
+    # The head is an autoencoder (a RepresentingHead): the evaluator scores its embedding of the encoder output.
+    with torch.no_grad():
+        expected = float(module.head.embed(module.encoder(x)).std())
+    assert float(trainer.callback_metrics["val/spread"]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_an_evaluator_without_declared_keys_lets_any_val_key_be_monitored():
+    validation = ValidationMetrics({"spread": _spread_evaluator([]), "plain": lambda e, y, c: {"x": 1.0}})
+    assert validation.logged_keys() == ["val/spread"] and validation.logs_undeclared_metrics()
+    assert validation.may_log("val/anything") and not validation.may_log("train/anything")
+
+
+def test_validation_evaluators_given_to_the_module_bring_their_callback():
+    # The constructor's validation_evaluators: the same callback, brought by the module, and its keys declared.
+    seen = []
+    optimizer = functools.partial(torch.optim.Adam, lr=0.01)
+    module, dm, x = _module_and_data("per_batch")
+    module = RepresentationModule(module.encoder, module.head, optimizer,
+                                  validation_evaluators={"spread": _spread_evaluator(seen)})  # fmt: skip
+    assert "val/spread" in module.logged_keys(validates=True) and not module.logs_undeclared_metrics()
+    assert "val/spread" not in module.logged_keys(validates=False)
+    assert [type(c) for c in module.configure_callbacks()] == [ValidationMetrics]
+    _trainer(num_sanity_val_steps=0).fit(module, datamodule=dm)
+    assert seen == [(len(x), "val", None)] * 2
+
+
+def test_ranks_rows_are_kept_once_in_order_of_first_occurrence():
+    # Under DDP each rank pads its share with repeated rows; the gathered rows are de-duplicated by index.
+    unique, first = first_occurrences(torch.tensor([3, 1, 3, 2, 1, 0]))
+    assert unique.tolist() == [0, 1, 2, 3] and first.tolist() == [5, 1, 3, 0]
+
+
+def test_constant_buffers_a_submodule_declares_are_not_broadcast_by_ddp():
+    class Vectors(nn.Module):
+        ddp_constant_buffers = ("table",)
+
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.zeros(3, 2))
+            self.register_buffer("moving", torch.zeros(2))
+
+    encoder = Identity((5,))
+    encoder.vectors = Vectors()
+    module = RepresentationModule(encoder, LinearAE("ae3", (5,), num_classes=2), torch.optim.Adam)
+    assert module._ddp_params_and_buffers_to_ignore == ["encoder.vectors.table"]
+
+
+def test_embed_split_is_the_encoder_in_eval_mode_over_the_evaluation_batches():
+    module, dm, x = _module_and_data("per_batch")
+    module.encoder = FFNN(input_shape=(5,), hidden=[8, 3], dropout=0.5)
+    dm.eval_batch_size = 7
+    dm.load()
+    module.train()
+    assert isinstance(module, EmbedsSplits)
+    out, split = module.embed_split(dm, "val")
+    module.encoder.eval()
+    torch.testing.assert_close(out, module.encoder(x))  # dropout off: every row as evaluated
+    assert split.keys() == {"inputs", "labels"} and module.training  # the previous mode restored
+
+
+def test_a_clustering_head_on_an_image_folder_dataset_updates_its_clusters_on_its_views():
+    # Image-folder splits hold no inputs: the cluster updates embed the training split as the evaluators do, through
+    # the datamodule's evaluation batches (decoded centre crops).
+    seen = []
+
+    class Spy(TensorizedAE):
+        def init_clusters(self, embeddings, **split):
+            seen.append(("init", embeddings.clone(), {k: v.clone() for k, v in split.items()}))
+            super().init_clusters(embeddings, **split)
+
+        def update_clusters(self, embeddings, **split):
+            seen.append(("update", embeddings.clone(), {k: v.clone() for k, v in split.items()}))
+            super().update_clusters(embeddings, **split)
+
+    dm = ImageDataModule("cub200", None, [3, 8, 8], 3, batch_size=8, eval_batch_size=5, source="fake",
+                         fake_size=24, validation="test", pin_memory=False, progress=False)  # fmt: skip
+    dm.load()
+    assert "inputs" not in dm.splits["train"]
+    head = Spy("tae1", (3, 8, 8), num_classes=3)
+    module = RepresentationModule(Identity((3, 8, 8)), head, functools.partial(torch.optim.Adam, lr=0.01))
+    trainer = _trainer(num_sanity_val_steps=0)
+    trainer.fit(module, datamodule=dm)
+    assert [what for what, _, _ in seen] == ["init", "update", "update"]
+    views = torch.cat([b["inputs"].flatten(1) for b in dm.eval_batches("train", "cpu")])
+    for _, embeddings, split in seen:
+        torch.testing.assert_close(embeddings, views, rtol=0, atol=0)
+        assert torch.equal(split["index"], torch.arange(24)) and torch.equal(
+            split["labels"], dm.splits["train"]["labels"]
+        )
+    assert len(head.state.assignment) == 24
+    assert len(next(c for c in trainer.callbacks if isinstance(c, ClusterUpdates)).seconds) == 2
+
+
+def test_cluster_updates_refuse_a_module_that_cannot_embed_a_split_in_one_line():
+    class Plain(L.LightningModule):
+        head = TensorizedAE("tae1", (4,), num_classes=2)
+
+    with pytest.raises(ContractError, match=r"^ClusterUpdates: Plain must embed splits \(EmbedsSplits\)"):
+        ClusterUpdates().on_train_start(_trainer(), Plain())

@@ -1,13 +1,30 @@
-"""Small Lightning callbacks: the epoch timer the entry point attaches, and the cluster updates that a
-clustering head brings along (``RepresentationModule.configure_callbacks``)."""
+"""Small Lightning callbacks: the epoch timer the entry point attaches, the cluster updates that a clustering
+head brings along (``RepresentationModule.configure_callbacks``), and the validation evaluators run on the whole
+validation split after every validation epoch (``ValidationMetrics``, as OML's ``MetricValCallback``)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import lightning as L
+import torch
+from torch import Tensor
 
-from clusterable.contracts import ClusteringHead
+from clusterable.contracts import (
+    ClusteringHead,
+    ContractError,
+    EmbedsSplits,
+    EvalContext,
+    Evaluator,
+    RepresentingHead,
+    declared_metrics,
+)
+from clusterable.evaluation.runner import call_evaluators
+
+# Per-row tensors of a validation batch that evaluators may use besides the labels (In-Shop's query/gallery).
+ROW_FLAGS = ("is_query", "is_gallery")
 
 
 class EpochTimer(L.Callback):
@@ -54,26 +71,120 @@ class ClusterUpdates(L.Callback):
     """A ``ClusteringHead``'s alternation with gradient steps (Sabanayagam et al. 2024, Algorithm 1).
 
     ``init_clusters`` once before training and ``update_clusters`` (a Lloyd step) after every training epoch,
-    both on the whole training split's encoder output. Every DDP rank holds the whole split and the same
-    weights, so every rank computes the same assignment. ``seconds`` holds each Lloyd step's wall time.
+    both on the whole training split's encoder output, embedded as the evaluators embed a split
+    (``EmbedsSplits.embed_split``: through the datamodule's ``eval_batches``, so an image-folder dataset, whose
+    splits hold no ``inputs``, works too), with the split's tensors and ``index`` (N,) = row positions (what a
+    training batch's ``index`` points into). Every DDP rank embeds the whole split with the same weights, so every
+    rank computes the same assignment. ``seconds`` holds each Lloyd step's wall time.
     """
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
 
-    def _head(self, pl_module: L.LightningModule) -> ClusteringHead:
-        return pl_module.head
+    @staticmethod
+    def _training_split(trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[Tensor, dict[str, Tensor]]:
+        if not isinstance(pl_module, EmbedsSplits) or not isinstance(pl_module.head, ClusteringHead):
+            raise ContractError(
+                f"ClusterUpdates: {type(pl_module).__name__} must embed splits (EmbedsSplits) for a ClusteringHead"
+            )
+        embeddings, split = pl_module.embed_split(trainer.datamodule, "train")
+        split["index"] = torch.arange(len(embeddings), device=embeddings.device)
+        return embeddings, split
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        embeddings, split = pl_module.train_split()
-        self._head(pl_module).init_clusters(embeddings, **split)
+        embeddings, split = self._training_split(trainer, pl_module)
+        pl_module.head.init_clusters(embeddings, **split)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         start = time.perf_counter()
-        embeddings, split = pl_module.train_split()
-        self._head(pl_module).update_clusters(embeddings, **split)
+        embeddings, split = self._training_split(trainer, pl_module)
+        pl_module.head.update_clusters(embeddings, **split)
         self.seconds.append(time.perf_counter() - start)
 
     @property
     def mean_s(self) -> float | None:
         return sum(self.seconds) / len(self.seconds) if self.seconds else None
+
+
+class ValidationMetrics(L.Callback):
+    """The validation evaluators (``validation_evaluators``) on the whole validation split after every validation
+    epoch, logged as ``val/<key>`` (rank 0), so that ``checkpoint.monitor: val/recall@1/cos`` selects the epoch by
+    retrieval.
+
+    Each validation batch's ``encoder_output`` (B, D), which the module's ``validation_step`` returns, is kept with
+    the representation the evaluators score (``head.embed`` of it for a ``RepresentingHead``), the labels,
+    ``index`` and the row flags (``is_query``/``is_gallery``); at the epoch's end every rank's rows are gathered,
+    each row kept once (ranks pad their shares with repeated rows) and the evaluators called with an
+    ``EvalContext`` without a training split (``train_embeddings`` None). Nothing is kept during the sanity check.
+
+    Args:
+        evaluators: name -> ``contracts.Evaluator``.
+    """
+
+    def __init__(self, evaluators: Mapping[str, Evaluator]):
+        self.evaluators = dict(evaluators)
+        self._rows: list[dict[str, Tensor]] = []
+
+    def logged_keys(self) -> list[str]:
+        """``val/<key>`` for every key the evaluators declare (``contracts.DeclaresMetrics``)."""
+        return [f"val/{name}" for fn in self.evaluators.values() for name in declared_metrics(fn) or []]
+
+    def logs_undeclared_metrics(self) -> bool:
+        """Whether an evaluator does not declare its keys (so ``logged_keys`` may miss some ``val/`` key)."""
+        return any(declared_metrics(fn) is None for fn in self.evaluators.values())
+
+    def may_log(self, key: str) -> bool:
+        """Whether ``key`` (``checkpoint.monitor``) can be one of this callback's: a declared key, or any ``val/``
+        key when an evaluator does not declare its own."""
+        return key in self.logged_keys() or (key.startswith("val/") and self.logs_undeclared_metrics())
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._rows = []
+
+    def on_validation_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if trainer.sanity_checking or not self.evaluators:
+            return
+        if not isinstance(outputs, Mapping) or "encoder_output" not in outputs:
+            raise ContractError(
+                f"ValidationMetrics: {type(pl_module).__name__}.validation_step must return "
+                "{'encoder_output': (B, D)}"
+            )
+        encoder_output, head = outputs["encoder_output"], pl_module.head
+        rep = head.embed(encoder_output, **batch) if isinstance(head, RepresentingHead) else encoder_output
+        kept = {"embeddings": rep, "encoder_output": encoder_output, "labels": batch["labels"]}
+        kept |= {k: batch[k] for k in ("index", *ROW_FLAGS) if k in batch}
+        self._rows.append({k: v.detach() for k, v in kept.items()})
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        split = {k: torch.cat([r[k] for r in rows]) for k in rows[0]}
+        if trainer.world_size > 1:
+            split = {k: v.flatten(0, 1) for k, v in pl_module.all_gather(split).items()}
+            if "index" in split:  # ranks pad their shares with repeated rows: keep each row once
+                _, first = first_occurrences(split["index"])
+                split = {k: v[first] for k, v in split.items()}
+        context = EvalContext(
+            stage="val", split=split, head=pl_module.head, encoder_output=split.pop("encoder_output"),
+            train_embeddings=None, train_labels=None, run_dir=None, seed=0,
+        )  # fmt: skip
+        embeddings = split.pop("embeddings")
+        metrics = call_evaluators(self.evaluators, embeddings, split["labels"], context)
+        pl_module.log_dict({k: float(v) for k, v in metrics.items()}, rank_zero_only=True)
+
+
+def first_occurrences(index: Tensor) -> tuple[Tensor, Tensor]:
+    """The unique values of ``index`` (N,) and the position of each one's first occurrence."""
+    unique, inverse = torch.unique(index, return_inverse=True)
+    first = torch.full((len(unique),), len(index), dtype=torch.long, device=index.device)
+    first.scatter_reduce_(0, inverse, torch.arange(len(index), device=index.device), reduce="amin")
+    return unique, first

@@ -261,14 +261,17 @@ class DataModule(Protocol):
 @runtime_checkable
 class EmbedsSplits(Protocol):
     """The trained model as the evaluation runner and the cluster updates see it (``module.RepresentationModule``):
-    its ``head`` and ``embed_split(data, stage) -> (encoder output (N, D), split)``, the encoder output of the
-    whole split ``stage`` (its rows in order, through ``data.eval_batches``, in eval mode) and the split's
-    per-row tensors on the model's device. The Lloyd steps of a ``ClusteringHead`` and the evaluators embed a
-    split this one way, so that both work on datasets whose splits hold no ``inputs`` (image folders)."""
+    its ``head``; ``embed_split(data, stage) -> (encoder output (N, D), split)``, the encoder output of the
+    whole split ``stage`` (its rows in order, through ``data.eval_batches``, in eval mode, the previous mode
+    restored) and the split's per-row tensors on the model's device; ``eval()`` (``nn.Module``'s) for the
+    evaluation after training. The Lloyd steps of a ``ClusteringHead`` and the evaluators embed a split this one
+    way, so that both work on datasets whose splits hold no ``inputs`` (image folders)."""
 
     head: nn.Module
 
     def embed_split(self, data: DataModule, stage: str) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+    def eval(self) -> Any: ...
 
 
 @runtime_checkable

@@ -3,28 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 import lightning as L
 import torch
 from torch import Tensor, nn
 
-from clusterable.callbacks import ClusterUpdates
+from clusterable.callbacks import ClusterUpdates, ValidationMetrics
 from clusterable.contracts import (
     ClassifyingHead,
     ClusteringHead,
     ContractError,
+    DataModule,
     EncodingHead,
-    EvalContext,
     Evaluator,
+    HasConstantBuffers,
+    HasEmbeddingLayer,
     OwnLearningRate,
-    RepresentingHead,
-    declared_metrics,
+    WatchesDivergence,
 )
-
-# Per-row tensors of a validation batch that evaluators may use besides the labels (In-Shop's query/gallery).
-ROW_FLAGS = ("is_query", "is_gallery")
 
 
 class DivergedError(RuntimeError):
@@ -45,18 +43,6 @@ class DivergedError(RuntimeError):
     def beyond_limit(cls, epoch: int, key: str, value: float, limit: float) -> DivergedError:
         what = f"became {value}" if not math.isfinite(value) else f"reached {value:.3g} (limit ±{limit:.3g})"
         return cls(epoch, f"{key} {what}")
-
-
-@runtime_checkable
-class WatchesDivergence(Protocol):
-    """A head that knows how its own loss runs away (Gaussian-COREL below λ = 0.5 is unbounded below).
-
-    ``divergence(history)`` gets the epoch means of the head's loss parts, one dict ``{part: value}`` per finished
-    training epoch (the last is the epoch just finished), and returns one line saying what ran away, or None.
-    The module raises ``DivergedError`` with it, so the run is recorded like any other diverged run.
-    """
-
-    def divergence(self, history: Sequence[Mapping[str, float]]) -> str | None: ...
 
 
 class RepresentationModule(L.LightningModule):
@@ -82,7 +68,9 @@ class RepresentationModule(L.LightningModule):
         weight_decay_on: ``all`` parameters, or only ``matrices`` (parameters with more than one dimension: no
             decay on biases and normalisation parameters, as Boudiaf et al. 2020 train).
         validation_evaluators: evaluators run on the whole validation split after every validation epoch, their
-            metrics logged as ``val/<key>`` (model selection by, e.g., ``val/recall@1/cos``).
+            metrics logged as ``val/<key>`` (model selection by, e.g., ``val/recall@1/cos``), by the
+            ``callbacks.ValidationMetrics`` the module then brings along (``configure_callbacks``). Kept for the
+            callers that still pass them here; a ``ValidationMetrics`` given to the Trainer does the same.
         channels_last: image inputs and the encoder in channels-last memory format (faster convolutions on GPUs
             with tensor cores).
         class_disjoint: the validation split holds classes never seen in training: no ``val/acc`` or ``val/loss``
@@ -104,7 +92,7 @@ class RepresentationModule(L.LightningModule):
         optimizer_steps: Literal["per_batch", "per_sample"] = "per_batch",
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         weight_decay_on: Literal["all", "matrices"] = "all",
-        validation_evaluators: dict[str, Evaluator] | None = None,
+        validation_evaluators: Mapping[str, Evaluator] | None = None,
         channels_last: bool = False,
         class_disjoint: bool = False,
         trainable: Literal["all", "embedding_layer"] = "all",
@@ -116,7 +104,7 @@ class RepresentationModule(L.LightningModule):
             raise ValueError(f"weight_decay_on must be all or matrices, got {weight_decay_on!r}")
         self.encoder, self.head, self.optimizer_factory = encoder, head, optimizer
         self.scheduler_factory, self.weight_decay_on = scheduler, weight_decay_on
-        self.validation_evaluators = dict(validation_evaluators or {})
+        self.validation_metrics = ValidationMetrics(validation_evaluators) if validation_evaluators else None
         self.channels_last, self.class_disjoint = bool(channels_last), bool(class_disjoint)
         if trainable not in ("all", "embedding_layer"):
             raise ValueError(f"trainable must be all or embedding_layer, got {trainable!r}")
@@ -126,9 +114,9 @@ class RepresentationModule(L.LightningModule):
         self._ddp_params_and_buffers_to_ignore = [
             f"{prefix}.{name}" if prefix else name
             for prefix, sub in self.named_modules()
-            for name in getattr(sub, "ddp_constant_buffers", ())
+            if isinstance(sub, HasConstantBuffers)
+            for name in sub.ddp_constant_buffers
         ]
-        self._val_rows: list[dict[str, Tensor]] = []
         self.divergence_limit = float(divergence_limit)
         self.automatic_optimization = optimizer_steps == "per_batch"
         self.steps_taken = 0
@@ -151,23 +139,25 @@ class RepresentationModule(L.LightningModule):
         """The metric names this module logs during fit (what ``checkpoint.monitor`` may name).
 
         ``train/<part>`` for every loss part; with a validation loop, ``val/acc`` for classifying heads and
-        ``val/loss`` for heads whose loss is defined on new points (not a clustering head's).
+        ``val/loss`` for heads whose loss is defined on new points (not a clustering head's), and the declared
+        keys of the ``validation_evaluators`` given to the constructor (``ValidationMetrics.logged_keys``).
         """
         keys = [f"train/{part}" for part in self.head.loss_parts]
         if validates and not self.class_disjoint:
             keys += ["val/acc"] if isinstance(self.head, ClassifyingHead) else []
             keys += [] if isinstance(self.head, ClusteringHead) else ["val/loss"]
-        if validates:
-            for fn in self.validation_evaluators.values():
-                keys += [f"val/{name}" for name in declared_metrics(fn) or []]
+        if validates and self.validation_metrics is not None:
+            keys += self.validation_metrics.logged_keys()
         return keys
 
     def logs_undeclared_metrics(self) -> bool:
-        """Whether a validation evaluator logs metrics it does not declare (so ``logged_keys`` is incomplete)."""
-        return any(declared_metrics(fn) is None for fn in self.validation_evaluators.values())
+        """Whether a validation evaluator given to the constructor logs keys it does not declare (so
+        ``logged_keys`` is incomplete)."""
+        return self.validation_metrics is not None and self.validation_metrics.logs_undeclared_metrics()
 
     def configure_callbacks(self) -> list[L.Callback]:
-        return [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
+        brought = [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
+        return brought + ([self.validation_metrics] if self.validation_metrics is not None else [])
 
     def on_fit_start(self) -> None:
         self._history = []
@@ -250,22 +240,28 @@ class RepresentationModule(L.LightningModule):
             self.log_dict(means, sync_dist=True)
 
     @torch.no_grad()
-    def embed(self, inputs: Tensor, batch_size: int = 4096) -> Tensor:
-        """Encoder output for ``inputs`` (N, ...) in eval mode, chunked; restores the previous mode."""
-        was_training = self.encoder.training
-        self.encoder.eval()
-        out = torch.cat([self.encoder(inputs[i : i + batch_size]) for i in range(0, len(inputs), batch_size)])
-        self.encoder.train(was_training)
-        return out
+    def embed_split(self, data: DataModule, stage: str) -> tuple[Tensor, dict[str, Tensor]]:
+        """The encoder output (N, D) of the whole split ``stage``, its rows in order, and the split's per-row
+        tensors (``data.split(stage)``) on this module's device.
 
-    def train_split(self) -> tuple[Tensor, dict[str, Tensor]]:
-        """The whole training split (every rank holds all of it): encoder output (N, D) and the split's tensors
-        on this module's device, with ``index`` (N,) = row positions."""
-        split = {k: v.to(self.device) for k, v in self.trainer.datamodule.split("train").items()}
-        split["index"] = torch.arange(len(split["labels"]), device=self.device)
-        return self.embed(split["inputs"]), split
+        The one way a whole split is embedded, by the Lloyd steps (``callbacks.ClusterUpdates``) and the
+        evaluators (``evaluation.runner.represent``) alike: the encoder sees ``data.eval_batches(stage, device)``
+        (an in-memory split's inputs in chunks, or an image folder's decoded centre crops: its splits hold no
+        ``inputs``) in eval mode, and the previous mode is restored. Every DDP rank embeds the whole split.
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            out = [self.encoder(batch["inputs"]) for batch in data.eval_batches(stage, self.device)]
+        finally:
+            self.train(was_training)
+        split = {k: v.to(self.device) for k, v in data.split(stage).items()}
+        out = torch.cat(out) if out else torch.zeros(0, self.encoder.embedding_dim, device=self.device)
+        return out, split
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """``val/acc`` and ``val/loss`` where they are defined; returns ``{"encoder_output": (B, D)}`` for the
+        callbacks (``ValidationMetrics`` gathers it for the validation evaluators)."""
         n = len(batch["labels"])
         embeddings = self._encode(batch["inputs"])
         if isinstance(self.head, ClassifyingHead) and not self.class_disjoint:
@@ -276,36 +272,7 @@ class RepresentationModule(L.LightningModule):
         # A clustering head's loss needs the training assignment.
         if not isinstance(self.head, ClusteringHead) and not self.class_disjoint:
             self.log("val/loss", self._head(batch, embeddings)["loss"], batch_size=n, sync_dist=True)
-        if self.validation_evaluators and not self.trainer.sanity_checking:
-            rep = (
-                self.head.embed(embeddings, **batch)
-                if isinstance(self.head, RepresentingHead)
-                else embeddings
-            )
-            kept = {"embeddings": rep, "encoder_output": embeddings, "labels": batch["labels"]}
-            kept |= {k: batch[k] for k in ("index", *ROW_FLAGS) if k in batch}
-            self._val_rows.append({k: v.detach() for k, v in kept.items()})
-
-    def on_validation_epoch_end(self) -> None:
-        """The validation evaluators on the whole validation split (every rank's rows gathered, each row once)."""
-        rows, self._val_rows = self._val_rows, []
-        if not rows:
-            return
-        from clusterable.evaluation.runner import call_evaluators
-
-        split = {k: torch.cat([r[k] for r in rows]) for k in rows[0]}
-        if self.trainer.world_size > 1:
-            split = {k: v.flatten(0, 1) for k, v in self.all_gather(split).items()}
-            if "index" in split:  # ranks pad their shares with repeated rows: keep each row once
-                _, first = _first_occurrences(split["index"])
-                split = {k: v[first] for k, v in split.items()}
-        context = EvalContext(
-            stage="val", split=split, head=self.head, encoder_output=split.pop("encoder_output"),
-            train_embeddings=None, train_labels=None, run_dir=None, seed=0,
-        )  # fmt: skip
-        embeddings = split.pop("embeddings")
-        metrics = call_evaluators(self.validation_evaluators, embeddings, split["labels"], context)
-        self.log_dict({k: float(v) for k, v in metrics.items()}, rank_zero_only=True)
+        return {"encoder_output": embeddings.detach()}
 
     def configure_optimizers(self) -> dict:
         head_lr = self.head.lr if isinstance(self.head, OwnLearningRate) else None
@@ -335,7 +302,7 @@ class RepresentationModule(L.LightningModule):
 def _freeze_all_but_embedding_layer(encoder: nn.Module) -> list[nn.Module]:
     """Freeze every encoder parameter outside ``encoder.embedding_layer``; return the encoder's direct and
     nested submodules that hold none of it (kept in eval mode by ``RepresentationModule.train``)."""
-    layer = getattr(encoder, "embedding_layer", None)
+    layer = encoder.embedding_layer if isinstance(encoder, HasEmbeddingLayer) else None
     if not isinstance(layer, nn.Module) or not any(True for _ in layer.parameters()):
         raise ContractError(
             f"trainable=embedding_layer: {type(encoder).__name__} has no embedding layer with parameters "
@@ -349,14 +316,6 @@ def _freeze_all_but_embedding_layer(encoder: nn.Module) -> list[nn.Module]:
     # The leaf modules outside the layer: putting them in eval mode leaves the layer (and its parents' own
     # flags, which no layer reads) alone.
     return [m for m in encoder.modules() if id(m) not in inside and not any(True for _ in m.children())]
-
-
-def _first_occurrences(index: Tensor) -> tuple[Tensor, Tensor]:
-    """The unique values of ``index`` (N,) and the position of each one's first occurrence."""
-    unique, inverse = torch.unique(index, return_inverse=True)
-    first = torch.full((len(unique),), len(index), dtype=torch.long, device=index.device)
-    first.scatter_reduce_(0, inverse, torch.arange(len(index), device=index.device), reduce="amin")
-    return unique, first
 
 
 def count_parameters(*modules: nn.Module) -> int:

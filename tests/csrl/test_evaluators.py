@@ -12,13 +12,13 @@ from sklearn.metrics import adjusted_rand_score
 
 from clusterable.contracts import EvalContext
 from clusterable.evaluation.csrl import (
-    csrl_clustering,
+    CSRLClustering,
+    ElasticPairs,
+    TRBMReconstructions,
+    TVAELatents,
     denoise,
-    elastic_pairs,
     image_grid,
     purity,
-    trbm_reconstructions,
-    tvae_latents,
 )
 from clusterable.heads.linear_ae import LinearAE
 from clusterable.heads.tcl import TensorizedContrastive
@@ -65,7 +65,7 @@ class AssignHead(torch.nn.Module):
 def test_clustering_scores_the_heads_assignment_when_it_has_one():
     x, y = blobs()
     wrong = torch.tensor([0, 1, 2] * 20)  # uncorrelated with the blobs
-    out = csrl_clustering(x, y, eval_context(x, y, AssignHead(wrong)))
+    out = CSRLClustering()(x, y, eval_context(x, y, AssignHead(wrong)))
     assert out["ari"] == pytest.approx(adjusted_rand_score(y.numpy(), wrong.numpy()))
     assert out["kmeans_raw/ari"] == pytest.approx(1.0)  # k-means on the raw, separable inputs
 
@@ -73,7 +73,7 @@ def test_clustering_scores_the_heads_assignment_when_it_has_one():
 def test_a_one_cluster_head_is_scored_by_kmeans_on_its_representation():
     # The standard (one-cluster) model assigns every point to its one cluster: its ARI is k-means on its embedding.
     x, y = blobs()
-    out = csrl_clustering(x, y, eval_context(x, y, AssignHead(torch.zeros(len(y), dtype=torch.long), 1)))
+    out = CSRLClustering()(x, y, eval_context(x, y, AssignHead(torch.zeros(len(y), dtype=torch.long), 1)))
     assert out["ari"] == pytest.approx(1.0)
 
 
@@ -81,10 +81,10 @@ def test_a_one_cluster_head_is_scored_by_kmeans_on_its_representation():
 def test_clustering_runs_kmeans_on_the_representation_without_assign():
     x, y = blobs()
     collapsed = torch.zeros(len(y), 2)  # a representation that lost the clusters
-    out = csrl_clustering(collapsed, y, eval_context(x, y, torch.nn.Identity()))
+    out = CSRLClustering()(collapsed, y, eval_context(x, y, torch.nn.Identity()))
     assert out["ari"] == pytest.approx(0.0, abs=1e-9)
     assert out["kmeans_raw/ari"] == pytest.approx(1.0)
-    assert csrl_clustering(x, y, eval_context(x, y, torch.nn.Identity()))["ari"] == pytest.approx(1.0)
+    assert CSRLClustering()(x, y, eval_context(x, y, torch.nn.Identity()))["ari"] == pytest.approx(1.0)
 
 
 def test_clustering_leaves_unlabelled_points_out():
@@ -93,11 +93,11 @@ def test_clustering_leaves_unlabelled_points_out():
     y[:5] = -1
     pred = y.clamp(min=0)
     pred[:5] = 2  # the unlabelled points' predictions must not count
-    out = csrl_clustering(x, y, eval_context(x, y, AssignHead(pred)))
+    out = CSRLClustering()(x, y, eval_context(x, y, AssignHead(pred)))
     assert out["ari"] == pytest.approx(1.0)
     one_class = torch.zeros(len(y), dtype=torch.long)
     with pytest.raises(ValueError, match="at least 2 classes"):
-        csrl_clustering(x, one_class, eval_context(x, one_class, torch.nn.Identity()))
+        CSRLClustering()(x, one_class, eval_context(x, one_class, torch.nn.Identity()))
 
 
 class ShiftHead(torch.nn.Module):
@@ -180,7 +180,7 @@ def test_tvae_latents_writes_the_panels_and_scores_purity(tmp_path: Path):
     mu = torch.tensor([[-1.0, 0.0], [-2.0, 1.0], [1.0, 0.0], [2.0, 1.0]])
     labels = torch.tensor([0, 0, 1, 0])
     ctx = eval_context(mu, labels, TVAEStub(), stage="train", run_dir=tmp_path)
-    out = tvae_latents(mu, labels, ctx, samples_per_cluster=4)
+    out = TVAELatents(samples_per_cluster=4)(mu, labels, ctx)
     assert out == {"tvae/purity": pytest.approx(0.75)}
     saved = np.load(tmp_path / "tvae_latent_train.npz")
     np.testing.assert_array_equal(saved["cluster"], [0, 0, 1, 1])
@@ -207,8 +207,8 @@ class RBMStub(TensorizedRBM):
 def test_trbm_reconstructions_compare_own_and_other_clusters(tmp_path: Path):
     x = torch.rand(6, 9)
     labels = torch.tensor([0, 0, 0, 1, 1, 1])
-    out = trbm_reconstructions(
-        x, labels, eval_context(x, labels, RBMStub(labels), run_dir=tmp_path), per_class=2
+    out = TRBMReconstructions(per_class=2)(
+        x, labels, eval_context(x, labels, RBMStub(labels), run_dir=tmp_path)
     )
     assert out["trbm/mse_own"] == pytest.approx(0.0)
     assert out["trbm/mse_other"] == pytest.approx(float(x.pow(2).mean()))
@@ -220,7 +220,7 @@ def test_trbm_reconstructions_of_a_real_rbm_match_one_cluster_at_a_time():
     torch.manual_seed(0)
     x, labels = torch.rand(8, 9), torch.tensor([0, 1] * 4)
     head = TensorizedRBM(input_shape=(9,), num_classes=2, hidden=5)
-    out = trbm_reconstructions(x, labels, eval_context(x, labels, head))
+    out = TRBMReconstructions()(x, labels, eval_context(x, labels, head))
     err = torch.stack([(head.reconstruct(x, cluster=j) - x).pow(2).mean(dim=1) for j in range(2)])  # (C, N)
     own = torch.zeros_like(err, dtype=torch.bool)
     own[head.assign(x), torch.arange(8)] = True
@@ -242,18 +242,18 @@ def test_elastic_pairs_take_the_negative_from_another_cluster(tmp_path: Path):
     images = torch.rand(5, 1, 28, 28)
     labels = torch.zeros(5, dtype=torch.long)
     ctx = eval_context(images, labels, TCLStub(), encoder_output=images.flatten(1), run_dir=tmp_path)
-    out = elastic_pairs(images.flatten(1), labels, ctx, num_examples=3)
+    out = ElasticPairs(num_examples=3)(images.flatten(1), labels, ctx)
     assert out["tcl/elastic_change"] > 0
     saved = np.load(tmp_path / "tcl_elastic_test.npz")
     # The first point of another cluster.
     np.testing.assert_array_equal(saved["negative"], images[[2, 2, 0]].flatten(1).numpy())
     assert saved["positive"].shape == (3, 784)
     # No displacement (alpha 0): the positives are the anchors, up to the resampling's rounding.
-    unchanged = elastic_pairs(images.flatten(1), labels, ctx, num_examples=3, alpha=0.0)
+    unchanged = ElasticPairs(num_examples=3, alpha=0.0)(images.flatten(1), labels, ctx)
     assert unchanged["tcl/elastic_change"] == pytest.approx(0.0, abs=1e-6)
 
 
-@pytest.mark.parametrize("evaluator", [tvae_latents, trbm_reconstructions, elastic_pairs])
+@pytest.mark.parametrize("evaluator", [TVAELatents(), TRBMReconstructions(), ElasticPairs()])
 def test_figure_evaluators_refuse_another_models_head_in_one_line(evaluator):
     x, labels = torch.rand(4, 9), torch.tensor([0, 0, 1, 1])
     head = TensorizedAE(arch="tae1", input_shape=(9,), num_classes=2)  # a clustering head, but not theirs
@@ -266,20 +266,20 @@ def test_figure_evaluators_refuse_another_models_head_in_one_line(evaluator):
 @pytest.mark.parametrize(
     "evaluator,option,value",
     [
-        (csrl_clustering, "kmeans_n_init", 0),
-        (csrl_clustering, "num_threads", 0),
-        (tvae_latents, "samples_per_cluster", 0),
-        (trbm_reconstructions, "per_class", 0),
-        (elastic_pairs, "num_examples", 0),
-        (elastic_pairs, "alpha", -1.0),
-        (elastic_pairs, "sigma", -1.0),
+        (CSRLClustering, "kmeans_n_init", 0),
+        (CSRLClustering, "num_threads", 0),
+        (TVAELatents, "samples_per_cluster", 0),
+        (TRBMReconstructions, "per_class", 0),
+        (ElasticPairs, "num_examples", 0),
+        (ElasticPairs, "alpha", -1.0),
+        (ElasticPairs, "sigma", -1.0),
     ],
 )
 def test_csrl_evaluators_reject_options_out_of_range_naming_them(evaluator, option, value):
-    x, labels = blobs()
-    # The message starts with the option's name: the framework prefixes it with evaluator.<name>.
+    # When built, before training: the message starts with the option's name, which the framework prefixes with
+    # evaluator.<name>.
     with pytest.raises(ValueError, match=f"^{option} must be"):
-        evaluator(x, labels, eval_context(x, labels, AssignHead(labels)), **{option: value})
+        evaluator(**{option: value})
 
 
 def run(params: dict[str, str], metrics: dict[str, float], ok: bool = True) -> Run:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from clusterable.contracts import EvalContext
-from clusterable.evaluation.csrl import elastic_pairs, trbm_reconstructions
+from clusterable.evaluation.csrl import ElasticPairs, TRBMReconstructions
 from clusterable.heads.tcl import TensorizedContrastive
 from clusterable.heads.trbm import TensorizedRBM
 from clusterable.tables.csrl.tcl import local_linearity
@@ -39,7 +39,7 @@ def test_trbm_reconstructions_of_the_standard_rbm(tmp_path):
     rbm = TensorizedRBM([16], 2, hidden=5, num_clusters=1)
     x, y = torch.rand(10, 16), torch.tensor([0, 1] * 5)
     rbm.init_clusters(x)
-    out = trbm_reconstructions(x, y, context(rbm, x, y, run_dir=tmp_path), per_class=3)
+    out = TRBMReconstructions(per_class=3)(x, y, context(rbm, x, y, run_dir=tmp_path))
     err = (rbm.reconstruct(x) - x).pow(2).mean(1)
     assert set(out) == {"trbm/mse_own", "trbm/mse_own_worst_class", "trbm/class_match"}  # no other cluster
     assert out["trbm/mse_own"] == pytest.approx(float(err.mean()), rel=1e-5)
@@ -58,7 +58,7 @@ def test_trbm_reconstructions_worst_class_is_per_point_own_error():
         p.normal_(0, 1)
     x, y = torch.rand(12, 9), torch.tensor([0, 0, 1, 2] * 3)
     rbm.init_clusters(x)
-    out = trbm_reconstructions(x, y, context(rbm, x, y))
+    out = TRBMReconstructions()(x, y, context(rbm, x, y))
     own = rbm.assign(x)
     err = torch.stack([(rbm.reconstruct(x, cluster=j) - x).pow(2).mean(1) for j in range(2)])  # (C, N)
     own_err = err[own, torch.arange(len(x))]
@@ -81,12 +81,12 @@ def test_trbm_class_match_tells_a_blend_from_reconstructions_of_each_digit():
     )
     rbm.init_clusters(x)
     rbm.weight.zero_(), rbm.hidden_bias.zero_()  # every input reconstructed as sigmoid(b): one blend for all
-    assert trbm_reconstructions(x, y, context(rbm, x, y))["trbm/class_match"] == 0.5
+    assert TRBMReconstructions()(x, y, context(rbm, x, y))["trbm/class_match"] == 0.5
     rbm.weight[0] = 8 * torch.tensor(
         [[1.0, -1], [1, -1], [-1, 1], [-1, 1]]
     )  # two hidden units, one per digit
     rbm.hidden_bias.fill_(-4), rbm.visible_bias.fill_(-4)
-    assert trbm_reconstructions(x, y, context(rbm, x, y))["trbm/class_match"] == 1.0
+    assert TRBMReconstructions()(x, y, context(rbm, x, y))["trbm/class_match"] == 1.0
 
 
 @torch.no_grad()
@@ -96,13 +96,13 @@ def test_elastic_pairs_of_the_standard_contrastive_model_take_other_points_as_ne
     head = TensorizedContrastive(784, 2, out_dim=4, hidden=6, num_clusters=1)
     head.init_clusters(x, inputs=x)
     ctx = context(head, x, y, run_dir=tmp_path, seed=3)
-    out = elastic_pairs(x, y, ctx, num_examples=6)
+    out = ElasticPairs(num_examples=6)(x, y, ctx)
     assert out["tcl/elastic_change"] > 0
     with np.load(tmp_path / "tcl_elastic_test.npz") as saved:
         anchor, negative = saved["anchor"], saved["negative"]
     rows = [int(np.flatnonzero((x.numpy() == n).all(1))[0]) for n in negative]
     assert all(r != i for i, r in enumerate(rows))  # never the anchor itself
-    elastic_pairs(x, y, dataclasses.replace(ctx, run_dir=tmp_path / "again"), num_examples=6)
+    ElasticPairs(num_examples=6)(x, y, dataclasses.replace(ctx, run_dir=tmp_path / "again"))
     with np.load(tmp_path / "again" / "tcl_elastic_test.npz") as again:
         np.testing.assert_array_equal(again["negative"], negative)  # seeded: the same figure again
     np.testing.assert_array_equal(anchor, x[:6].numpy())

@@ -22,7 +22,7 @@ from clusterable.contracts import (
     RepresentingHead,
     require,
 )
-from clusterable.evaluation.csrl import tvae_latents
+from clusterable.evaluation.csrl import TVAELatents
 from clusterable.heads.tvae_cnn import TensorizedConvVAE
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -239,7 +239,7 @@ def test_contracts_and_the_tvae_evaluator(tmp_path: Path):
     mu = head.embed(x)
     ctx = EvalContext("train", {"inputs": x, "labels": labels}, head, encoder_output=x, train_embeddings=mu,
                       train_labels=labels, run_dir=tmp_path)  # fmt: skip
-    out = tvae_latents(mu, labels, ctx, samples_per_cluster=4)
+    out = TVAELatents(samples_per_cluster=4)(mu, labels, ctx)
     assert 0.5 <= out["tvae/purity"] <= 1
     assert np.load(tmp_path / "tvae_samples.npz")["images"].shape == (2, 4, 144)
     assert (tmp_path / "tvae_latent_train.png").is_file() and (tmp_path / "tvae_samples.png").is_file()

@@ -1,5 +1,6 @@
 """Evaluators against naive re-computations: brute-force matching, loops over samples, sklearn, numpy; their
-contract (``fn(embeddings, labels, context, *, options)``) and the runner that calls them."""
+contract (``evaluator(embeddings, labels, context)``, its options the fields of a frozen dataclass) and the runner
+that calls them."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from torch import nn
 
-from clusterable.contracts import EvalContext, require_evaluator
-from clusterable.data import InMemoryDataModule
-from clusterable.evaluation import accuracy, classification, cluster_metrics, hungarian_accuracy
-from clusterable.evaluation.latent_plot import latent_plot
+from clusterable.contracts import DeclaresMetrics, EvalContext, require_evaluator
+from clusterable.data.memory import InMemoryDataModule
+from clusterable.evaluation import classification
+from clusterable.evaluation.classification import accuracy
+from clusterable.evaluation.clustering import ClusterMetrics, hungarian_accuracy
+from clusterable.evaluation.latent_plot import LatentPlot
 from clusterable.evaluation.runner import evaluate
 from clusterable.heads.cce import CCELoss
 from clusterable.heads.linear_ae import LinearAE
@@ -89,12 +92,13 @@ def test_hungarian_accuracy_rejects_length_mismatch():
         hungarian_accuracy(np.zeros(3), np.zeros(4))
 
 
-# ---- cluster_metrics -------------------------------------------------------------------------------------
+# ---- ClusterMetrics ----------------------------------------------------------------------------------------
 
 
 def test_cluster_metrics_on_separated_blobs_are_perfect():
     x, y = blobs()
-    out = cluster_metrics(torch.as_tensor(x), torch.as_tensor(y), eval_context(x, y, seed=0))
+    out = ClusterMetrics()(torch.as_tensor(x), torch.as_tensor(y), eval_context(x, y, seed=0))
+    assert list(out) == ClusterMetrics().metric_names()
     assert sorted(out) == sorted(f"{m}/{k}" for m in ("kmeans", "gmm") for k in KEYS)
     for method in ("kmeans", "gmm"):
         for key in ("acc", "ari", "nmi", "ami", "v_measure"):
@@ -110,13 +114,13 @@ def test_cluster_metrics_excludes_unlabelled_samples():
         np.concatenate([extra[:30], x, extra[30:]]),
         np.concatenate([-np.ones(30), y, -np.ones(30)]),
     )
-    with_unlabelled = cluster_metrics(x_all, y_all, eval_context(x_all, y_all, seed=3))
-    assert with_unlabelled == cluster_metrics(x, y, eval_context(x, y, seed=3))
+    with_unlabelled = ClusterMetrics()(x_all, y_all, eval_context(x_all, y_all, seed=3))
+    assert with_unlabelled == ClusterMetrics()(x, y, eval_context(x, y, seed=3))
 
 
 def test_silhouette_is_sklearns_on_the_kmeans_clusters():
     x, y = blobs(n=90, spread=2.0)
-    out = cluster_metrics(x, y, eval_context(x, y, seed=4), methods=["kmeans"], silhouette_sample=None)
+    out = ClusterMetrics(methods=["kmeans"], silhouette_sample=None)(x, y, eval_context(x, y, seed=4))
     pred = KMeans(n_clusters=3, n_init=1, random_state=4).fit_predict(x)
     assert out["kmeans/silhouette"] == pytest.approx(silhouette_score(x.astype(np.float64), pred))
     assert out["kmeans/acc"] == pytest.approx(hungarian_accuracy(y, pred))
@@ -124,7 +128,7 @@ def test_silhouette_is_sklearns_on_the_kmeans_clusters():
 
 def test_cluster_metrics_single_cluster_gives_nan_silhouette():
     x, y = blobs(n=60)
-    out = cluster_metrics(x, y, eval_context(x, y), num_clusters=1, methods=["kmeans"])
+    out = ClusterMetrics(num_clusters=1, methods=["kmeans"])(x, y, eval_context(x, y))
     assert np.isnan(out["kmeans/silhouette"])
     # Every point in one cluster, matched to one class of three.
     assert out["kmeans/acc"] == pytest.approx(1 / 3)
@@ -133,9 +137,14 @@ def test_cluster_metrics_single_cluster_gives_nan_silhouette():
 def test_cluster_metrics_is_seeded():
     x, y = blobs(n=120, spread=0.5)  # overlapping blobs, so the random state matters
     ctx = eval_context(x, y, seed=7)
-    assert cluster_metrics(x, y, ctx, silhouette_sample=50) == cluster_metrics(
-        x, y, ctx, silhouette_sample=50
-    )
+    assert ClusterMetrics(silhouette_sample=50)(x, y, ctx) == ClusterMetrics(silhouette_sample=50)(x, y, ctx)
+
+
+def test_cluster_metrics_without_ami_leave_the_key_out_and_say_so():
+    x, y = blobs(n=60)
+    evaluator = ClusterMetrics(methods=["kmeans", "gmm"], ami=False)
+    assert list(evaluator(x, y, eval_context(x, y))) == evaluator.metric_names()
+    assert "kmeans/ami" not in evaluator.metric_names() and isinstance(evaluator, DeclaresMetrics)
 
 
 @pytest.mark.parametrize(
@@ -154,23 +163,29 @@ def test_cluster_metrics_is_seeded():
     ],
 )
 def test_cluster_metrics_rejects_options_out_of_range_naming_them(option, value):
-    x, y = blobs(n=30)
-    # The message starts with the option's name: the framework prefixes it with evaluator.clustering.
+    # When built, before any training: the message starts with the option's name, and the framework prefixes it
+    # with evaluator.clustering.
     with pytest.raises(ValueError, match=f"^{option} must be"):
-        cluster_metrics(x, y, eval_context(x, y), **{option: value})
+        ClusterMetrics(**{option: value})
+
+
+def test_cluster_metrics_refuses_more_clusters_than_labelled_rows():
+    x, y = blobs(n=30)
+    with pytest.raises(ValueError, match=r"^num_clusters must be in \[1, 30\]"):
+        ClusterMetrics(num_clusters=31)(x, y, eval_context(x, y))
 
 
 def test_cluster_metrics_needs_a_labelled_sample():
     x, _ = blobs(n=30)
     with pytest.raises(ValueError, match="labelled"):
-        cluster_metrics(x, -np.ones(30), eval_context(x, -np.ones(30)))
+        ClusterMetrics()(x, -np.ones(30), eval_context(x, -np.ones(30)))
 
 
 def test_cluster_metrics_rejects_non_finite_embeddings():
     x, y = blobs(n=30)
     x[4, 1] = np.nan
     with pytest.raises(ValueError, match="finite"):
-        cluster_metrics(x, y, eval_context(x, y))
+        ClusterMetrics()(x, y, eval_context(x, y))
 
 
 # ---- accuracy --------------------------------------------------------------------------------------------
@@ -255,8 +270,8 @@ def test_accuracy_needs_logits_or_labelled_training_data():
 def test_latent_plot_writes_png_and_coordinates(tmp_path, method):
     x, y = blobs(n=60, dim=5, spread=3.0)
     y[:6] = -1
-    out = latent_plot(
-        x, y, eval_context(x, y, run_dir=tmp_path, stage="val", seed=1), method=method, max_points=40
+    out = LatentPlot(method=method, max_points=40)(
+        x, y, eval_context(x, y, run_dir=tmp_path, stage="val", seed=1)
     )
     assert (tmp_path / f"latent_val_{method}.png").read_bytes()[:8] == PNG_MAGIC
     saved = np.load(tmp_path / f"latent_val_{method}.npz")
@@ -272,7 +287,7 @@ def test_latent_plot_writes_png_and_coordinates(tmp_path, method):
 
 def test_latent_plot_draws_2d_embeddings_as_they_are(tmp_path):
     x, y = blobs(n=30, dim=2)
-    assert latent_plot(x, y, eval_context(x, y, run_dir=tmp_path), method="tsne", filename="fig.png") == {}
+    assert LatentPlot(method="tsne", filename="fig.png")(x, y, eval_context(x, y, run_dir=tmp_path)) == {}
     assert (tmp_path / "fig.png").read_bytes()[:8] == PNG_MAGIC
     saved = np.load(tmp_path / "fig.npz")
     np.testing.assert_array_equal(saved["xy"], x)
@@ -282,7 +297,7 @@ def test_latent_plot_draws_2d_embeddings_as_they_are(tmp_path):
 def test_latent_plot_without_run_dir_saves_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     x, y = blobs(n=30, dim=4)
-    assert "pca/explained_variance" in latent_plot(x, y, eval_context(x, y, run_dir=None))
+    assert "pca/explained_variance" in LatentPlot()(x, y, eval_context(x, y, run_dir=None))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -290,36 +305,41 @@ def test_latent_plot_without_run_dir_saves_nothing(tmp_path, monkeypatch):
     "option,value", [("method", "umap"), ("max_points", 1), ("perplexity", 0.0), ("num_threads", 0)]
 )
 def test_latent_plot_rejects_options_out_of_range_naming_them(option, value):
-    x, y = blobs(n=30, dim=4)
     with pytest.raises(ValueError, match=f"^{option} must be"):
-        latent_plot(x, y, eval_context(x, y), **{option: value})
+        LatentPlot(**{option: value})
 
 
 # ---- configs and the contract ------------------------------------------------------------------------------
 
 
-def evaluator_function(name: str):
-    """The function a ``conf/evaluator/{name}.yaml`` names (unbound)."""
-    return hydra.utils.get_method(OmegaConf.load(CONF / f"{name}.yaml")._target_)
+def evaluator_target(name: str):
+    """The class or function a ``conf/evaluator/{name}.yaml`` names."""
+    return hydra.utils.get_object(OmegaConf.load(CONF / f"{name}.yaml")._target_)
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONF.glob("*.yaml")))
-def test_every_evaluator_takes_embeddings_labels_context_and_declared_options(name):
-    fn = evaluator_function(name)
-    require_evaluator(fn, f"evaluator.{name}")
-    params = inspect.signature(fn).parameters
-    positional = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
-    assert positional == ["embeddings", "labels", "context"]
-    # No **kwargs (nor *args): an option misspelt in the config must fail, not vanish.
-    assert not [p for p in params.values() if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
-    options = {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
-    assert len(params) == 3 + len(options)
-    # Every option has a default and a type hint (the config checker compares values against the hints).
-    hints = typing.get_type_hints(fn)
-    assert all(p.default is not p.empty and n in hints for n, p in options.items()), name
-    node = OmegaConf.load(CONF / f"{name}.yaml")
-    assert set(node) - {"_target_", "_partial_"} <= set(options), name
-    assert node._partial_ is True
+def test_every_evaluator_takes_embeddings_labels_context_and_states_its_options_once(name):
+    target, node = evaluator_target(name), OmegaConf.load(CONF / f"{name}.yaml")
+    keys = set(node) - {"_target_", "_partial_"}
+    if dataclasses.is_dataclass(target):
+        # An evaluator with options: a frozen dataclass whose fields are the options, each with a default and a
+        # type hint (the config checker compares values against the constructor's hints), built from the node
+        # itself (no _partial_), and called as (embeddings, labels, context).
+        assert target.__dataclass_params__.frozen and "_partial_" not in node, name
+        fields = {f.name: f for f in dataclasses.fields(target)}
+        hints = typing.get_type_hints(target)
+        assert all(f.default is not dataclasses.MISSING and n in hints for n, f in fields.items()), name
+        assert keys <= set(fields), name
+        call = inspect.signature(target.__call__).parameters
+        assert list(call) == ["self", "embeddings", "labels", "context"], name
+        require_evaluator(hydra.utils.instantiate(node), f"evaluator.{name}")
+    else:
+        # Without options: a function (embeddings, labels, context), bound as a partial.
+        require_evaluator(target, f"evaluator.{name}")
+        params = inspect.signature(target).parameters
+        assert list(params) == ["embeddings", "labels", "context"] and not keys and node._partial_ is True, (
+            name
+        )
 
 
 @pytest.mark.parametrize("name", EVALUATORS)
@@ -327,13 +347,16 @@ def test_evaluator_yaml_instantiates_and_runs(tmp_path, name):
     # Several evaluators are selected at once, so each config sits under its own name in the group.
     assert (CONF / f"{name}.yaml").read_text().splitlines()[0] == f"# @package evaluator.{name}"
     evaluate_fn = hydra.utils.instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
-    assert isinstance(evaluate_fn, functools.partial)
+    target = evaluator_target(name)
+    assert isinstance(evaluate_fn, target) if dataclasses.is_dataclass(target) else evaluate_fn.func is target
     x, y = blobs(n=60, dim=4)
     ctx = eval_context(x, y, head=LinearHead(torch.randn(3, 4)), run_dir=tmp_path)
     out = evaluate_fn(torch.as_tensor(x), torch.as_tensor(y), ctx)
     assert isinstance(out, dict) and all(isinstance(v, float) for v in out.values())
     expected = {"classification": {"acc"}, "latent_plot": {"pca/explained_variance"}}
     assert set(out) == expected.get(name, {f"{m}/{k}" for m in ("kmeans", "gmm") for k in KEYS})
+    if isinstance(evaluate_fn, DeclaresMetrics):
+        assert list(out) == evaluate_fn.metric_names()
 
 
 def test_evaluator_group_composes_under_its_own_names():

@@ -13,7 +13,7 @@ from torch import nn
 
 from clusterable.contracts import EvalContext
 from clusterable.evaluation import kmeans as kmeans_module
-from clusterable.evaluation.clustering import cluster_metrics
+from clusterable.evaluation.clustering import ClusterMetrics
 from clusterable.evaluation.kmeans import kmeans
 from clusterable.evaluation.matmul import score_blocks
 
@@ -134,19 +134,20 @@ def test_torch_backend_through_cluster_metrics():
     x, y = blobs(150, 3)
     y = y.copy()
     y[:5] = -1  # unlabelled rows are left out, as with scikit-learn
-    out = cluster_metrics(x, torch.as_tensor(y), context(x, y), methods=["kmeans"], kmeans_backend="torch")
+    out = ClusterMetrics(methods=["kmeans"], kmeans_backend="torch")(x, torch.as_tensor(y), context(x, y))
     assert out["kmeans/acc"] == 1.0 and out["kmeans/ari"] == 1.0 and out["kmeans/ami"] == pytest.approx(1.0)
-    sklearn_out = cluster_metrics(x, torch.as_tensor(y), context(x, y), methods=["kmeans"])
+    sklearn_out = ClusterMetrics(methods=["kmeans"])(x, torch.as_tensor(y), context(x, y))
     assert set(out) == set(sklearn_out)
-    no_ami = cluster_metrics(x, torch.as_tensor(y), context(x, y), methods=["kmeans"], kmeans_backend="torch",
-                             ami=False)  # fmt: skip
+    no_ami = ClusterMetrics(methods=["kmeans"], kmeans_backend="torch", ami=False)(
+        x, torch.as_tensor(y), context(x, y)
+    )
     assert set(no_ami) == set(out) - {"kmeans/ami"}
 
 
 def test_cluster_metrics_rejects_an_unknown_backend():
     x, y = blobs(30, 3)
     with pytest.raises(ValueError, match=r"^kmeans_backend must be one of \['sklearn', 'torch'\]"):
-        cluster_metrics(x, torch.as_tensor(y), context(x, y), kmeans_backend="faiss")
+        ClusterMetrics(kmeans_backend="faiss")(x, torch.as_tensor(y), context(x, y))
 
 
 def test_pruned_assignment_is_the_full_argmin():

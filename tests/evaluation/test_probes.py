@@ -3,8 +3,8 @@ split; their options, errors, declared metric names and config."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import inspect
 import warnings
 from pathlib import Path
 
@@ -18,8 +18,8 @@ from torch import nn
 
 from clusterable.config import ConfigError, build
 from clusterable.contracts import EvalContext, declared_metrics
-from clusterable.data import InMemoryDataModule
-from clusterable.evaluation.probes import CLASSIFIERS, probes
+from clusterable.data.memory import InMemoryDataModule
+from clusterable.evaluation.probes import CLASSIFIERS, Probes
 from clusterable.evaluation.runner import evaluate
 from clusterable.heads.cce import CCELoss
 from clusterable.models.identity import Identity
@@ -54,8 +54,8 @@ def context(train_x, train_y, seen_y=None, seed: int = 0, test_x=None) -> EvalCo
 
 
 def run(train_x, train_y, test_x, test_y, seed: int = 0, seen_y=None, **options) -> dict[str, float]:
-    return probes(torch.as_tensor(test_x), torch.as_tensor(test_y),
-                  context(train_x, train_y, seen_y, seed, test_x), **options)  # fmt: skip
+    return Probes(**options)(torch.as_tensor(test_x), torch.as_tensor(test_y),
+                             context(train_x, train_y, seen_y, seed, test_x))  # fmt: skip
 
 
 def test_probes_on_separable_blobs_are_perfect():
@@ -187,13 +187,11 @@ def test_the_mlps_convergence_warning_is_silenced():
     ],
 )
 def test_options_out_of_range_are_refused_in_one_line_naming_them(option, value):
-    train_x, train_y, test_x, test_y = split_blobs(20, 10)
-    # The message starts with the option's name: the runner prefixes it with evaluator.probes.
+    # When built, before training: the message starts with the option's name, which the framework prefixes with
+    # evaluator.probes.
     with pytest.raises(ValueError, match=f"^{option} must") as error:
-        run(train_x, train_y, test_x, test_y, **{option: value})
+        Probes(**{option: value})
     assert "\n" not in str(error.value)
-    with pytest.raises(ValueError, match=f"^{option} must"):  # metric_names checks them before training
-        probes.metric_names(**{option: value})
 
 
 @pytest.mark.parametrize(
@@ -225,7 +223,7 @@ def test_data_the_probes_cannot_fit_is_refused_in_one_line(case, match):
         train_x[3, 1] = np.nan
         ctx = context(train_x, train_y)
     with pytest.raises(ValueError, match=match) as error:
-        probes(torch.as_tensor(test_x), torch.as_tensor(test_y), ctx, **options)
+        Probes(**options)(torch.as_tensor(test_x), torch.as_tensor(test_y), ctx)
     assert "\n" not in str(error.value)
 
 
@@ -233,7 +231,7 @@ def test_data_the_probes_cannot_fit_is_refused_in_one_line(case, match):
 def test_metric_names_are_the_keys_returned(classifiers):
     train_x, train_y, test_x, test_y = split_blobs(40, 20)
     out = run(train_x, train_y, test_x, test_y, classifiers=classifiers, mlp_max_iter=5)
-    assert probes.metric_names(classifiers=classifiers, mlp_max_iter=5) == list(out)
+    assert Probes(classifiers=classifiers, mlp_max_iter=5).metric_names() == list(out)
 
 
 def compose_probes(*overrides: str):
@@ -241,18 +239,17 @@ def compose_probes(*overrides: str):
         return compose(overrides=["+evaluator=[probes]", *overrides])
 
 
-def test_the_config_builds_the_evaluator_with_the_functions_defaults():
+def test_the_config_builds_the_evaluator_with_its_defaults():
     cfg = compose_probes()
     assert (CONF / "evaluator" / "probes.yaml").read_text().splitlines()[0] == "# @package evaluator.probes"
-    # The YAML documents every option, with the values the function defaults to.
+    # The YAML documents every option, with the values the evaluator defaults to.
     node = OmegaConf.to_container(cfg.evaluator.probes)
-    params = inspect.signature(probes).parameters.values()
-    defaults = {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
-    assert set(node) - {"_target_", "_partial_"} == set(defaults)
+    defaults = {f.name: f.default for f in dataclasses.fields(Probes)}
+    assert set(node) - {"_target_"} == set(defaults)
     for name, default in defaults.items():
         assert node[name] == (list(default) if isinstance(default, tuple) else default), name
     fn = build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_CALL)
-    assert declared_metrics(fn) == KEYS
+    assert fn == Probes() and declared_metrics(fn) == KEYS
     train_x, train_y, test_x, test_y = split_blobs(100, 40)
     out = fn(torch.as_tensor(test_x), torch.as_tensor(test_y), context(train_x, train_y))
     assert list(out) == KEYS and all(isinstance(v, float) for v in out.values())
@@ -293,7 +290,7 @@ def test_the_runner_gives_the_probes_the_labels_training_did_not_see():
     assert int((data.splits["train"]["labels"] >= 0).sum()) == 2
     head = CCELoss(num_classes=4, embedding_dim=4)
     module = RepresentationModule(Identity(input_shape=(4,)), head, functools.partial(torch.optim.Adam))
-    evaluator = functools.partial(probes, classifiers=["knn", "linear"])
+    evaluator = Probes(classifiers=["knn", "linear"])
     out = evaluate(module, data, {"probes": evaluator}, stages=["test"])
     assert out == pytest.approx({"test/knn/acc": 1.0, "test/knn/ami": 1.0, "test/linear/acc": 1.0,
                                  "test/linear/ami": 1.0})  # fmt: skip

@@ -3,7 +3,6 @@ R-Precision, both distances, all-vs-all and query/gallery, duplicates, ties, chu
 
 from __future__ import annotations
 
-import functools
 import math
 from pathlib import Path
 
@@ -15,8 +14,8 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from clusterable.config import build
-from clusterable.contracts import EVALUATOR_ARGS, EvalContext
-from clusterable.evaluation.retrieval import metric_names, retrieval_metrics
+from clusterable.contracts import EVALUATOR_ARGS, DeclaresMetrics, EvalContext, declared_metrics
+from clusterable.evaluation.retrieval import RetrievalMetrics
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "evaluator" / "retrieval.yaml"
 
@@ -95,9 +94,11 @@ KS = [1, 2, 4, 8]
 def test_all_vs_all_matches_brute_force_with_ties(seed, chunk_size):
     # One block (1000), blocks wider than K + 1 (16: topk, filter, merges), narrower than K (7, 2: every entry).
     x, y = exact_points(30, seed)
-    out = retrieval_metrics(x, y, context(x, y), ks=KS, distances=["l2", "cos"], chunk_size=chunk_size)
+    out = RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=chunk_size)(x, y, context(x, y))
     expected = {**brute_force(x, y, KS, "l2"), **brute_force(x, y, KS, "cos")}
-    assert_same(out, {key: expected[key] for key in metric_names(ks=KS, distances=["l2", "cos"])})
+    assert_same(
+        out, {key: expected[key] for key in RetrievalMetrics(ks=KS, distances=["l2", "cos"]).metric_names()}
+    )
 
 
 @pytest.mark.parametrize("chunk_size", [3, 1000])
@@ -105,7 +106,7 @@ def test_integer_grid_l2_matches_brute_force(chunk_size):
     # Small integer coordinates: many exactly equal Euclidean distances, in rows larger than a block.
     g = torch.Generator().manual_seed(3)
     x, y = torch.randint(-2, 3, (28, 3), generator=g).float(), torch.randint(0, 3, (28,), generator=g)
-    out = retrieval_metrics(x, y, context(x, y), ks=[1, 3, 5], distances=["l2"], chunk_size=chunk_size)
+    out = RetrievalMetrics(ks=[1, 3, 5], distances=["l2"], chunk_size=chunk_size)(x, y, context(x, y))
     assert_same(out, brute_force(x, y, [1, 3, 5], "l2"))
 
 
@@ -121,10 +122,12 @@ def test_blocks_filtered_by_group_maxima_match_brute_force(mode):
     if mode == "query/gallery":
         split = {"is_query": torch.arange(301) % 3 != 0, "is_gallery": torch.arange(301) % 5 != 1}
     ks = [1, 3, 10]
-    out = retrieval_metrics(x, y, context(x, y, **split), ks=ks, distances=["l2", "cos"], chunk_size=128)
+    out = RetrievalMetrics(ks=ks, distances=["l2", "cos"], chunk_size=128)(x, y, context(x, y, **split))
     masks = (split.get("is_query"), split.get("is_gallery"))
     expected = {**brute_force(x, y, ks, "l2", *masks), **brute_force(x, y, ks, "cos", *masks)}
-    assert_same(out, {key: expected[key] for key in metric_names(ks=ks, distances=["l2", "cos"])})
+    assert_same(
+        out, {key: expected[key] for key in RetrievalMetrics(ks=ks, distances=["l2", "cos"]).metric_names()}
+    )
 
 
 def test_random_features_match_brute_force_and_do_not_depend_on_the_chunk_size():
@@ -132,7 +135,7 @@ def test_random_features_match_brute_force_and_do_not_depend_on_the_chunk_size()
     x, y = torch.randn(40, 6, generator=g), torch.arange(40) % 5
     expected = {**brute_force(x, y, KS, "l2"), **brute_force(x, y, KS, "cos")}
     results = [
-        retrieval_metrics(x, y, context(x, y), ks=KS, distances=["l2", "cos"], chunk_size=c)
+        RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=c)(x, y, context(x, y))
         for c in (5, 13, 64)
     ]
     for out in results:
@@ -146,9 +149,9 @@ def test_several_threads_give_the_same_result_and_are_restored():
     # thread settings are left as they were.
     x, y = exact_points(150, 14)
     options = {"ks": [1, 5], "distances": ["l2", "cos"], "chunk_size": 60}
-    one = retrieval_metrics(x, y, context(x, y), **options)
+    one = RetrievalMetrics(**options)(x, y, context(x, y))
     torch.set_num_threads(2)
-    assert retrieval_metrics(x, y, context(x, y), **options) == one
+    assert RetrievalMetrics(**options)(x, y, context(x, y)) == one
     assert torch.get_num_threads() == 2
 
 
@@ -157,7 +160,7 @@ def test_duplicates_are_each_others_nearest_neighbour():
     # first neighbour) would drop the copy instead of the query itself whenever the copy comes first.
     base = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     x, y = base.repeat(2, 1), torch.tensor([0, 1, 2, 0, 1, 2])
-    out = retrieval_metrics(x, y, context(x, y), ks=[1], distances=["l2", "cos"])
+    out = RetrievalMetrics(ks=[1], distances=["l2", "cos"])(x, y, context(x, y))
     assert out == {f"{name}/{d}": 1.0 for d in ("l2", "cos") for name in ("recall@1", "map@r", "r_precision")}
 
 
@@ -167,8 +170,9 @@ def test_ties_go_to_the_lower_gallery_index():
     y = torch.tensor([0, 1, 0, 0, 2, 2])
     queries = torch.tensor([True, False, False, False, False, False])
     gallery = ~queries
-    out = retrieval_metrics(x, y, context(x, y, is_query=queries, is_gallery=gallery), ks=[1, 2, 3],
-                            distances=["l2"])  # fmt: skip
+    out = RetrievalMetrics(ks=[1, 2, 3], distances=["l2"])(
+        x, y, context(x, y, is_query=queries, is_gallery=gallery)
+    )
     # Ranked by (distance, index): 1 (class 1), 2 (class 0), 3 (class 0), 4, 5. R = 2.
     assert out["recall@1/l2"] == 0.0 and out["recall@2/l2"] == 1.0 and out["recall@3/l2"] == 1.0
     assert out["r_precision/l2"] == 0.5
@@ -185,34 +189,37 @@ def test_query_gallery_mode_matches_brute_force(chunk_size):
     y[25], is_query[25], is_gallery[25] = 9, True, False  # a query whose class is not in the gallery
     split = {"is_query": is_query, "is_gallery": is_gallery}
     ks = [1, 2, int(is_gallery.sum())]  # K may be the whole gallery
-    out = retrieval_metrics(
-        x, y, context(x, y, **split), ks=ks, distances=["l2", "cos"], chunk_size=chunk_size
+    out = RetrievalMetrics(ks=ks, distances=["l2", "cos"], chunk_size=chunk_size)(
+        x, y, context(x, y, **split)
     )
     expected = {
         **brute_force(x, y, ks, "l2", is_query, is_gallery),
         **brute_force(x, y, ks, "cos", is_query, is_gallery),
     }
-    assert_same(out, {key: expected[key] for key in metric_names(ks=ks, distances=["l2", "cos"])})
+    assert_same(
+        out, {key: expected[key] for key in RetrievalMetrics(ks=ks, distances=["l2", "cos"]).metric_names()}
+    )
 
 
 def test_lone_queries_and_unlabelled_rows_are_left_out():
     x, y = exact_points(20, 7)
     y[0] = 17  # the only row of its class: a lone query
     y[1] = -1  # unlabelled: neither query nor gallery
-    out = retrieval_metrics(x, y, context(x, y), ks=[1, 3], distances=["l2"])
+    out = RetrievalMetrics(ks=[1, 3], distances=["l2"])(x, y, context(x, y))
     keep = torch.arange(20) != 1
     assert_same(out, brute_force(x[keep], y[keep], [1, 3], "l2"))
     # Every query lone: nothing to average (pytorch-metric-learning reports 0; we report NaN).
     x, y = torch.randn(4, 3), torch.arange(4)
-    assert all(math.isnan(v) for v in retrieval_metrics(x, y, context(x, y), ks=[1]).values())
+    assert all(math.isnan(v) for v in RetrievalMetrics(ks=[1])(x, y, context(x, y)).values())
 
 
-def test_keys_are_metric_names_and_the_function_exposes_them():
+def test_keys_are_metric_names_and_the_evaluator_declares_them():
     x, y = exact_points(12, 8)
-    options = {"ks": [1, 4], "distances": ["cos"], "map_at_r": False, "r_precision": True}
-    assert list(retrieval_metrics(x, y, context(x, y), **options)) == metric_names(**options)
-    assert retrieval_metrics.metric_names(**options) == ["recall@1/cos", "recall@4/cos", "r_precision/cos"]
-    assert retrieval_metrics.metric_names() == [
+    evaluator = RetrievalMetrics(ks=[1, 4], distances=["cos"], map_at_r=False, r_precision=True)
+    assert isinstance(evaluator, DeclaresMetrics) and declared_metrics(evaluator) == evaluator.metric_names()
+    assert list(evaluator(x, y, context(x, y))) == evaluator.metric_names()
+    assert evaluator.metric_names() == ["recall@1/cos", "recall@4/cos", "r_precision/cos"]
+    assert RetrievalMetrics().metric_names() == [
         *(f"recall@{k}/{d}" for d in ["cos"] for k in (1, 2, 4, 8, 16, 32)), "map@r/cos", "r_precision/cos",
         *(f"recall@{k}/l2" for k in (1, 2, 4, 8, 16, 32)), "map@r/l2", "r_precision/l2",
     ]  # fmt: skip
@@ -220,9 +227,9 @@ def test_keys_are_metric_names_and_the_function_exposes_them():
 
 def test_runs_on_the_embeddings_device_in_float32():
     x, y = exact_points(12, 9)
-    out64 = retrieval_metrics(x.double(), y, context(x, y), ks=[1])
-    assert out64 == retrieval_metrics(x, y, context(x, y), ks=[1])
-    assert out64 == retrieval_metrics(x, y, context(x, y), ks=[1], device="cpu")
+    out64 = RetrievalMetrics(ks=[1])(x.double(), y, context(x, y))
+    assert out64 == RetrievalMetrics(ks=[1])(x, y, context(x, y))
+    assert out64 == RetrievalMetrics(ks=[1], device="cpu")(x, y, context(x, y))
 
 
 @pytest.mark.parametrize(
@@ -247,24 +254,34 @@ def test_errors_name_the_option_in_one_line(options, split, message):
     if split == "qg":
         split = {"is_query": torch.arange(12) < 8, "is_gallery": torch.arange(12) >= 8}
     with pytest.raises(ValueError) as error:
-        retrieval_metrics(x, y, context(x, y, **split), **options)
+        RetrievalMetrics(**options)(x, y, context(x, y, **split))
     assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "options", [{"ks": []}, {"ks": [0, 1]}, {"ks": "1"}, {"distances": ["l1"]}, {"distances": ["cos", "cos"]},
+                {"chunk_size": 0}, {"map_at_r": "yes"}],
+)  # fmt: skip
+def test_options_out_of_range_are_refused_when_built(options):
+    # Before any embedding: the framework builds the evaluator with the run's other parts.
+    with pytest.raises(ValueError, match=f"^{next(iter(options))} must"):
+        RetrievalMetrics(**options)
 
 
 def test_errors_on_shapes_and_values():
     x, y = exact_points(12, 11)
     with pytest.raises(ValueError, match=r"^embeddings must be \(N, D\) and labels \(N,\) of the same N"):
-        retrieval_metrics(x, y[:-1], context(x, y))
+        RetrievalMetrics()(x, y[:-1], context(x, y))
     with pytest.raises(ValueError, match="^embeddings must be finite"):
-        retrieval_metrics(x.masked_fill(x > 1, float("nan")), y, context(x, y), ks=[1])
+        RetrievalMetrics(ks=[1])(x.masked_fill(x > 1, float("nan")), y, context(x, y))
 
 
 def test_config_is_checked_and_runs():
     node = OmegaConf.load(CONF)
     assert CONF.read_text().splitlines()[0] == "# @package evaluator.retrieval"
     fn = build(node, "evaluator.retrieval", call_args=EVALUATOR_ARGS)
-    assert isinstance(fn, functools.partial)
+    assert fn == RetrievalMetrics(ks=[1, 2, 4, 8, 16, 32], distances=["cos", "l2"], chunk_size=8192)
     x, y = exact_points(40, 12)
     out = fn(x, y, context(x, y))
-    assert list(out) == fn.func.metric_names(**fn.keywords)
-    assert hydra.utils.get_method(node._target_) is retrieval_metrics
+    assert list(out) == fn.metric_names()
+    assert hydra.utils.get_object(node._target_) is RetrievalMetrics

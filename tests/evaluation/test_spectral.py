@@ -13,8 +13,8 @@ from sklearn.metrics import normalized_mutual_info_score
 from torch import nn
 
 from clusterable.contracts import EvalContext
-from clusterable.evaluation.clustering import cluster_metrics
-from clusterable.evaluation.retrieval import metric_names, retrieval_metrics
+from clusterable.evaluation.clustering import ClusterMetrics
+from clusterable.evaluation.retrieval import RetrievalMetrics
 from clusterable.evaluation.spectral import spectral_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -136,7 +136,7 @@ def test_sc_method_recovers_separated_blobs(backend):
     y = torch.arange(120) % 3
     corners = torch.tensor([[0.0, 1.0], [0.87, -0.5], [-0.87, -0.5]]) * 20.0 + 50.0
     x = corners[y] + torch.randn(120, 2, generator=torch.Generator().manual_seed(0))
-    out = cluster_metrics(x, y, context(x, y), methods=["kmeans", "sc"], kmeans_backend=backend)
+    out = ClusterMetrics(methods=["kmeans", "sc"], kmeans_backend=backend)(x, y, context(x, y))
     assert {key for key in out if key.startswith("sc/")} == {
         f"sc/{name}" for name in ("acc", "ari", "nmi", "ami", "v_measure", "silhouette")
     }
@@ -153,7 +153,7 @@ def test_sc_runs_on_the_spectral_rows_not_the_embeddings():
     t = torch.linspace(-20.0, 20.0, 40)
     x = torch.cat([torch.stack([t, torch.zeros(40)], 1), torch.stack([t, torch.ones(40)], 1)])
     y = torch.arange(80) // 40
-    out = cluster_metrics(x, y, context(x, y), methods=["kmeans", "sc"], kmeans_n_init=5, ami=False)
+    out = ClusterMetrics(methods=["kmeans", "sc"], kmeans_n_init=5, ami=False)(x, y, context(x, y))
     assert out["kmeans/nmi"] < 0.1
     side = np.sign(spectral_rows(x).numpy()[:, 1])  # the second direction, the lines' offset
     assert (side[:40] == side[0]).all() and (side[40:] == -side[0]).all()
@@ -175,8 +175,8 @@ def rays(n_per_class: int = 30) -> tuple[torch.Tensor, torch.Tensor]:
 def test_l2_normalize_clusters_directions(backend):
     x, y = rays()
     options = {"methods": ["kmeans"], "kmeans_backend": backend, "ami": False}
-    raw = cluster_metrics(x, y, context(x, y), **options)
-    normalised = cluster_metrics(x, y, context(x, y), l2_normalize=True, **options)
+    raw = ClusterMetrics(**options)(x, y, context(x, y))
+    normalised = ClusterMetrics(l2_normalize=True, **options)(x, y, context(x, y))
     assert raw["kmeans/nmi"] < 0.2  # split by norm
     assert normalised["kmeans/nmi"] == pytest.approx(1.0)
     # The silhouette stays that of the embeddings as given (of the normalised ones, two points, it would be 1).
@@ -185,8 +185,8 @@ def test_l2_normalize_clusters_directions(backend):
 
 def test_l2_normalize_applies_to_gmm_but_not_to_sc():
     x, y = rays()
-    raw = cluster_metrics(x, y, context(x, y), methods=["gmm", "sc"], ami=False)
-    normalised = cluster_metrics(x, y, context(x, y), methods=["gmm", "sc"], ami=False, l2_normalize=True)
+    raw = ClusterMetrics(methods=["gmm", "sc"], ami=False)(x, y, context(x, y))
+    normalised = ClusterMetrics(methods=["gmm", "sc"], ami=False, l2_normalize=True)(x, y, context(x, y))
     assert normalised["gmm/nmi"] == pytest.approx(1.0) and raw["gmm/nmi"] < 0.9
     assert {k: v for k, v in normalised.items() if k.startswith("sc/")} == {
         k: v for k, v in raw.items() if k.startswith("sc/")
@@ -196,14 +196,14 @@ def test_l2_normalize_applies_to_gmm_but_not_to_sc():
 def test_sc_and_l2_normalize_options_are_checked():
     x, y = blobs(30)
     with pytest.raises(ValueError, match=r"^l2_normalize must be true or false, got 'yes'"):
-        cluster_metrics(x, y, context(x, y), l2_normalize="yes")
+        ClusterMetrics(l2_normalize="yes")(x, y, context(x, y))
     with pytest.raises(ValueError, match=r"^methods must be a non-empty subset of \['kmeans', 'gmm', 'sc'\]"):
-        cluster_metrics(x, y, context(x, y), methods=["spectral"])
+        ClusterMetrics(methods=["spectral"])(x, y, context(x, y))
     same = torch.ones(30, 6)
     with pytest.raises(ValueError, match="^embeddings have rank 0 once centred"):
-        cluster_metrics(same, y, context(same, y), methods=["sc"])
+        ClusterMetrics(methods=["sc"])(same, y, context(same, y))
     # The default is still COREL's two methods: sc is asked for.
-    assert {key.split("/")[0] for key in cluster_metrics(x, y, context(x, y))} == {"kmeans", "gmm"}
+    assert {key.split("/")[0] for key in ClusterMetrics()(x, y, context(x, y))} == {"kmeans", "gmm"}
 
 
 def test_sc_leaves_out_unlabelled_rows():
@@ -211,8 +211,8 @@ def test_sc_leaves_out_unlabelled_rows():
     far = torch.randn(10, x.shape[1], generator=torch.Generator().manual_seed(3)) + 500.0
     x_all, y_all = torch.cat([x, far]), torch.cat([y, torch.full((10,), -1)])
     options = {"methods": ["sc"], "kmeans_backend": "torch", "ami": False}
-    assert cluster_metrics(x_all, y_all, context(x_all, y_all), **options) == cluster_metrics(
-        x, y, context(x, y), **options
+    assert ClusterMetrics(**options)(x_all, y_all, context(x_all, y_all)) == ClusterMetrics(**options)(
+        x, y, context(x, y)
     )
 
 
@@ -231,16 +231,16 @@ def retrieval_data(n: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tens
 def test_sc_distance_is_cosine_on_the_spectral_rows():
     x, y = retrieval_data()
     options = {"ks": [1, 2, 4], "chunk_size": 24}
-    out = retrieval_metrics(x, y, context(x, y), distances=["sc"], **options)
-    expected = retrieval_metrics(spectral_rows(x), y, context(x, y), distances=["cos"], **options)
-    assert list(out) == metric_names(distances=["sc"], **options)
+    out = RetrievalMetrics(distances=["sc"], **options)(x, y, context(x, y))
+    expected = RetrievalMetrics(distances=["cos"], **options)(spectral_rows(x), y, context(x, y))
+    assert list(out) == RetrievalMetrics(distances=["sc"], **options).metric_names()
     assert out == pytest.approx({key.replace("/cos", "/sc"): value for key, value in expected.items()})
     # Not the cosine of the embeddings themselves: T does not see a translation of the embeddings, the cosine
     # does (the offset makes the rows nearly parallel).
     moved = x - 30.0
-    assert retrieval_metrics(moved, y, context(moved, y), distances=["sc"], **options) == pytest.approx(out)
-    cos = retrieval_metrics(x, y, context(x, y), distances=["cos"], **options)
-    moved_cos = retrieval_metrics(moved, y, context(moved, y), distances=["cos"], **options)
+    assert RetrievalMetrics(distances=["sc"], **options)(moved, y, context(moved, y)) == pytest.approx(out)
+    cos = RetrievalMetrics(distances=["cos"], **options)(x, y, context(x, y))
+    moved_cos = RetrievalMetrics(distances=["cos"], **options)(moved, y, context(moved, y))
     assert moved_cos["map@r/cos"] > cos["map@r/cos"] + 0.03
 
 
@@ -252,17 +252,19 @@ def test_sc_distance_uses_the_rows_that_take_part():
     kept = y >= 0
     rows = spectral_rows(x[kept])
     # All against all.
-    out = retrieval_metrics(x, y, context(x, y), distances=["sc"], ks=[1, 3])
-    expected = retrieval_metrics(rows, y[kept], context(rows, y[kept]), distances=["cos"], ks=[1, 3])
+    out = RetrievalMetrics(distances=["sc"], ks=[1, 3])(x, y, context(x, y))
+    expected = RetrievalMetrics(distances=["cos"], ks=[1, 3])(rows, y[kept], context(rows, y[kept]))
     assert out == pytest.approx({key.replace("/cos", "/sc"): value for key, value in expected.items()})
     # Query/gallery: the spectral rows of the queries and the gallery together.
     split = {"is_query": is_query, "is_gallery": is_gallery}
-    out = retrieval_metrics(x, y, context(x, y, **split), distances=["sc", "cos"], ks=[1, 3])
+    out = RetrievalMetrics(distances=["sc", "cos"], ks=[1, 3])(x, y, context(x, y, **split))
     used = kept & (is_query | is_gallery)
     rows = spectral_rows(x[used])
     sub = {name: mask[used] for name, mask in split.items()}
-    expected = retrieval_metrics(rows, y[used], context(rows, y[used], **sub), distances=["cos"], ks=[1, 3])
-    assert [key for key in out if key.endswith("/sc")] == metric_names(distances=["sc"], ks=[1, 3])
+    expected = RetrievalMetrics(distances=["cos"], ks=[1, 3])(rows, y[used], context(rows, y[used], **sub))
+    assert [key for key in out if key.endswith("/sc")] == RetrievalMetrics(
+        distances=["sc"], ks=[1, 3]
+    ).metric_names()
     assert {k: v for k, v in out.items() if k.endswith("/sc")} == pytest.approx(
         {key.replace("/cos", "/sc"): value for key, value in expected.items()}
     )
@@ -271,7 +273,7 @@ def test_sc_distance_uses_the_rows_that_take_part():
 def test_sc_distance_rejects_rank_0():
     x, y = torch.ones(12, 4), torch.arange(12) % 3
     with pytest.raises(ValueError, match="^embeddings have rank 0 once centred"):
-        retrieval_metrics(x, y, context(x, y), distances=["sc"], ks=[1])
+        RetrievalMetrics(distances=["sc"], ks=[1])(x, y, context(x, y))
 
 
 def test_nmi_helper_is_not_trivially_one():

@@ -20,10 +20,13 @@ from clusterable.contracts import (
     ClusteringHead,
     ContractError,
     Encoder,
+    HasConstantBuffers,
+    HasEmbeddingLayer,
     Head,
     OwnLearningRate,
     ReconstructingHead,
     RepresentingHead,
+    WatchesDivergence,
     require,
 )
 from clusterable.models.identity import Identity
@@ -42,6 +45,8 @@ CLUSTERING = {"tae1", "tae2", "ptae", "tvae", "tvae_cnn", "tcl", "trbm"}
 SAFIR = {"dml", "dml_ae", "dml_prior", "mvae"}
 REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING, *SAFIR}
 RECONSTRUCTING = {"ae1", "ae2", "ae3", "tae1", "tae2", "ptae", "trbm"}
+# Heads that recognise their own loss running away (Gaussian-COREL below lambda = 0.5).
+WATCHING = {"gaussian_corel"}
 OWN_LR = CLASSIFYING | PML
 
 # What train.py passes: C = 3 classes, flat 4x4 "images" (inputs in [0, 1] for the RBM) through the identity
@@ -53,6 +58,8 @@ ENCODER_ARGS = {"input_shape": [1, 28, 28]}
 IMAGE_ENCODERS = {"resnet50", "googlenet", "bninception", "inception"}
 IMAGE_ENCODER_ARGS = {"input_shape": [3, 64, 64]}
 TEXT_ENCODERS = {"text_ffnn", "text_cnn"}
+# Encoders that name the layer mapping their features to the embedding (``trainable: embedding_layer``).
+EMBEDDING_LAYER = {"ffnn", *IMAGE_ENCODERS, *TEXT_ENCODERS}
 FRAMEWORK = {"num_classes", "embedding_dim", "input_shape"}
 
 
@@ -195,12 +202,17 @@ def test_encoders_satisfy_the_encoder_contract(name):
     if name in TEXT_ENCODERS:  # token ids (N, L) over the word vectors of a text dataset
         encoder = build("model", name, {"input_shape": [12], "word_vectors": torch.randn(50, 16)}).eval()
         require(encoder, Encoder, f"model={name}")
+        # The frozen word vectors: every DDP rank builds them, so none is broadcast.
+        assert isinstance(encoder, HasConstantBuffers) and isinstance(encoder, HasEmbeddingLayer)
+        assert set(encoder.ddp_constant_buffers) <= set(dict(encoder.named_buffers()))
         assert encoder(torch.randint(0, 50, (2, 12))).shape == (2, encoder.embedding_dim)
         return
     image = name in IMAGE_ENCODERS
     args, overrides = (IMAGE_ENCODER_ARGS, {"weights": None}) if image else (ENCODER_ARGS, {})
     encoder = build("model", name, args, **overrides).eval()
     require(encoder, Encoder, f"model={name}")
+    assert isinstance(encoder, HasEmbeddingLayer) == (name in EMBEDDING_LAYER), name
+    assert not isinstance(encoder, HasConstantBuffers), name
     shape = args["input_shape"]
     out = encoder(torch.rand(2, *shape))
     assert out.shape == (2, encoder.embedding_dim)
@@ -217,6 +229,7 @@ def test_heads_satisfy_their_contracts(name):
         (ClusteringHead, CLUSTERING),
         (RepresentingHead, REPRESENTING),
         (ReconstructingHead, RECONSTRUCTING),
+        (WatchesDivergence, WATCHING),
     ):
         if name in expected:
             require(head, contract, f"loss={name}")

@@ -1,14 +1,10 @@
-"""Evaluators: ``fn(embeddings (N, D'), labels (N,), context, *, options) -> dict[str, float]``.
+"""Evaluators: ``evaluator(embeddings (N, D'), labels (N,), context) -> dict[str, float]``.
 
-``context`` is a ``clusterable.contracts.EvalContext``; the options are keyword-only and bound by the config
-(``conf/evaluator/*.yaml``, ``_partial_: true``). Metric names carry no stage prefix (the runner adds it).
+``context`` is a ``clusterable.contracts.EvalContext``. An evaluator with options is a small frozen dataclass
+whose fields are the options (``conf/evaluator/*.yaml`` sets them; ranges are checked when it is built) and
+which declares its keys (``metric_names()``); one without options is a function (``_partial_: true``). Metric
+names carry no stage prefix (the runner adds it).
 
-``latent_plot`` is exported as the module, not its function of the same name: a package attribute holding
-the function would shadow the submodule, and Hydra could no longer locate ``...latent_plot.latent_plot``.
+The package imports none of its modules: ``evaluation.runner`` is imported by the training callbacks, which must
+not pay for scikit-learn and matplotlib.
 """
-
-from clusterable.evaluation import latent_plot
-from clusterable.evaluation.classification import accuracy
-from clusterable.evaluation.clustering import cluster_metrics, hungarian_accuracy
-
-__all__ = ["accuracy", "cluster_metrics", "hungarian_accuracy", "latent_plot"]

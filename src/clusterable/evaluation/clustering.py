@@ -12,6 +12,7 @@ l2-normalised embeddings (``l2_normalize``), and "with SC", k-means on the spect
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -100,63 +101,11 @@ def _silhouette(distances: np.ndarray, pred: np.ndarray) -> float:
     return float(metrics.silhouette_score(distances, pred, metric="precomputed"))
 
 
-def _check_options(
-    methods: Sequence[str],
-    silhouette_sample: int | None,
-    kmeans_n_init: int,
-    gmm_covariance_type: str,
-    gmm_n_init: int,
-    gmm_max_iter: int,
-    num_threads: int | None,
-    kmeans_backend: str = "sklearn",
-    l2_normalize: bool = False,
-) -> None:
-    """Raise ValueError, naming the option, for the first option out of its range."""
-    if isinstance(methods, str) or not methods or any(m not in METHODS for m in methods):
-        raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {methods!r}")
-    if silhouette_sample is not None and silhouette_sample < 2:
-        raise ValueError(f"silhouette_sample must be >= 2 or null, got {silhouette_sample}")
-    if gmm_covariance_type not in COVARIANCE_TYPES:
-        raise ValueError(
-            f"gmm_covariance_type must be one of {list(COVARIANCE_TYPES)}, got {gmm_covariance_type!r}"
-        )
-    for name, value in (
-        ("kmeans_n_init", kmeans_n_init),
-        ("gmm_n_init", gmm_n_init),
-        ("gmm_max_iter", gmm_max_iter),
-    ):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if num_threads is not None and num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1 or null, got {num_threads}")
-    if kmeans_backend not in KMEANS_BACKENDS:
-        raise ValueError(f"kmeans_backend must be one of {list(KMEANS_BACKENDS)}, got {kmeans_backend!r}")
-    if not isinstance(l2_normalize, bool):
-        raise ValueError(f"l2_normalize must be true or false, got {l2_normalize!r}")
-
-
-def cluster_metrics(
-    embeddings: Tensor,
-    labels: Tensor,
-    context: EvalContext,
-    *,
-    num_clusters: int | None = None,
-    methods: Sequence[str] = DEFAULT_METHODS,
-    silhouette_sample: int | None = 2000,
-    kmeans_n_init: int = 3,
-    gmm_covariance_type: str = "diag",
-    gmm_n_init: int = 2,
-    gmm_max_iter: int = 100,
-    num_threads: int | None = 1,
-    kmeans_backend: Literal["sklearn", "torch"] = "sklearn",
-    ami: bool = True,
-    l2_normalize: bool = False,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class ClusterMetrics:
     """Cluster the labelled embeddings with each method and score the clusters against the labels.
 
     Args:
-        embeddings: (N, D) the representation. labels: (N,) class labels; ``-1`` (unlabelled) rows are left out.
-        context: ``context.seed`` is the random state of k-means, the GMM and the silhouette sample.
         num_clusters: K; None = the number of distinct labels (COREL: K = number of classes).
         methods: a non-empty subset of ``("kmeans", "gmm", "sc")``. ``sc``: DSCL's spectral clustering (Law et
             al. 2017, Algorithm 2): k-means (``kmeans_backend``, ``kmeans_n_init``) on ``spectral_rows`` of the
@@ -179,62 +128,117 @@ def cluster_metrics(
         l2_normalize: divide each embedding by its l2 norm before ``kmeans`` and ``gmm`` (a zero row stays
             zero): DSCL's NMI "without SC" (Law et al. 2017). Not before ``sc``, whose Algorithm 2
             centres the embeddings as they are.
-    Returns:
-        ``{f"{method}/{name}": float}`` for name in acc (Hungarian), ari, nmi, ami (if ``ami``), v_measure,
+    Raises:
+        ValueError: an option out of range, when built (the message starts with its name).
+    """
+
+    num_clusters: int | None = None
+    methods: Sequence[str] = DEFAULT_METHODS
+    silhouette_sample: int | None = 2000
+    kmeans_n_init: int = 3
+    gmm_covariance_type: str = "diag"
+    gmm_n_init: int = 2
+    gmm_max_iter: int = 100
+    num_threads: int | None = 1
+    kmeans_backend: Literal["sklearn", "torch"] = "sklearn"
+    ami: bool = True
+    l2_normalize: bool = False
+
+    def __post_init__(self) -> None:
+        methods = self.methods
+        if self.num_clusters is not None and self.num_clusters < 1:
+            raise ValueError(f"num_clusters must be >= 1 or null, got {self.num_clusters}")
+        if isinstance(methods, str) or not methods or any(m not in METHODS for m in methods):
+            raise ValueError(f"methods must be a non-empty subset of {list(METHODS)}, got {methods!r}")
+        if self.silhouette_sample is not None and self.silhouette_sample < 2:
+            raise ValueError(f"silhouette_sample must be >= 2 or null, got {self.silhouette_sample}")
+        if self.gmm_covariance_type not in COVARIANCE_TYPES:
+            raise ValueError(
+                f"gmm_covariance_type must be one of {list(COVARIANCE_TYPES)}, got {self.gmm_covariance_type!r}"
+            )
+        for name, value in (
+            ("kmeans_n_init", self.kmeans_n_init),
+            ("gmm_n_init", self.gmm_n_init),
+            ("gmm_max_iter", self.gmm_max_iter),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1 or null, got {self.num_threads}")
+        if self.kmeans_backend not in KMEANS_BACKENDS:
+            raise ValueError(
+                f"kmeans_backend must be one of {list(KMEANS_BACKENDS)}, got {self.kmeans_backend!r}"
+            )
+        if not isinstance(self.l2_normalize, bool):
+            raise ValueError(f"l2_normalize must be true or false, got {self.l2_normalize!r}")
+        # A tuple: the config's list arrives as an OmegaConf ListConfig, and a frozen evaluator holds no list.
+        object.__setattr__(self, "methods", tuple(str(m) for m in methods))
+
+    def metric_names(self) -> list[str]:
+        """The keys ``__call__`` returns, in its order (no stage prefix): ``{method}/{name}`` for name in acc,
+        ari, nmi, ami (if ``ami``), v_measure, silhouette, for every method."""
+        names = ("acc", "ari", "nmi", *(("ami",) if self.ami else ()), "v_measure", "silhouette")
+        return [f"{method}/{name}" for method in self.methods for name in names]
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        """``{f"{method}/{name}": float}`` for name in acc (Hungarian), ari, nmi, ami (if ``ami``), v_measure,
         silhouette. The silhouette is always that of the embeddings as given (Euclidean, whatever
         ``l2_normalize``, and for ``sc`` too), so that the methods' silhouettes compare.
-    Raises:
-        ValueError: an option out of range (the message starts with its name), mismatched shapes, non-finite
-            embeddings, no labelled row, or (``sc``) labelled embeddings of rank 0 once centred.
-    """
-    _check_options(
-        methods, silhouette_sample, kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter, num_threads,
-        kmeans_backend, l2_normalize,
-    )  # fmt: skip
-    seed = context.seed
-    x, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
-    if x.ndim != 2 or len(x) != len(y):
-        raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape} and {y.shape}")
-    # The torch backend clusters the labelled rows where the embeddings are (the GPU during training).
-    x_torch = None
-    if (kmeans_backend == "torch" and "kmeans" in methods) or "sc" in methods:
-        rows = to_tensor(embeddings)
-        x_torch = rows[torch.from_numpy(y >= 0).to(rows.device)]
-    # float64 keeps the GMM's variance estimates (E[x^2] - E[x]^2) from cancelling to <= 0 on large-valued
-    # embeddings, at ~25% more time than float32; k-means, which has no such cancellation, runs in float32.
-    x, y = x[y >= 0].astype(np.float64), y[y >= 0]
-    if not np.isfinite(x).all():
-        raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
-    x_raw, x_kmeans_torch = x, x_torch  # x_raw: the silhouette's space; x_torch: sc's input
-    if l2_normalize:  # DSCL "without SC"; a zero row stays zero
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), _TINY)
-        if x_torch is not None:
-            x_float = x_torch.to(torch.float64 if x_torch.dtype == torch.float64 else torch.float32)
-            x_kmeans_torch = x_float / x_float.norm(dim=1, keepdim=True).clamp_min(_TINY)
-    if len(y) == 0:
-        raise ValueError("labels must mark at least one sample as labelled (>= 0); all are -1")
-    k = len(np.unique(y)) if num_clusters is None else int(num_clusters)
-    if not 1 <= k <= len(y):
-        raise ValueError(f"num_clusters must be in [1, {len(y)}] (the number of labelled samples), got {k}")
 
-    # One seeded sample shared by every method, so their silhouettes are computed on the same points.
-    size = len(y) if silhouette_sample is None else min(len(y), silhouette_sample)
-    sample = np.sort(np.random.default_rng(seed).choice(len(y), size=size, replace=False))
-    out: dict[str, float] = {}
-    with threadpool_limits(limits=num_threads):
-        # Distances computed once for all methods; sklearn's silhouette would recompute them per call.
-        distances = metrics.pairwise_distances(x_raw[sample])
-        np.fill_diagonal(distances, 0.0)
-        for method in methods:
-            pred = _fit_predict(
-                method, x, k, seed, kmeans_n_init, gmm_covariance_type, gmm_n_init, gmm_max_iter,
-                kmeans_backend, x_torch if method == "sc" else x_kmeans_torch,
-            )  # fmt: skip
-            out[f"{method}/acc"] = hungarian_accuracy(y, pred)
-            out[f"{method}/ari"] = float(metrics.adjusted_rand_score(y, pred))
-            out[f"{method}/nmi"] = float(metrics.normalized_mutual_info_score(y, pred))
-            if ami:
-                out[f"{method}/ami"] = float(metrics.adjusted_mutual_info_score(y, pred))
-            out[f"{method}/v_measure"] = float(metrics.v_measure_score(y, pred))
-            out[f"{method}/silhouette"] = _silhouette(distances, pred[sample])
-    return out
+        Args:
+            embeddings: (N, D) the representation. labels: (N,) class labels; ``-1`` (unlabelled) rows are left
+                out.
+            context: ``context.seed`` is the random state of k-means, the GMM and the silhouette sample.
+        Raises:
+            ValueError: mismatched shapes, non-finite embeddings, no labelled row, ``num_clusters`` above the
+                labelled rows, or (``sc``) labelled embeddings of rank 0 once centred.
+        """
+        methods, backend, seed = self.methods, self.kmeans_backend, context.seed
+        x, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
+        if x.ndim != 2 or len(x) != len(y):
+            raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape} and {y.shape}")
+        # The torch backend clusters the labelled rows where the embeddings are (the GPU during training).
+        x_torch = None
+        if (backend == "torch" and "kmeans" in methods) or "sc" in methods:
+            rows = to_tensor(embeddings)
+            x_torch = rows[torch.from_numpy(y >= 0).to(rows.device)]
+        # float64 keeps the GMM's variance estimates (E[x^2] - E[x]^2) from cancelling to <= 0 on large-valued
+        # embeddings, at ~25% more time than float32; k-means, which has no such cancellation, runs in float32.
+        x, y = x[y >= 0].astype(np.float64), y[y >= 0]
+        if not np.isfinite(x).all():
+            raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
+        x_raw, x_kmeans_torch = x, x_torch  # x_raw: the silhouette's space; x_torch: sc's input
+        if self.l2_normalize:  # DSCL "without SC"; a zero row stays zero
+            x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), _TINY)
+            if x_torch is not None:
+                x_float = x_torch.to(torch.float64 if x_torch.dtype == torch.float64 else torch.float32)
+                x_kmeans_torch = x_float / x_float.norm(dim=1, keepdim=True).clamp_min(_TINY)
+        if len(y) == 0:
+            raise ValueError("labels must mark at least one sample as labelled (>= 0); all are -1")
+        k = len(np.unique(y)) if self.num_clusters is None else int(self.num_clusters)
+        if not 1 <= k <= len(y):
+            raise ValueError(
+                f"num_clusters must be in [1, {len(y)}] (the number of labelled samples), got {k}"
+            )
+
+        # One seeded sample shared by every method, so their silhouettes are computed on the same points.
+        size = len(y) if self.silhouette_sample is None else min(len(y), self.silhouette_sample)
+        sample = np.sort(np.random.default_rng(seed).choice(len(y), size=size, replace=False))
+        out: dict[str, float] = {}
+        with threadpool_limits(limits=self.num_threads):
+            # Distances computed once for all methods; sklearn's silhouette would recompute them per call.
+            distances = metrics.pairwise_distances(x_raw[sample])
+            np.fill_diagonal(distances, 0.0)
+            for method in methods:
+                pred = _fit_predict(
+                    method, x, k, seed, self.kmeans_n_init, self.gmm_covariance_type, self.gmm_n_init,
+                    self.gmm_max_iter, backend, x_torch if method == "sc" else x_kmeans_torch,
+                )  # fmt: skip
+                out[f"{method}/acc"] = hungarian_accuracy(y, pred)
+                out[f"{method}/ari"] = float(metrics.adjusted_rand_score(y, pred))
+                out[f"{method}/nmi"] = float(metrics.normalized_mutual_info_score(y, pred))
+                if self.ami:
+                    out[f"{method}/ami"] = float(metrics.adjusted_mutual_info_score(y, pred))
+                out[f"{method}/v_measure"] = float(metrics.v_measure_score(y, pred))
+                out[f"{method}/silhouette"] = _silhouette(distances, pred[sample])
+        return out

@@ -1,12 +1,13 @@
 """Evaluators of the Cluster-Specific Representation Learning paper (CSRL, Sabanayagam et al. 2024).
 
-Numbers: ``csrl_clustering`` (ARI of the learned assignment, or of k-means on the representation, and of k-means
+Numbers: ``CSRLClustering`` (ARI of the learned assignment, or of k-means on the representation, and of k-means
 on the raw inputs; Figs. 2/7 left) and ``denoise`` (reconstruction MSE against the clean points; Figs. 2/7
 centre). Pictures, written into the run directory with the arrays they show (``.npz``) so that a table script
-can compose several runs' panels without the model: ``tvae_latents`` (Figs. 3, 9-11), ``trbm_reconstructions``
-(Fig. 5) and ``elastic_pairs`` (Fig. 12). Fig. 4 is ``latent_plot`` with ``method: tsne``.
+can compose several runs' panels without the model: ``TVAELatents`` (Figs. 3, 9-11), ``TRBMReconstructions``
+(Fig. 5) and ``ElasticPairs`` (Fig. 12). Fig. 4 is ``latent_plot.LatentPlot`` with ``method: tsne``.
 
-Each is an evaluator ``fn(embeddings (N, D'), labels (N,), context, *, options) -> {name: value}``; the head
+Each is an evaluator ``(embeddings (N, D'), labels (N,), context) -> {name: value}``, a frozen dataclass of its
+options (ranges checked when it is built) or, without options, a function (``denoise``); the head
 they need is checked against the contracts in ``clusterable.contracts`` (or, for the figures of one model, its
 class), and a head they cannot use is refused with one line. Figures are drawn on bare
 ``matplotlib.figure.Figure`` objects with the Agg canvas (no pyplot state).
@@ -15,6 +16,7 @@ class), and a head they cannot use is refused with one line. Figures are drawn o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,14 +54,8 @@ def _kmeans_ari(x: np.ndarray, y: np.ndarray, k: int, seed: int, n_init: int) ->
     return float(adjusted_rand_score(y, pred))
 
 
-def csrl_clustering(
-    embeddings: Tensor,
-    labels: Tensor,
-    context: EvalContext,
-    *,
-    kmeans_n_init: int = 10,
-    num_threads: int | None = 1,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class CSRLClustering:
     """ARI of the model's clustering and of k-means on the raw inputs (CSRL Figs. 2/7, left).
 
     ``ari``: for a ``ClusteringHead`` (the cluster-specific models) ``ARI(labels, head.assign(encoder_output,
@@ -69,31 +65,45 @@ def csrl_clustering(
     scores.
 
     Args:
-        embeddings: (N, D') the representation. labels: (N,) classes.
-        context: ``head``, ``encoder_output`` (N, D) (what the head reads), ``split`` and ``seed``.
         kmeans_n_init: k-means restarts (the authors' code, github mahalakshmi-sabanayagam/
             cluster_specific_representation ``exp_tensor_ae.ipynb``: 10 on the synthetic data).
         num_threads: BLAS/OpenMP threads for k-means (None: the libraries' default); one, because torch's and
             scikit-learn's OpenMP runtimes contend on small inputs.
     """
-    _at_least_one("kmeans_n_init", kmeans_n_init)
-    if num_threads is not None:
-        _at_least_one("num_threads", num_threads)
-    y = to_numpy(labels).astype(np.int64).ravel()
-    keep = y >= 0
-    k = len(np.unique(y[keep]))
-    if k < 2:
-        raise ValueError(f"labels must hold at least 2 classes to score a clustering, got {k}")
-    head, seed = context.head, context.seed
-    out: dict[str, float] = {}
-    with threadpool_limits(limits=num_threads):
-        if isinstance(head, ClusteringHead) and head.num_clusters > 1:
-            pred = to_numpy(head.assign(context.encoder_output, **context.split))
-            out["ari"] = float(adjusted_rand_score(y[keep], pred[keep]))
-        else:
-            out["ari"] = _kmeans_ari(to_numpy(embeddings)[keep], y[keep], k, seed, kmeans_n_init)
-        out["kmeans_raw/ari"] = _kmeans_ari(to_numpy(context.inputs)[keep], y[keep], k, seed, kmeans_n_init)
-    return out
+
+    kmeans_n_init: int = 10
+    num_threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        _at_least_one("kmeans_n_init", self.kmeans_n_init)
+        if self.num_threads is not None:
+            _at_least_one("num_threads", self.num_threads)
+
+    def metric_names(self) -> list[str]:
+        return ["ari", "kmeans_raw/ari"]
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        """``{"ari", "kmeans_raw/ari": float}``.
+
+        Args:
+            embeddings: (N, D') the representation. labels: (N,) classes.
+            context: ``head``, ``encoder_output`` (N, D) (what the head reads), ``split`` and ``seed``.
+        """
+        y = to_numpy(labels).astype(np.int64).ravel()
+        keep = y >= 0
+        k = len(np.unique(y[keep]))
+        if k < 2:
+            raise ValueError(f"labels must hold at least 2 classes to score a clustering, got {k}")
+        head, seed, n_init = context.head, context.seed, self.kmeans_n_init
+        out: dict[str, float] = {}
+        with threadpool_limits(limits=self.num_threads):
+            if isinstance(head, ClusteringHead) and head.num_clusters > 1:
+                pred = to_numpy(head.assign(context.encoder_output, **context.split))
+                out["ari"] = float(adjusted_rand_score(y[keep], pred[keep]))
+            else:
+                out["ari"] = _kmeans_ari(to_numpy(embeddings)[keep], y[keep], k, seed, n_init)
+            out["kmeans_raw/ari"] = _kmeans_ari(to_numpy(context.inputs)[keep], y[keep], k, seed, n_init)
+        return out
 
 
 def denoise(embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
@@ -206,9 +216,8 @@ def draw_latents(
     return fig
 
 
-def tvae_latents(
-    embeddings: Tensor, labels: Tensor, context: EvalContext, *, samples_per_cluster: int = 36
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class TVAELatents:
     """The TVAE's cluster-specific latent spaces (CSRL Figs. 3, 9-11); the head must be a ``ClusterSpecificVAE``
     (``loss=tvae`` or ``loss=tvae_cnn``; one cluster: the standard VAE's latent space, the figures' left column).
 
@@ -220,44 +229,55 @@ def tvae_latents(
     drawn.
 
     Returns ``tvae/purity``: the fraction of points whose eq.-2 cluster's majority class is their class.
+
+    Args:
+        samples_per_cluster: >= 1 draws decoded per cluster.
     """
-    _at_least_one("samples_per_cluster", samples_per_cluster)
-    head = context.head
-    if not isinstance(head, ClusterSpecificVAE):
-        raise ValueError(
-            f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}"
+
+    samples_per_cluster: int = 36
+
+    def __post_init__(self) -> None:
+        _at_least_one("samples_per_cluster", self.samples_per_cluster)
+
+    def metric_names(self) -> list[str]:
+        return ["tvae/purity"]
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        head = context.head
+        if not isinstance(head, ClusterSpecificVAE):
+            raise ValueError(
+                f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}"
+            )
+        mu, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
+        clusters = to_numpy(head.assign(context.encoder_output))
+        out = {"tvae/purity": purity(clusters, y)}
+        run_dir = _run_dir(context)
+        if run_dir is None:
+            return out
+        c, stage = head.num_clusters, context.stage
+        title = (
+            f"standard VAE latent means of the {stage} points"
+            if c == 1
+            else f"TVAE latent means of the {stage} points, per eq.-2 cluster"
         )
-    mu, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
-    clusters = to_numpy(head.assign(context.encoder_output))
-    out = {"tvae/purity": purity(clusters, y)}
-    run_dir = _run_dir(context)
-    if run_dir is None:
+        draw_latents(mu, clusters, y, c, title).savefig(run_dir / f"tvae_latent_{stage}.png")
+        np.savez(run_dir / f"tvae_latent_{stage}.npz", mu=mu.astype(np.float32), cluster=clusters, labels=y)
+
+        generator = torch.Generator().manual_seed(context.seed)
+        images = to_numpy(head.sample(self.samples_per_cluster, generator, uncentre=False))
+        np.savez(run_dir / "tvae_samples.npz", images=images.astype(np.float32))
+        fig = _figure(3.0 * c, 3.3)
+        columns = max(1, math.isqrt(self.samples_per_cluster))
+        names = ["standard VAE"] if c == 1 else [f"cluster {j}" for j in range(c)]
+        for j, ax in enumerate(fig.subplots(1, c, squeeze=False)[0]):
+            _show(ax, image_grid(images[j], columns), f"samples, {names[j]}")
+        fig.tight_layout()
+        fig.savefig(run_dir / "tvae_samples.png")
         return out
-    c, stage = head.num_clusters, context.stage
-    title = (
-        f"standard VAE latent means of the {stage} points"
-        if c == 1
-        else f"TVAE latent means of the {stage} points, per eq.-2 cluster"
-    )
-    draw_latents(mu, clusters, y, c, title).savefig(run_dir / f"tvae_latent_{stage}.png")
-    np.savez(run_dir / f"tvae_latent_{stage}.npz", mu=mu.astype(np.float32), cluster=clusters, labels=y)
-
-    generator = torch.Generator().manual_seed(context.seed)
-    images = to_numpy(head.sample(samples_per_cluster, generator, uncentre=False))
-    np.savez(run_dir / "tvae_samples.npz", images=images.astype(np.float32))
-    fig = _figure(3.0 * c, 3.3)
-    columns = max(1, math.isqrt(samples_per_cluster))
-    names = ["standard VAE"] if c == 1 else [f"cluster {j}" for j in range(c)]
-    for j, ax in enumerate(fig.subplots(1, c, squeeze=False)[0]):
-        _show(ax, image_grid(images[j], columns), f"samples, {names[j]}")
-    fig.tight_layout()
-    fig.savefig(run_dir / "tvae_samples.png")
-    return out
 
 
-def trbm_reconstructions(
-    embeddings: Tensor, labels: Tensor, context: EvalContext, *, per_class: int = 6
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class TRBMReconstructions:
     """Each cluster's RBM reconstructing every input (CSRL Fig. 5; Fig. 13 for the standard, one-cluster RBM);
     the head must be a ``TensorizedRBM``.
 
@@ -273,64 +293,66 @@ def trbm_reconstructions(
     reconstructed; ``trbm/class_match``: the fraction of labelled points whose own-cluster reconstruction is
     nearest (Euclidean) to the mean input of their own class, i.e. comes out as its own digit rather than a
     blend or another digit (the standard RBM reconstructs every digit, Fig. 13).
+
+    Args:
+        per_class: >= 1 points of each class drawn.
     """
-    _at_least_one("per_class", per_class)
-    head = context.head
-    if not isinstance(head, TensorizedRBM):
-        raise ValueError(
-            f"the trbm_reconstructions evaluator needs the TRBM head (loss=trbm), got {type(head).__name__}"
+
+    per_class: int = 6
+
+    def __post_init__(self) -> None:
+        _at_least_one("per_class", self.per_class)
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        head = context.head
+        if not isinstance(head, TensorizedRBM):
+            raise ValueError(
+                f"the trbm_reconstructions evaluator needs the TRBM head (loss=trbm), got {type(head).__name__}"
+            )
+        x = context.encoder_output.flatten(1)
+        n, c = x.shape[0], head.num_clusters
+        # All clusters' reconstructions of all points in one call: the points repeated once per cluster.
+        cluster_ids = torch.arange(c, device=x.device).repeat_interleave(n)
+        recon = head.reconstruct(x.repeat(c, 1), cluster=cluster_ids).view(c, n, -1)
+        err = (recon - x.unsqueeze(0)).pow(2).mean(dim=2)  # (C, N)
+        assigned, points = head.assign(x), torch.arange(n, device=x.device)
+        is_own = torch.zeros_like(err, dtype=torch.bool)
+        is_own[assigned, points] = True
+        own = err[assigned, points]  # (N,) each point's error under its own cluster's RBM
+        out = {"trbm/mse_own": float(own.mean())}
+        if c > 1:
+            out["trbm/mse_other"] = float(err[~is_own].mean())
+        y = to_numpy(labels).astype(np.int64).ravel()
+        own_np, classes = to_numpy(own), np.unique(y[y >= 0])
+        if len(classes):
+            out["trbm/mse_own_worst_class"] = float(max(own_np[y == k].mean() for k in classes))
+            # Is each reconstruction its own digit? Nearest class mean of the inputs = the point's class.
+            y_t = torch.as_tensor(y, device=x.device)
+            means = torch.stack([x[y_t == k].mean(0) for k in classes.tolist()])  # (K, d)
+            nearest = torch.cdist(recon[assigned, points], means).argmin(1)
+            labelled = y >= 0
+            out["trbm/class_match"] = float((classes[to_numpy(nearest)] == y)[labelled].mean())
+        run_dir = _run_dir(context)
+        if run_dir is None:
+            return out
+        rows = first_per_class(y, None, self.per_class)
+        shown_x, shown_recon = to_numpy(x)[rows], to_numpy(recon)[:, rows]
+        stem = f"trbm_reconstructions_{context.stage}"
+        np.savez(run_dir / f"{stem}.npz", inputs=shown_x, recon=shown_recon, labels=y[rows])
+        grids = [image_grid(shown_x, self.per_class)] + [image_grid(r, self.per_class) for r in shown_recon]
+        fig = _figure(2.6 * (c + 1), 2.6 * grids[0].shape[0] / grids[0].shape[1] + 0.7)
+        titles = ["inputs"] + (
+            ["reconstruction, standard RBM"] if c == 1 else [f"reconstruction, cluster {j}" for j in range(c)]
         )
-    x = context.encoder_output.flatten(1)
-    n, c = x.shape[0], head.num_clusters
-    # All clusters' reconstructions of all points in one call: the points repeated once per cluster.
-    cluster_ids = torch.arange(c, device=x.device).repeat_interleave(n)
-    recon = head.reconstruct(x.repeat(c, 1), cluster=cluster_ids).view(c, n, -1)
-    err = (recon - x.unsqueeze(0)).pow(2).mean(dim=2)  # (C, N)
-    assigned, points = head.assign(x), torch.arange(n, device=x.device)
-    is_own = torch.zeros_like(err, dtype=torch.bool)
-    is_own[assigned, points] = True
-    own = err[assigned, points]  # (N,) each point's error under its own cluster's RBM
-    out = {"trbm/mse_own": float(own.mean())}
-    if c > 1:
-        out["trbm/mse_other"] = float(err[~is_own].mean())
-    y = to_numpy(labels).astype(np.int64).ravel()
-    own_np, classes = to_numpy(own), np.unique(y[y >= 0])
-    if len(classes):
-        out["trbm/mse_own_worst_class"] = float(max(own_np[y == k].mean() for k in classes))
-        # Is each reconstruction its own digit? Nearest class mean of the inputs = the point's class.
-        y_t = torch.as_tensor(y, device=x.device)
-        means = torch.stack([x[y_t == k].mean(0) for k in classes.tolist()])  # (K, d)
-        nearest = torch.cdist(recon[assigned, points], means).argmin(1)
-        labelled = y >= 0
-        out["trbm/class_match"] = float((classes[to_numpy(nearest)] == y)[labelled].mean())
-    run_dir = _run_dir(context)
-    if run_dir is None:
+        for ax, grid, title in zip(fig.subplots(1, c + 1, squeeze=False)[0], grids, titles, strict=True):
+            _show(ax, grid, title)
+        fig.tight_layout()
+        fig.savefig(run_dir / f"{stem}.png")
         return out
-    rows = first_per_class(y, None, per_class)
-    shown_x, shown_recon = to_numpy(x)[rows], to_numpy(recon)[:, rows]
-    stem = f"trbm_reconstructions_{context.stage}"
-    np.savez(run_dir / f"{stem}.npz", inputs=shown_x, recon=shown_recon, labels=y[rows])
-    grids = [image_grid(shown_x, per_class)] + [image_grid(r, per_class) for r in shown_recon]
-    fig = _figure(2.6 * (c + 1), 2.6 * grids[0].shape[0] / grids[0].shape[1] + 0.7)
-    titles = ["inputs"] + (
-        ["reconstruction, standard RBM"] if c == 1 else [f"reconstruction, cluster {j}" for j in range(c)]
-    )
-    for ax, grid, title in zip(fig.subplots(1, c + 1, squeeze=False)[0], grids, titles, strict=True):
-        _show(ax, grid, title)
-    fig.tight_layout()
-    fig.savefig(run_dir / f"{stem}.png")
-    return out
 
 
-def elastic_pairs(
-    embeddings: Tensor,
-    labels: Tensor,
-    context: EvalContext,
-    *,
-    num_examples: int = 6,
-    alpha: float | None = None,
-    sigma: float | None = None,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class ElasticPairs:
     """TCL's training triplets (CSRL Fig. 12): anchor, its elastic transformation, a negative.
 
     The head must be a ``TensorizedContrastive``. Anchors are the first ``num_examples`` inputs (the split's
@@ -341,48 +363,63 @@ def elastic_pairs(
     ``tcl_elastic_{stage}.png/.npz`` (npz keys ``anchor``, ``positive``, ``negative``, each (n, d)). Returns
     ``tcl/elastic_change``: the mean absolute pixel change of the transformation (0 would mean the positives are
     copies of the anchors).
-    """
-    # Imported here: the TCL head pulls in torchvision (~1 s), which no other evaluator needs.
-    from clusterable.heads.tcl import TensorizedContrastive, elastic
-    from clusterable.models.images import as_images
 
-    _at_least_one("num_examples", num_examples)
-    for name, value in (("alpha", alpha), ("sigma", sigma)):
-        if value is not None and not value >= 0:
-            raise ValueError(f"{name} must be >= 0 or null, got {value}")
-    head = context.head
-    if not isinstance(head, TensorizedContrastive):
-        raise ValueError(
-            f"the elastic_pairs evaluator needs the TCL head (loss=tcl), got {type(head).__name__}"
-        )
-    alpha = head.alpha if alpha is None else float(alpha)
-    sigma = head.sigma if sigma is None else float(sigma)
-    inputs = context.inputs
-    n = min(num_examples, len(inputs))
-    anchor = inputs[:n]
-    generator = torch.Generator().manual_seed(context.seed)
-    positive = elastic(as_images(anchor.float()), alpha, sigma, generator).reshape(anchor.shape)
-    if head.num_clusters == 1 and len(inputs) > 1:
-        # Anchor i's negative: a uniformly random other point, i + 1 + U{0, ..., N - 2} (mod N).
-        shift = 1 + torch.randint(len(inputs) - 1, (n,), generator=generator)
-        negative = inputs[(torch.arange(n) + shift).remainder(len(inputs)).to(inputs.device)]
-    else:
-        cluster = head.assign(context.encoder_output)
-        # The first point of any other cluster: argmax over a boolean row picks the first True.
-        other = cluster[:n].unsqueeze(1) != cluster.unsqueeze(0)
-        negative = inputs[other.to(torch.int8).argmax(dim=1)]
-    out = {"tcl/elastic_change": float((positive - anchor).abs().mean())}
-    run_dir = _run_dir(context)
-    if run_dir is None:
+    Args:
+        num_examples: >= 1 anchors drawn.
+        alpha, sigma: >= 0, the elastic transformation's; None takes the head's.
+    """
+
+    num_examples: int = 6
+    alpha: float | None = None
+    sigma: float | None = None
+
+    def __post_init__(self) -> None:
+        _at_least_one("num_examples", self.num_examples)
+        for name, value in (("alpha", self.alpha), ("sigma", self.sigma)):
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be >= 0 or null, got {value}")
+
+    def metric_names(self) -> list[str]:
+        return ["tcl/elastic_change"]
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        # Imported here: the TCL head pulls in torchvision (~1 s), which no other evaluator needs.
+        from clusterable.heads.tcl import TensorizedContrastive, elastic
+        from clusterable.models.images import as_images
+
+        head = context.head
+        if not isinstance(head, TensorizedContrastive):
+            raise ValueError(
+                f"the elastic_pairs evaluator needs the TCL head (loss=tcl), got {type(head).__name__}"
+            )
+        alpha = head.alpha if self.alpha is None else float(self.alpha)
+        sigma = head.sigma if self.sigma is None else float(self.sigma)
+        inputs = context.inputs
+        n = min(self.num_examples, len(inputs))
+        anchor = inputs[:n]
+        generator = torch.Generator().manual_seed(context.seed)
+        positive = elastic(as_images(anchor.float()), alpha, sigma, generator).reshape(anchor.shape)
+        if head.num_clusters == 1 and len(inputs) > 1:
+            # Anchor i's negative: a uniformly random other point, i + 1 + U{0, ..., N - 2} (mod N).
+            shift = 1 + torch.randint(len(inputs) - 1, (n,), generator=generator)
+            negative = inputs[(torch.arange(n) + shift).remainder(len(inputs)).to(inputs.device)]
+        else:
+            cluster = head.assign(context.encoder_output)
+            # The first point of any other cluster: argmax over a boolean row picks the first True.
+            other = cluster[:n].unsqueeze(1) != cluster.unsqueeze(0)
+            negative = inputs[other.to(torch.int8).argmax(dim=1)]
+        out = {"tcl/elastic_change": float((positive - anchor).abs().mean())}
+        run_dir = _run_dir(context)
+        if run_dir is None:
+            return out
+        arrays = {
+            k: to_numpy(v).reshape(n, -1)
+            for k, v in (("anchor", anchor), ("positive", positive), ("negative", negative))
+        }
+        np.savez(run_dir / f"tcl_elastic_{context.stage}.npz", **arrays)
+        fig = _figure(1.2 * n + 0.4, 4.2)
+        for ax, (name, images) in zip(fig.subplots(3, 1), arrays.items(), strict=True):
+            _show(ax, image_grid(images, n), name)
+        fig.tight_layout()
+        fig.savefig(run_dir / f"tcl_elastic_{context.stage}.png")
         return out
-    arrays = {
-        k: to_numpy(v).reshape(n, -1)
-        for k, v in (("anchor", anchor), ("positive", positive), ("negative", negative))
-    }
-    np.savez(run_dir / f"tcl_elastic_{context.stage}.npz", **arrays)
-    fig = _figure(1.2 * n + 0.4, 4.2)
-    for ax, (name, images) in zip(fig.subplots(3, 1), arrays.items(), strict=True):
-        _show(ax, image_grid(images, n), name)
-    fig.tight_layout()
-    fig.savefig(run_dir / f"tcl_elastic_{context.stage}.png")
-    return out

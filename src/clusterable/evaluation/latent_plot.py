@@ -7,6 +7,7 @@ compose multi-panel figures later without the model.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -66,26 +67,11 @@ def draw(xy: np.ndarray, labels: np.ndarray, title: str) -> Figure:
     return fig
 
 
-def latent_plot(
-    embeddings: Tensor,
-    labels: Tensor,
-    context: EvalContext,
-    *,
-    method: str = "pca",
-    max_points: int | None = 3000,
-    filename: str | None = None,
-    perplexity: float = 30.0,
-    num_threads: int | None = 1,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class LatentPlot:
     """Project the embeddings to 2-D, plot them coloured by class, save PNG + coordinates under the run dir.
 
     Args:
-        embeddings: (N, D) the representation, D >= 2; with D == 2 it is plotted as it is (``method`` ignored,
-            files named ``raw``).
-        labels: (N,) class labels; ``-1`` marks unlabelled samples (drawn in grey).
-        context: ``run_dir`` is the folder for ``{filename}.png`` and ``{filename}.npz`` (keys ``xy`` (n, 2),
-            ``labels`` (n,)), None saves nothing; ``stage`` names the files; ``seed`` seeds the subsample, PCA
-            and t-SNE.
         method: "pca" (fitted on all N rows) or "tsne" (fitted on the plotted subsample only).
         max_points: rows plotted, a seeded random subsample; None = all.
         filename: file stem; None = ``latent_{stage}_{method}``.
@@ -93,41 +79,65 @@ def latent_plot(
         num_threads: OpenMP/BLAS threads while projecting; None = the libraries' default. One, because
             torch's and scikit-learn's OpenMP runtimes contend: t-SNE of 500 points took 25 s on 2 threads,
             4 s on 1.
-    Returns:
-        ``{"pca/explained_variance": float}`` (fraction of variance on the 2 components) for PCA, else ``{}``.
+    Raises:
+        ValueError: an option out of range, when built (the message starts with its name).
+
+    It declares no keys (``contracts.DeclaresMetrics``): 2-D embeddings are drawn as they are, without one.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
-    if max_points is not None and max_points < 2:
-        raise ValueError(f"max_points must be >= 2 or null, got {max_points}")
-    if not perplexity > 0:
-        raise ValueError(f"perplexity must be > 0, got {perplexity}")
-    if num_threads is not None and num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1 or null, got {num_threads}")
-    stage, seed = context.stage, context.seed
-    x, y = to_numpy(embeddings).astype(np.float32), to_numpy(labels).astype(np.int64).ravel()
-    if x.ndim != 2 or len(x) != len(y) or x.shape[1] < 2:
-        raise ValueError(f"embeddings must be (N, D>=2) and labels (N,), got {x.shape} and {y.shape}")
 
-    keep = np.arange(len(x))
-    if max_points is not None and len(x) > max_points:
-        keep = np.sort(np.random.default_rng(seed).choice(len(x), size=max_points, replace=False))
-    scalars: dict[str, float] = {}
-    with threadpool_limits(limits=num_threads):
-        if x.shape[1] == 2:
-            method, xy = "raw", x[keep]
-        elif method == "pca":
-            xy, scalars = project(x, "pca", seed)
-            xy = xy[keep]
-        else:
-            xy, scalars = project(x[keep], "tsne", seed, perplexity)
-    y = y[keep]
+    method: str = "pca"
+    max_points: int | None = 3000
+    filename: str | None = None
+    perplexity: float = 30.0
+    num_threads: int | None = 1
 
-    if context.run_dir is not None:
-        stem = Path(filename).stem if filename else f"latent_{stage}_{method}"
-        run_dir = Path(context.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        title = {"raw": "2-D embeddings", "pca": "PCA", "tsne": "t-SNE"}[method] + f" of {stage} embeddings"
-        draw(xy, y, title).savefig(run_dir / f"{stem}.png")
-        np.savez(run_dir / f"{stem}.npz", xy=xy.astype(np.float32), labels=y)
-    return scalars
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {list(METHODS)}, got {self.method!r}")
+        if self.max_points is not None and self.max_points < 2:
+            raise ValueError(f"max_points must be >= 2 or null, got {self.max_points}")
+        if not self.perplexity > 0:
+            raise ValueError(f"perplexity must be > 0, got {self.perplexity}")
+        if self.num_threads is not None and self.num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1 or null, got {self.num_threads}")
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        """``{"pca/explained_variance": float}`` (fraction of variance on the 2 components) for PCA, else ``{}``.
+
+        Args:
+            embeddings: (N, D) the representation, D >= 2; with D == 2 it is plotted as it is (``method``
+                ignored, files named ``raw``).
+            labels: (N,) class labels; ``-1`` marks unlabelled samples (drawn in grey).
+            context: ``run_dir`` is the folder for ``{filename}.png`` and ``{filename}.npz`` (keys ``xy`` (n, 2),
+                ``labels`` (n,)), None saves nothing; ``stage`` names the files; ``seed`` seeds the subsample, PCA
+                and t-SNE.
+        """
+        stage, seed, method = context.stage, context.seed, self.method
+        x, y = to_numpy(embeddings).astype(np.float32), to_numpy(labels).astype(np.int64).ravel()
+        if x.ndim != 2 or len(x) != len(y) or x.shape[1] < 2:
+            raise ValueError(f"embeddings must be (N, D>=2) and labels (N,), got {x.shape} and {y.shape}")
+
+        keep = np.arange(len(x))
+        if self.max_points is not None and len(x) > self.max_points:
+            keep = np.sort(np.random.default_rng(seed).choice(len(x), size=self.max_points, replace=False))
+        scalars: dict[str, float] = {}
+        with threadpool_limits(limits=self.num_threads):
+            if x.shape[1] == 2:
+                method, xy = "raw", x[keep]
+            elif method == "pca":
+                xy, scalars = project(x, "pca", seed)
+                xy = xy[keep]
+            else:
+                xy, scalars = project(x[keep], "tsne", seed, self.perplexity)
+        y = y[keep]
+
+        if context.run_dir is not None:
+            stem = Path(self.filename).stem if self.filename else f"latent_{stage}_{method}"
+            run_dir = Path(context.run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            title = {"raw": "2-D embeddings", "pca": "PCA", "tsne": "t-SNE"}[
+                method
+            ] + f" of {stage} embeddings"
+            draw(xy, y, title).savefig(run_dir / f"{stem}.png")
+            np.savez(run_dir / f"{stem}.npz", xy=xy.astype(np.float32), labels=y)
+        return scalars

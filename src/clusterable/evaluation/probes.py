@@ -19,6 +19,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -48,68 +49,6 @@ SCORES = ("acc", "ami")
 
 def _is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _check_options(
-    classifiers: Sequence[str],
-    knn_neighbors: int,
-    rf_trees: int,
-    rf_max_depth: int | None,
-    mlp_hidden: Sequence[int],
-    mlp_max_iter: int,
-    linear_max_iter: int,
-    standardize: bool,
-    max_train: int | None,
-    num_threads: int,
-) -> None:
-    """Raise ValueError, its message starting with the option's name, for the first option out of its range."""
-    unknown = isinstance(classifiers, str) or any(c not in CLASSIFIERS for c in classifiers)
-    if unknown or len(classifiers) == 0:
-        raise ValueError(
-            f"classifiers must be a non-empty subset of {list(CLASSIFIERS)}, got {classifiers!r}"
-        )
-    if len(set(classifiers)) != len(classifiers):
-        raise ValueError(f"classifiers must not name a classifier twice, got {list(classifiers)}")
-    for name, value in (
-        ("knn_neighbors", knn_neighbors),
-        ("rf_trees", rf_trees),
-        ("mlp_max_iter", mlp_max_iter),
-        ("linear_max_iter", linear_max_iter),
-        ("num_threads", num_threads),
-    ):
-        if not _is_int(value) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    for name, value in (("rf_max_depth", rf_max_depth), ("max_train", max_train)):
-        if value is not None and (not _is_int(value) or value < 1):
-            raise ValueError(f"{name} must be an integer >= 1 or null, got {value!r}")
-    widths = not isinstance(mlp_hidden, str) and all(_is_int(h) and h >= 1 for h in mlp_hidden)
-    if not widths or len(mlp_hidden) == 0:
-        raise ValueError(f"mlp_hidden must be a non-empty list of integers >= 1, got {mlp_hidden!r}")
-    if not isinstance(standardize, bool):
-        raise ValueError(f"standardize must be true or false, got {standardize!r}")
-
-
-def metric_names(
-    *,
-    classifiers: Sequence[Literal["knn", "rf", "mlp", "linear"]] = DEFAULT_CLASSIFIERS,
-    knn_neighbors: int = 5,
-    rf_trees: int = 100,
-    rf_max_depth: int | None = None,
-    mlp_hidden: Sequence[int] = (100,),
-    mlp_max_iter: int = 50,
-    linear_max_iter: int = 1000,
-    standardize: bool = True,
-    max_train: int | None = None,
-    num_threads: int = 1,
-) -> list[str]:
-    """The keys ``probes`` returns for these options, in its order (no stage prefix): ``{classifier}/acc`` and
-    ``{classifier}/ami`` for every classifier, in the order given. The other options do not change the names;
-    they are accepted (and checked) so that the evaluator's bound options can be passed as they are."""
-    _check_options(
-        classifiers, knn_neighbors, rf_trees, rf_max_depth, mlp_hidden, mlp_max_iter, linear_max_iter,
-        standardize, max_train, num_threads,
-    )  # fmt: skip
-    return [f"{name}/{score}" for name in classifiers for score in SCORES]
 
 
 def _classifier(
@@ -146,22 +85,8 @@ def _standardized(train_x: np.ndarray, test_x: np.ndarray) -> tuple[np.ndarray, 
     return ((train_x - mean) / std).astype(np.float32), ((test_x - mean) / std).astype(np.float32)
 
 
-def probes(
-    embeddings: Tensor,
-    labels: Tensor,
-    context: EvalContext,
-    *,
-    classifiers: Sequence[Literal["knn", "rf", "mlp", "linear"]] = DEFAULT_CLASSIFIERS,
-    knn_neighbors: int = 5,
-    rf_trees: int = 100,
-    rf_max_depth: int | None = None,
-    mlp_hidden: Sequence[int] = (100,),
-    mlp_max_iter: int = 50,
-    linear_max_iter: int = 1000,
-    standardize: bool = True,
-    max_train: int | None = None,
-    num_threads: int = 1,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class Probes:
     """Fit each classifier on the training split's representation and all its labels; score its predictions
     on the split being evaluated by accuracy and adjusted mutual information (Safir 2022, §6).
 
@@ -174,9 +99,6 @@ def probes(
     the accuracy is 0 and only the AMI (an agreement of partitions) is meaningful.
 
     Args:
-        embeddings: (N, D') the evaluated split's representation. labels: (N,) its labels, ``-1`` = unlabelled.
-        context: ``context.training_split(all_labels=True)`` gives the training representation (M, D') and its
-            labels (M,); ``context.seed`` seeds the random forest, the MLP and the ``max_train`` sample.
         classifiers: a non-empty subset of ``("knn", "rf", "mlp", "linear")``, no name twice; each gives its
             own keys. ``knn``: k-nearest neighbours (Euclidean, uniform votes); ``rf``: a random forest;
             ``mlp``: a multi-layer perceptron (scikit-learn's ReLU/Adam defaults); ``linear``: multinomial
@@ -198,70 +120,120 @@ def probes(
             forest and the MLP cost time in proportion to the training rows.
         num_threads: BLAS/OpenMP threads (threadpoolctl) and ``n_jobs`` of kNN and the forest. One by default:
             torch and scikit-learn each bring an OpenMP runtime, which contend on a small machine.
-    Returns:
-        ``metric_names(...)`` of these options: ``{"{classifier}/acc", "{classifier}/ami": float}``; NaN for
-        every key when no row of the evaluated split is labelled.
     Raises:
-        ValueError: an option out of range (the message starts with its name), mismatched shapes, non-finite
-            embeddings, no labelled training row, ``knn_neighbors`` larger than the labelled training rows fit
-            on, or no training split (during model selection).
+        ValueError: an option out of range, when built (the message starts with its name).
     """
-    names = metric_names(
-        classifiers=classifiers, knn_neighbors=knn_neighbors, rf_trees=rf_trees, rf_max_depth=rf_max_depth,
-        mlp_hidden=mlp_hidden, mlp_max_iter=mlp_max_iter, linear_max_iter=linear_max_iter,
-        standardize=standardize, max_train=max_train, num_threads=num_threads,
-    )  # fmt: skip
-    train_embeddings, train_labels = context.training_split(all_labels=True)
-    # float32: the forest's own dtype (it would copy float64 to float32), and half the MLP's arithmetic.
-    x, y = to_numpy(embeddings).astype(np.float32, copy=False), to_numpy(labels).astype(np.int64).ravel()
-    train_x = to_numpy(train_embeddings).astype(np.float32, copy=False)
-    train_y = to_numpy(train_labels).astype(np.int64).ravel()
-    if x.ndim != 2 or len(x) != len(y):
-        raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape} and {y.shape}")
-    if train_x.ndim != 2 or len(train_x) != len(train_y) or train_x.shape[1] != x.shape[1]:
-        raise ValueError(
-            f"the training representation must be (M, {x.shape[1]}) and its labels (M,), "
-            f"got {train_x.shape} and {train_y.shape}"
+
+    classifiers: Sequence[Literal["knn", "rf", "mlp", "linear"]] = DEFAULT_CLASSIFIERS
+    knn_neighbors: int = 5
+    rf_trees: int = 100
+    rf_max_depth: int | None = None
+    mlp_hidden: Sequence[int] = (100,)
+    mlp_max_iter: int = 50
+    linear_max_iter: int = 1000
+    standardize: bool = True
+    max_train: int | None = None
+    num_threads: int = 1
+
+    def __post_init__(self) -> None:
+        classifiers, mlp_hidden = self.classifiers, self.mlp_hidden
+        unknown = isinstance(classifiers, str) or any(c not in CLASSIFIERS for c in classifiers)
+        if unknown or len(classifiers) == 0:
+            raise ValueError(
+                f"classifiers must be a non-empty subset of {list(CLASSIFIERS)}, got {classifiers!r}"
+            )
+        if len(set(classifiers)) != len(classifiers):
+            raise ValueError(f"classifiers must not name a classifier twice, got {list(classifiers)}")
+        for name, value in (
+            ("knn_neighbors", self.knn_neighbors),
+            ("rf_trees", self.rf_trees),
+            ("mlp_max_iter", self.mlp_max_iter),
+            ("linear_max_iter", self.linear_max_iter),
+            ("num_threads", self.num_threads),
+        ):
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name, value in (("rf_max_depth", self.rf_max_depth), ("max_train", self.max_train)):
+            if value is not None and (not _is_int(value) or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or null, got {value!r}")
+        widths = not isinstance(mlp_hidden, str) and all(_is_int(h) and h >= 1 for h in mlp_hidden)
+        if not widths or len(mlp_hidden) == 0:
+            raise ValueError(f"mlp_hidden must be a non-empty list of integers >= 1, got {mlp_hidden!r}")
+        if not isinstance(self.standardize, bool):
+            raise ValueError(f"standardize must be true or false, got {self.standardize!r}")
+        # Tuples: the config's lists arrive as OmegaConf ListConfigs, and a frozen evaluator holds no mutable list.
+        object.__setattr__(self, "classifiers", tuple(str(c) for c in classifiers))
+        object.__setattr__(self, "mlp_hidden", tuple(int(h) for h in mlp_hidden))
+
+    def metric_names(self) -> list[str]:
+        """The keys ``__call__`` returns, in its order (no stage prefix): ``{classifier}/acc`` and
+        ``{classifier}/ami`` for every classifier, in the order given."""
+        return [f"{name}/{score}" for name in self.classifiers for score in SCORES]
+
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        """``metric_names()``: ``{"{classifier}/acc", "{classifier}/ami": float}``; NaN for every key when no row
+        of the evaluated split is labelled.
+
+        Args:
+            embeddings: (N, D') the evaluated split's representation. labels: (N,) its labels, ``-1`` =
+                unlabelled.
+            context: ``context.training_split(all_labels=True)`` gives the training representation (M, D') and
+                its labels (M,); ``context.seed`` seeds the random forest, the MLP and the ``max_train`` sample.
+        Raises:
+            ValueError: mismatched shapes, non-finite embeddings, no labelled training row, ``knn_neighbors``
+                larger than the labelled training rows fit on, or no training split (during model selection).
+        """
+        names, classifiers = self.metric_names(), self.classifiers
+        train_embeddings, train_labels = context.training_split(all_labels=True)
+        # float32: the forest's own dtype (it would copy float64 to float32), and half the MLP's arithmetic.
+        x, y = to_numpy(embeddings).astype(np.float32, copy=False), to_numpy(labels).astype(np.int64).ravel()
+        train_x = to_numpy(train_embeddings).astype(np.float32, copy=False)
+        train_y = to_numpy(train_labels).astype(np.int64).ravel()
+        if x.ndim != 2 or len(x) != len(y):
+            raise ValueError(f"embeddings must be (N, D) and labels (N,), got {x.shape} and {y.shape}")
+        if train_x.ndim != 2 or len(train_x) != len(train_y) or train_x.shape[1] != x.shape[1]:
+            raise ValueError(
+                f"the training representation must be (M, {x.shape[1]}) and its labels (M,), "
+                f"got {train_x.shape} and {train_y.shape}"
+            )
+        x, y = x[y >= 0], y[y >= 0]
+        train_x, train_y = train_x[train_y >= 0], train_y[train_y >= 0]
+        if len(train_y) == 0:
+            raise ValueError("the training labels must mark at least one row as labelled (>= 0); all are -1")
+        if self.max_train is not None and len(train_y) > self.max_train:
+            rng = np.random.default_rng(context.seed)
+            rows = np.sort(rng.choice(len(train_y), size=self.max_train, replace=False))
+            train_x, train_y = train_x[rows], train_y[rows]
+        if "knn" in classifiers and self.knn_neighbors > len(train_y):
+            raise ValueError(
+                f"knn_neighbors must be <= {len(train_y)}, the labelled training rows the probes are fit on, "
+                f"got {self.knn_neighbors}"
+            )
+        if not (np.isfinite(x).all() and np.isfinite(train_x).all()):
+            raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
+        if len(y) == 0:
+            return dict.fromkeys(names, float("nan"))
+
+        classes = np.unique(train_y)
+        scaled = (
+            _standardized(train_x, x) if self.standardize and any(c in SCALED for c in classifiers) else None
         )
-    x, y = x[y >= 0], y[y >= 0]
-    train_x, train_y = train_x[train_y >= 0], train_y[train_y >= 0]
-    if len(train_y) == 0:
-        raise ValueError("the training labels must mark at least one row as labelled (>= 0); all are -1")
-    if max_train is not None and len(train_y) > max_train:
-        rng = np.random.default_rng(context.seed)
-        rows = np.sort(rng.choice(len(train_y), size=max_train, replace=False))
-        train_x, train_y = train_x[rows], train_y[rows]
-    if "knn" in classifiers and knn_neighbors > len(train_y):
-        raise ValueError(
-            f"knn_neighbors must be <= {len(train_y)}, the labelled training rows the probes are fit on, "
-            f"got {knn_neighbors}"
-        )
-    if not (np.isfinite(x).all() and np.isfinite(train_x).all()):
-        raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
-    if len(y) == 0:
-        return dict.fromkeys(names, float("nan"))
-
-    classes = np.unique(train_y)
-    scaled = _standardized(train_x, x) if standardize and any(c in SCALED for c in classifiers) else None
-    out: dict[str, float] = {}
-    with threadpool_limits(limits=num_threads):
-        for name in classifiers:
-            if len(classes) == 1:
-                pred = np.full(len(y), classes[0])
-            else:
-                fit_x, test_x = scaled if scaled is not None and name in SCALED else (train_x, x)
-                clf = _classifier(
-                    name, context.seed, knn_neighbors, rf_trees, rf_max_depth, mlp_hidden, mlp_max_iter,
-                    linear_max_iter, num_threads,
-                )  # fmt: skip
-                with warnings.catch_warnings():
-                    if name == "mlp":  # it stops at mlp_max_iter epochs by design; errors still raise
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                    clf.fit(fit_x, train_y)
-                pred = clf.predict(test_x)
-            out[f"{name}/acc"] = float(np.mean(pred == y))
-            out[f"{name}/ami"] = float(metrics.adjusted_mutual_info_score(y, pred))
-    return {name: out[name] for name in names}
-
-
-probes.metric_names = metric_names  # type: ignore[attr-defined]
+        out: dict[str, float] = {}
+        with threadpool_limits(limits=self.num_threads):
+            for name in classifiers:
+                if len(classes) == 1:
+                    pred = np.full(len(y), classes[0])
+                else:
+                    fit_x, test_x = scaled if scaled is not None and name in SCALED else (train_x, x)
+                    clf = _classifier(
+                        name, context.seed, self.knn_neighbors, self.rf_trees, self.rf_max_depth,
+                        self.mlp_hidden, self.mlp_max_iter, self.linear_max_iter, self.num_threads,
+                    )  # fmt: skip
+                    with warnings.catch_warnings():
+                        if name == "mlp":  # it stops at mlp_max_iter epochs by design; errors still raise
+                            warnings.simplefilter("ignore", ConvergenceWarning)
+                        clf.fit(fit_x, train_y)
+                    pred = clf.predict(test_x)
+                out[f"{name}/acc"] = float(np.mean(pred == y))
+                out[f"{name}/ami"] = float(metrics.adjusted_mutual_info_score(y, pred))
+        return {name: out[name] for name in names}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -37,48 +38,6 @@ DISTANCES = ("l2", "cos", "sc")
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)  # CUB-200 and Cars196 in Boudiaf et al. 2020, Table 4
 
 _NEG_INF = float("-inf")
-
-
-def _check_options(
-    ks: Sequence[int], distances: Sequence[str], chunk_size: int, map_at_r: bool, r_precision: bool
-) -> None:
-    """Raise ValueError, naming the option, for the first option out of its range (the data-free checks)."""
-    if isinstance(ks, str) or len(ks) == 0:
-        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
-    positive = all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in ks)
-    if not positive or len(set(ks)) != len(ks):
-        raise ValueError(f"ks must be distinct positive integers, got {list(ks)}")
-    if isinstance(distances, str) or len(distances) == 0 or any(d not in DISTANCES for d in distances):
-        raise ValueError(f"distances must be a non-empty subset of {list(DISTANCES)}, got {distances!r}")
-    if len(set(distances)) != len(distances):
-        raise ValueError(f"distances must not repeat a distance, got {list(distances)}")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    for name, value in (("map_at_r", map_at_r), ("r_precision", r_precision)):
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be true or false, got {value!r}")
-
-
-def metric_names(
-    *,
-    ks: Sequence[int] = DEFAULT_KS,
-    distances: Sequence[Literal["l2", "cos", "sc"]] = ("cos", "l2"),
-    map_at_r: bool = True,
-    r_precision: bool = True,
-    chunk_size: int = 8192,
-    device: str | None = None,
-) -> list[str]:
-    """The keys ``retrieval_metrics`` returns for these options, in its order (without the stage prefix):
-    ``recall@{k}/{distance}`` for every k, then ``map@r/{distance}`` and ``r_precision/{distance}``, for every
-    distance. ``chunk_size`` and ``device`` do not change the names; they are accepted so that the evaluator's
-    options can be passed as they are."""
-    _check_options(ks, distances, chunk_size, map_at_r, r_precision)
-    names = []
-    for distance in distances:
-        names += [f"recall@{k}/{distance}" for k in ks]
-        names += [f"map@r/{distance}"] if map_at_r else []
-        names += [f"r_precision/{distance}"] if r_precision else []
-    return names
 
 
 def _query_gallery(split: dict[str, Tensor], n: int) -> tuple[Tensor, Tensor] | None:
@@ -388,19 +347,8 @@ def _scores_of(
     return out
 
 
-@torch.no_grad()
-def retrieval_metrics(
-    embeddings: Tensor,
-    labels: Tensor,
-    context: EvalContext,
-    *,
-    ks: Sequence[int] = DEFAULT_KS,
-    distances: Sequence[Literal["l2", "cos", "sc"]] = ("cos", "l2"),
-    map_at_r: bool = True,
-    r_precision: bool = True,
-    chunk_size: int = 8192,
-    device: str | None = None,
-) -> dict[str, float]:
+@dataclass(frozen=True)
+class RetrievalMetrics:
     """Recall@K, MAP@R and R-Precision of the exact nearest neighbours of every query among the gallery.
 
     Who queries whom: when ``context.split`` holds boolean (N,) tensors ``is_query`` and ``is_gallery``
@@ -434,8 +382,6 @@ def retrieval_metrics(
     ``2 q.g - |q|^2 - |g|^2`` for l2, ``q.g`` for cos), which is also the order of a stable sort.
 
     Args:
-        embeddings: (N, D) the representation. labels: (N,) class labels, ``-1`` = unlabelled.
-        context: ``context.split`` may hold ``is_query``/``is_gallery`` (N,) booleans.
         ks: the K of Recall@K, distinct and >= 1; each at most the number of candidates of a query: the
             gallery size minus one (every row queries the others) or the gallery size (query/gallery).
         distances: a non-empty subset of ``("l2", "cos", "sc")``; each gives its own set of metrics.
@@ -447,71 +393,116 @@ def retrieval_metrics(
             (N, rank) float32 spectral rows (sc), and the (queries, max(max(ks), R_max)) results with their
             indices.
         device: where to compute (``"cpu"``, ``"cuda"``...); None = the device of ``embeddings``.
-    Returns:
-        ``metric_names(...)`` of these options: ``{"recall@{k}/{distance}", "map@r/{distance}",
-        "r_precision/{distance}": float}``.
     Raises:
-        ValueError: an option out of range, a K larger than a query's candidates, mismatched shapes,
-            non-finite embeddings, is_query/is_gallery of the wrong type, or (sc) embeddings of rank 0 once
-            centred (every row the same).
+        ValueError: an option out of range, when built (the message starts with its name).
     """
-    _check_options(ks, distances, chunk_size, map_at_r, r_precision)
-    x, y = to_tensor(embeddings), to_tensor(labels)
-    if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
-        shapes = f"{tuple(x.shape)} and {tuple(y.shape)}"
-        raise ValueError(f"embeddings must be (N, D) and labels (N,) of the same N, got {shapes}")
-    where = torch.device(device) if device is not None else x.device
-    x, y = x.to(where, torch.float32), y.to(where, torch.long)
-    split_masks = _query_gallery(context.split, len(y))
-    labelled = y >= 0
-    if split_masks is None:
-        queries = gallery = labelled.nonzero().squeeze(1)
-        candidates, what = len(gallery) - 1, "the gallery size minus one (every row queries the others)"
-        if len(gallery) < 2:
-            raise ValueError(f"labels must mark at least two rows as labelled (>= 0), got {len(gallery)}")
-    else:
-        is_query, is_gallery = (m.to(where) & labelled for m in split_masks)
-        queries, gallery = is_query.nonzero().squeeze(1), is_gallery.nonzero().squeeze(1)
-        candidates, what = len(gallery), "the gallery size (query/gallery mode)"
-        if len(queries) == 0 or len(gallery) == 0:
-            empty = "is_query" if len(queries) == 0 else "is_gallery"
-            raise ValueError(f"split {empty} must mark at least one labelled row, it marks none")
-    if max(ks) > candidates:
-        raise ValueError(f"ks must be <= {candidates}, {what}; got K = {max(ks)}")
-    used = labelled if split_masks is None else (is_query | is_gallery)
-    x_used = x if bool(used.all()) else x[used]  # no copy in the usual case, every row labelled and used
-    if not bool(torch.isfinite(x_used).all()):
-        raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
-    if "l2" in distances and not bool(torch.isfinite((x_used * x_used).sum(dim=1)).all()):
-        raise ValueError("embeddings are too large for float32 squared distances (a squared norm overflows)")
-    del x_used
 
-    # R of every query: the gallery items of its class, minus itself when it is in the gallery.
-    _, inverse = torch.unique(y, return_inverse=True)
-    in_gallery = torch.zeros(len(y), dtype=torch.bool, device=where)
-    in_gallery[gallery] = True
-    class_size = torch.bincount(inverse[gallery], minlength=int(inverse.max()) + 1)
-    relevant = class_size[inverse[queries]] - in_gallery[queries].long()
-    not_lone = relevant > 0
-    r_max = int(relevant.max()) if (map_at_r or r_precision) and len(relevant) else 0
-    k = max(max(ks), min(r_max, candidates))
+    ks: Sequence[int] = DEFAULT_KS
+    distances: Sequence[Literal["l2", "cos", "sc"]] = ("cos", "l2")
+    map_at_r: bool = True
+    r_precision: bool = True
+    chunk_size: int = 8192
+    device: str | None = None
 
-    out: dict[str, float] = {}
-    all_vs_all = split_masks is None
-    for distance in distances:
-        feats = F.normalize(x, dim=1) if distance == "cos" else _spectral(x, used) if distance == "sc" else x
-        # The search runs on the gallery rows (and the query rows in query/gallery mode) only.
-        if all_vs_all:
-            rows = feats if len(gallery) == len(feats) else feats[gallery]
-            values, positions = _search(rows, None, None, k, chunk_size, squared=distance == "l2")
+    def __post_init__(self) -> None:
+        ks, distances = self.ks, self.distances
+        if isinstance(ks, str) or len(ks) == 0:
+            raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+        positive = all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in ks)
+        if not positive or len(set(ks)) != len(ks):
+            raise ValueError(f"ks must be distinct positive integers, got {list(ks)}")
+        if isinstance(distances, str) or len(distances) == 0 or any(d not in DISTANCES for d in distances):
+            raise ValueError(f"distances must be a non-empty subset of {list(DISTANCES)}, got {distances!r}")
+        if len(set(distances)) != len(distances):
+            raise ValueError(f"distances must not repeat a distance, got {list(distances)}")
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+        for name, value in (("map_at_r", self.map_at_r), ("r_precision", self.r_precision)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be true or false, got {value!r}")
+        # Tuples: the config's lists arrive as OmegaConf ListConfigs, and a frozen evaluator holds no mutable list.
+        object.__setattr__(self, "ks", tuple(int(k) for k in ks))
+        object.__setattr__(self, "distances", tuple(str(d) for d in distances))
+
+    def metric_names(self) -> list[str]:
+        """The keys ``__call__`` returns, in its order (without the stage prefix): ``recall@{k}/{distance}`` for
+        every k, then ``map@r/{distance}`` and ``r_precision/{distance}``, for every distance."""
+        names = []
+        for distance in self.distances:
+            names += [f"recall@{k}/{distance}" for k in self.ks]
+            names += [f"map@r/{distance}"] if self.map_at_r else []
+            names += [f"r_precision/{distance}"] if self.r_precision else []
+        return names
+
+    @torch.no_grad()
+    def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
+        """``metric_names()``: ``{"recall@{k}/{distance}", "map@r/{distance}", "r_precision/{distance}": float}``.
+
+        Args:
+            embeddings: (N, D) the representation. labels: (N,) class labels, ``-1`` = unlabelled.
+            context: ``context.split`` may hold ``is_query``/``is_gallery`` (N,) booleans.
+        Raises:
+            ValueError: a K larger than a query's candidates, mismatched shapes, non-finite embeddings,
+                is_query/is_gallery of the wrong type, or (sc) embeddings of rank 0 once centred (every row the
+                same).
+        """
+        ks, distances, chunk_size, map_at_r = self.ks, self.distances, self.chunk_size, self.map_at_r
+        x, y = to_tensor(embeddings), to_tensor(labels)
+        if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
+            shapes = f"{tuple(x.shape)} and {tuple(y.shape)}"
+            raise ValueError(f"embeddings must be (N, D) and labels (N,) of the same N, got {shapes}")
+        where = torch.device(self.device) if self.device is not None else x.device
+        x, y = x.to(where, torch.float32), y.to(where, torch.long)
+        split_masks = _query_gallery(context.split, len(y))
+        labelled = y >= 0
+        if split_masks is None:
+            queries = gallery = labelled.nonzero().squeeze(1)
+            candidates, what = len(gallery) - 1, "the gallery size minus one (every row queries the others)"
+            if len(gallery) < 2:
+                raise ValueError(f"labels must mark at least two rows as labelled (>= 0), got {len(gallery)}")
         else:
-            values, positions = _search(feats, queries, gallery, k, chunk_size, squared=distance == "l2")
-        neighbour_labels = y[gallery][positions.clamp(min=0)]
-        hits = (neighbour_labels == y[queries][:, None]) & (values > _NEG_INF)
-        scores = _scores_of(hits[not_lone], relevant[not_lone], ks, map_at_r, r_precision)
-        out.update({f"{name}/{distance}": value for name, value in scores.items()})
-    return {name: out[name] for name in metric_names(ks=ks, distances=distances, map_at_r=map_at_r,
-                                                     r_precision=r_precision)}  # fmt: skip
+            is_query, is_gallery = (m.to(where) & labelled for m in split_masks)
+            queries, gallery = is_query.nonzero().squeeze(1), is_gallery.nonzero().squeeze(1)
+            candidates, what = len(gallery), "the gallery size (query/gallery mode)"
+            if len(queries) == 0 or len(gallery) == 0:
+                empty = "is_query" if len(queries) == 0 else "is_gallery"
+                raise ValueError(f"split {empty} must mark at least one labelled row, it marks none")
+        if max(ks) > candidates:
+            raise ValueError(f"ks must be <= {candidates}, {what}; got K = {max(ks)}")
+        used = labelled if split_masks is None else (is_query | is_gallery)
+        x_used = x if bool(used.all()) else x[used]  # no copy in the usual case, every row labelled and used
+        if not bool(torch.isfinite(x_used).all()):
+            raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
+        if "l2" in distances and not bool(torch.isfinite((x_used * x_used).sum(dim=1)).all()):
+            raise ValueError(
+                "embeddings are too large for float32 squared distances (a squared norm overflows)"
+            )
+        del x_used
 
+        # R of every query: the gallery items of its class, minus itself when it is in the gallery.
+        _, inverse = torch.unique(y, return_inverse=True)
+        in_gallery = torch.zeros(len(y), dtype=torch.bool, device=where)
+        in_gallery[gallery] = True
+        class_size = torch.bincount(inverse[gallery], minlength=int(inverse.max()) + 1)
+        relevant = class_size[inverse[queries]] - in_gallery[queries].long()
+        not_lone = relevant > 0
+        r_max = int(relevant.max()) if (map_at_r or self.r_precision) and len(relevant) else 0
+        k = max(max(ks), min(r_max, candidates))
 
-retrieval_metrics.metric_names = metric_names  # type: ignore[attr-defined]
+        out: dict[str, float] = {}
+        all_vs_all = split_masks is None
+        for distance in distances:
+            feats = (
+                F.normalize(x, dim=1) if distance == "cos" else _spectral(x, used) if distance == "sc" else x
+            )
+            # The search runs on the gallery rows (and the query rows in query/gallery mode) only.
+            if all_vs_all:
+                rows = feats if len(gallery) == len(feats) else feats[gallery]
+                values, positions = _search(rows, None, None, k, chunk_size, squared=distance == "l2")
+            else:
+                values, positions = _search(feats, queries, gallery, k, chunk_size, squared=distance == "l2")
+            neighbour_labels = y[gallery][positions.clamp(min=0)]
+            hits = (neighbour_labels == y[queries][:, None]) & (values > _NEG_INF)
+            scores = _scores_of(hits[not_lone], relevant[not_lone], ks, map_at_r, self.r_precision)
+            out.update({f"{name}/{distance}": value for name, value in scores.items()})
+        return {name: out[name] for name in self.metric_names()}

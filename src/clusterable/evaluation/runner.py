@@ -1,14 +1,25 @@
-"""Gather the representation once per split and call every configured evaluator on it."""
+"""Gather the representation once per split and call every configured evaluator on it.
+
+The trained model is what ``contracts.EmbedsSplits`` says (``module.RepresentationModule`` is one): this module
+does not import the LightningModule, which runs the validation evaluators through ``callbacks.ValidationMetrics``
+and so imports ``call_evaluators`` from here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
 
-from clusterable.contracts import DataModule, EvalContext, Evaluator, PartiallyLabelled, RepresentingHead
-from clusterable.module import RepresentationModule
+from clusterable.contracts import (
+    DataModule,
+    EmbedsSplits,
+    EvalContext,
+    Evaluator,
+    PartiallyLabelled,
+    RepresentingHead,
+)
 
 
 class EvaluatorError(ValueError):
@@ -17,30 +28,33 @@ class EvaluatorError(ValueError):
 
 @torch.no_grad()
 def represent(
-    module: RepresentationModule, data: DataModule, stage: str
+    model: EmbedsSplits, data: DataModule, stage: str
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """The encoder output (N, D), the representation the evaluators score (N, D') and the split's per-row
-    tensors (on the module's device) of split ``stage``, its rows in order.
+    tensors (on the model's device) of split ``stage``, its rows in order.
 
-    The encoder sees the batches of ``data.eval_batches`` (in-memory inputs in chunks, or decoded and
-    transformed images); the representation is ``head.embed(...)`` for a ``RepresentingHead`` (autoencoders,
-    cluster-specific heads), which learns it itself, else the encoder output.
+    The encoder output is ``model.embed_split`` (the batches of ``data.eval_batches``: in-memory inputs in
+    chunks, or decoded and transformed images), as the Lloyd steps of a clustering head see it; the
+    representation is ``head.embed(...)`` for a ``RepresentingHead`` (autoencoders, cluster-specific heads),
+    which learns it itself, computed in eval mode, else the encoder output.
     """
-    was_training = module.training
-    module.eval()
-    out = [module.encoder(batch["inputs"]) for batch in data.eval_batches(stage, module.device)]
-    module.train(was_training)
-    split = {k: v.to(module.device) for k, v in data.splits[stage].items()}
-    out = torch.cat(out) if out else torch.zeros(0, module.encoder.embedding_dim, device=module.device)
-    head = module.head
-    return out, (head.embed(out, **split) if isinstance(head, RepresentingHead) else out), split
+    out, split = model.embed_split(data, stage)
+    head = model.head
+    if not isinstance(head, RepresentingHead):
+        return out, out, split
+    was_training = head.training
+    head.eval()
+    try:
+        return out, head.embed(out, **split), split
+    finally:
+        head.train(was_training)
 
 
 @torch.no_grad()
 def evaluate(
-    module: RepresentationModule,
+    module: EmbedsSplits,
     data: DataModule,
-    evaluators: dict[str, Evaluator],
+    evaluators: Mapping[str, Evaluator],
     stages: Iterable[str] = ("val", "test"),
     run_dir: Path | None = None,
     seed: int = 0,
@@ -63,7 +77,7 @@ def evaluate(
             raise ValueError(
                 f"eval_stages: no split named {stage!r}; the dataset has: {', '.join(data.splits)}"
             )
-    module.eval()
+    module.eval()  # the evaluators call the head (logits, assign, reconstruct) as a trained model
     _, train_rep, train = represent(module, data, "train")
     train_labels = train["labels"]
     # The labels `dataset.labelled_percent` hid from training, for evaluators that score with every label.
@@ -91,7 +105,7 @@ def evaluate(
 
 
 def call_evaluators(
-    evaluators: dict[str, Evaluator], embeddings: torch.Tensor, labels: torch.Tensor, context: EvalContext
+    evaluators: Mapping[str, Evaluator], embeddings: torch.Tensor, labels: torch.Tensor, context: EvalContext
 ) -> dict[str, float]:
     """``{"{stage}/{key}": value}`` of every evaluator on one split; an evaluator's ValueError becomes an
     ``EvaluatorError`` naming it."""

@@ -39,7 +39,7 @@ class GaussianCOREL(AttractRepelHead):
     ~60 to ~1e3 within the second epoch and to 1e10 by epoch 39-53, at chance accuracy. The paper tunes lam over
     [0, 1] (COREL, "Tuning"); ``divergence`` makes such a run a diverged cell rather than a chance-level number.
 
-    ``divergence`` (``module.WatchesDivergence``, asked after every training epoch) reports the runaway when
+    ``divergence`` (``contracts.WatchesDivergence``, asked after every training epoch) reports the runaway when
     ``lam < 0.5``, the epoch's mean loss is negative (impossible for ``lam >= 0.5``, where ``L >= 0``) and the
     mean attraction has grown ``RUNAWAY_GROWTH``-fold over its smallest epoch mean so far. Both conditions are
     needed: at ``lam = 0.5`` the attraction grows too (the tied-bias softmax rewards scaling h and w up; on
