@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.running import SEARCHPATH, all_metrics, by_override, metrics_files
 
-from clusterable.data.digits import read_digits
+from clusterable.data.memory.digits import read_digits
 
 QUICK = ["trainer.max_epochs=2", "trainer.enable_progress_bar=false", "evaluator=[classification]"]
 

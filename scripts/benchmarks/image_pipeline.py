@@ -28,8 +28,9 @@ def measure() -> dict:
     from torch.utils.data import DataLoader, Dataset
     from torchvision import transforms as T
 
-    from clusterable.data.images import ImageDataModule
-    from clusterable.data.retrieval_sets import read_cub200
+    from clusterable.data.folders import ImageDataModule
+    from clusterable.data.folders.augment import Augment
+    from clusterable.data.folders.retrieval_sets import read_cub200
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     n, batch_size, classes = 512, 128, 16
@@ -62,9 +63,9 @@ def measure() -> dict:
     # --- ours: decode once, then batches from the memmap, views on the device
     dm = ImageDataModule(
         "bench", lambda: read_cub200(root, expected_sizes=None), [3, 224, 224], classes, batch_size=batch_size,
-        resize="shorter:256", crop_scale=list(recipe["scale"]), crop_ratio=list(recipe["ratio"]),
-        jitter=list(recipe["jitter"]), validation="none", decode_workers=2, cache_dir=str(root / "cache"),
-        progress=False,
+        resize="shorter:256", validation="none", decode_workers=2, cache_dir=str(root / "cache"), progress=False,
+        augment=Augment(crop_scale=list(recipe["scale"]), crop_ratio=list(recipe["ratio"]),
+                        jitter=list(recipe["jitter"])),
     )  # fmt: skip
     start = time.perf_counter()
     dm.load()

@@ -41,7 +41,7 @@ def framework_loop(encoder, head, splits: dict, batch_size: int, epochs: int, lr
     """The framework's training path, as train.py runs it, without checkpoints, loggers or validation."""
     import functools
 
-    from clusterable.data import InMemoryDataModule
+    from clusterable.data.memory import InMemoryDataModule
     from clusterable.module import RepresentationModule
 
     dm = InMemoryDataModule("bench", lambda: splits, splits["train"]["inputs"].shape[1:], 10, batch_size)

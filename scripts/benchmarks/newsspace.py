@@ -101,7 +101,7 @@ def write_newsspace(path: Path, per_topic: int, seed: int = 0) -> int:
     topic, so that there are as many records per document as the AG corpus (more than a million articles) has for
     AGNews-8's 94,721. The candidates' texts are all different (their preprocessing is what is timed); the others,
     only read, repeat 1,000 texts."""
-    from clusterable.data.agnews import ENTERTAINMENT_CATEGORIES, TOPICS
+    from clusterable.data.text.agnews import ENTERTAINMENT_CATEGORIES, TOPICS
 
     rng = random.Random(seed)
     seven = [topic for topic in TOPICS if topic != "Entertainment"]

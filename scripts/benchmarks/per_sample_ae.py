@@ -13,8 +13,8 @@ def measure() -> dict:
     """The CSRL standard AE's protocol: one Adam(weight_decay=0.1) step per sample (AE3, parallel lines, 150 x 5),
     the framework (optimizer_steps=per_sample, the whole split as one Lightning batch) against the authors' plain
     loop, seconds per epoch over 20 epochs."""
-    from clusterable.data import InMemoryDataModule
-    from clusterable.data.synthetic import read_synthetic
+    from clusterable.data.memory import InMemoryDataModule
+    from clusterable.data.memory.synthetic import read_synthetic
     from clusterable.heads.linear_ae import LinearAE
     from clusterable.models.identity import Identity
     from clusterable.module import RepresentationModule

@@ -49,7 +49,8 @@ def measure(batch: int = 256, steps: int = 40, side: int = 224, accelerator: str
 
     import lightning as L
 
-    from clusterable.data.images import ImageDataModule
+    from clusterable.data.folders import ImageDataModule
+    from clusterable.data.folders.augment import Augment
     from clusterable.heads.ce import CrossEntropy
     from clusterable.models.backbones import ResNet50
     from clusterable.module import RepresentationModule
@@ -68,7 +69,7 @@ def measure(batch: int = 256, steps: int = 40, side: int = 224, accelerator: str
             fake_size=batch * steps,
             seed=0,
             validation="none",
-            jitter=[0.25, 0.25, 0.25, 0.0],
+            augment=Augment(jitter=[0.25, 0.25, 0.25, 0.0]),
         )
         encoder = ResNet50(input_shape=(3, side, side), weights=None)
         head = CrossEntropy(num_classes=100, embedding_dim=encoder.embedding_dim)

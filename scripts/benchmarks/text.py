@@ -26,8 +26,8 @@ def _agnews_build(per_topic: int = 2_500) -> dict:
     corpus's proportion), in a fresh folder, so the build reads, samples, preprocesses, assembles and writes its
     cache; then a second call, served by that cache. spaCy's loading is timed apart (once per process, whatever
     the corpus's size), so that the seconds per 10,000 documents are the build's own."""
-    from clusterable.data import text_preprocess
-    from clusterable.data.agnews import read_agnews8
+    from clusterable.data.text import preprocess
+    from clusterable.data.text.agnews import read_agnews8
 
     out: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -37,7 +37,7 @@ def _agnews_build(per_topic: int = 2_500) -> dict:
         out["text_corpus_fixture_write_s"] = time.perf_counter() - start
         out["text_corpus_fixture_mb"] = path.stat().st_size / 1e6
         start = time.perf_counter()
-        text_preprocess.load_preprocessor("auto")  # cached per process: the build below finds it loaded
+        preprocess.load_preprocessor("auto")  # cached per process: the build below finds it loaded
         out["text_corpus_spacy_load_s"] = time.perf_counter() - start
 
         def build():
@@ -129,8 +129,8 @@ def measure() -> dict:
         out["text_glove_fixture_gb"] = path.stat().st_size / 1e9
         child = textwrap.dedent(f"""
             import json, time
-            from clusterable.data.corpus import PAD, SPECIAL_TOKENS, UNK
-            from clusterable.data.glove import read_glove
+            from clusterable.data.text.corpus import PAD, SPECIAL_TOKENS, UNK
+            from clusterable.data.text.glove import read_glove
             vocab = [PAD, UNK, *SPECIAL_TOKENS, *(f"w{{k * {every}}}" for k in range({found})),
                      *(f"oov{{k}}" for k in range({oov}))]
             {indented(MEMORY_PROBE, " " * 12)}

@@ -11,7 +11,7 @@ def measure() -> dict:
     (2x500 FFNN, Gaussian-COREL head, batch 128; ``loops.overhead``) and their ratio, framework / plain."""
     from omegaconf import OmegaConf
 
-    from clusterable.data.digits import read_digits
+    from clusterable.data.memory.digits import read_digits
     from clusterable.heads import GaussianCOREL
     from clusterable.models import FFNN
 

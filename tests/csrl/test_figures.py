@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from clusterable.data import tabular
+from clusterable.data.memory import tabular
 
 QUIET = ["trainer.enable_progress_bar=false"]
 

@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from sklearn.metrics import adjusted_rand_score
 
-from clusterable.data.synthetic import read_synthetic
+from clusterable.data.memory.synthetic import read_synthetic
 from clusterable.heads.linear_ae import LinearAE
 from clusterable.heads.tensorized_ae import TensorizedAE
 from clusterable.models.identity import Identity

@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from sklearn.datasets import load_digits, load_iris
 
-from clusterable.data import synthetic, tabular
+from clusterable.data.memory import synthetic, tabular
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "dataset"
 # name -> (n, d, C) as the authors' code generates them (repository

@@ -10,10 +10,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from clusterable.config import build
+from clusterable.config import CONFIG_DIR, build
 from clusterable.contracts import Encoder, HasEmbeddingLayer, Head, require
 from clusterable.models.text import TextCNN, TextFFNN
-from clusterable.config import CONFIG_DIR
 
 QUICK = ["trainer.max_epochs=2", "trainer.enable_progress_bar=false", "evaluator=[classification]"]
 ENCODERS = {"text_ffnn": TextFFNN, "text_cnn": TextCNN}
@@ -183,7 +182,7 @@ corpus:
   seed: 0
   num_classes: 4
 vectors:
-  _target_: clusterable.data.glove.read_glove
+  _target_: clusterable.data.text.glove.read_glove
   _partial_: true
   path: {glove}
   dim: {D}

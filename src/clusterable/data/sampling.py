@@ -1,4 +1,8 @@
-"""Class-balanced ("PK") batches and class-disjoint validation splits for deep metric learning.
+"""How training batches are drawn, for every datamodule: at random, or class-balanced ("PK") for pairwise losses.
+
+``Sampler`` is the ``dataset.sampler`` config node (``_target_: clusterable.data.sampling.Sampler``) of the
+in-memory, image-folder and text datamodules alike: ``kind`` (``random`` or ``class_balanced``) and
+``images_per_class``; ``RANDOM_BATCHES`` is their default.
 
 ``ClassBalancedBatches`` makes batches of ``batch_size / m`` classes with ``m`` images each (the "PK" batches of
 Hermans et al. 2017, the usual sampling for pair-based losses) with pytorch-metric-learning's
@@ -11,21 +15,63 @@ makes explicit:
   default. Here each sampler has its own ``numpy.random.RandomState`` seeded from the run's seed, installed in
   that module attribute only while the epoch's indices are drawn (``MPerClassSampler.__iter__`` draws them
   all at once), so the batches depend on the seed alone and nothing else's randomness is touched.
-
-``class_disjoint_validation`` holds out whole training classes as a validation split, the model-selection split
-of the metric-learning protocol Musgrave et al. 2020 ("A Metric Learning Reality Check") argue for; Boudiaf et
-al.'s own protocol selects the epoch on the test classes themselves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
-__all__ = ["ClassBalancedBatches", "class_disjoint_validation"]
+from clusterable.data.checks import is_int
+
+__all__ = ["RANDOM_BATCHES", "ClassBalancedBatches", "Sampler"]
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """How a datamodule draws its training batches (``dataset.sampler``).
+
+    Args:
+        kind: ``"random"``: a new permutation of the training rows every epoch, cut into batches of
+            ``batch_size``; ``"class_balanced"``: ``batch_size / images_per_class`` classes of
+            ``images_per_class`` rows each (the PK batches pairwise losses need; pytorch-metric-learning's
+            ``MPerClassSampler``, see ``ClassBalancedBatches``), as many batches an epoch as random sampling gives.
+        images_per_class: m of the class-balanced batches; random batches ignore it.
+
+    Raises:
+        ValueError: a value out of range; the message starts with the field's name.
+    """
+
+    kind: Literal["random", "class_balanced"] = "random"
+    images_per_class: int = 4
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("random", "class_balanced"):
+            raise ValueError(f"kind must be 'random' or 'class_balanced', got {self.kind!r}")
+        if not is_int(self.images_per_class) or self.images_per_class < 1:
+            raise ValueError(f"images_per_class must be an integer >= 1, got {self.images_per_class!r}")
+
+    @property
+    def class_balanced(self) -> bool:
+        return self.kind == "class_balanced"
+
+    def batches(
+        self, labels: torch.Tensor, batch_size: int, seed: int, batches_per_epoch: int | None = None
+    ) -> ClassBalancedBatches | None:
+        """The class-balanced batches of the training rows ``labels`` (N,), or None for random batches (the
+        datamodule then permutes the rows itself). Raises ``ClassBalancedBatches``' one-line ValueErrors."""
+        if not self.class_balanced:
+            return None
+        return ClassBalancedBatches(labels, batch_size, int(self.images_per_class), seed, batches_per_epoch)
+
+
+# The datamodules' default: a new permutation every epoch.
+RANDOM_BATCHES = Sampler()
 
 
 class ClassBalancedBatches:
@@ -119,39 +165,3 @@ def _numpy_random(rng: np.random.RandomState) -> Iterator[None]:
         yield
     finally:
         common_functions.NUMPY_RANDOM = previous
-
-
-def class_disjoint_validation(
-    labels: torch.Tensor, val_classes: float | int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hold out a seeded set of whole classes: (train_rows, val_rows), long, each in increasing order.
-
-    Args:
-        labels: (N,) the training split's labels.
-        val_classes: below 1, the fraction of the classes to hold out (rounded, at least 1); from 1 on, their
-            number (an integer).
-        seed: the hold-out's seed; the same seed and labels always give the same classes.
-
-    Raises:
-        ValueError: ``val_classes`` would hold out no class or every class (the message starts with its name).
-    """
-    labels = torch.as_tensor(labels).reshape(-1).cpu()
-    classes = torch.unique(labels)
-    k = len(classes)
-    if isinstance(val_classes, bool) or not isinstance(val_classes, int | float) or val_classes <= 0:
-        raise ValueError(f"val_classes must be a fraction in (0, 1) or a count >= 1, got {val_classes!r}")
-    if val_classes < 1:
-        count = max(1, int(round(val_classes * k)))
-    elif float(val_classes).is_integer():
-        count = int(val_classes)
-    else:
-        raise ValueError(
-            f"val_classes must be a fraction in (0, 1) or a whole count >= 1, got {val_classes!r}"
-        )
-    if count >= k:
-        raise ValueError(
-            f"val_classes ({val_classes}) would hold out {count} of the {k} training classes, leaving none to train on"
-        )
-    order = torch.randperm(k, generator=torch.Generator().manual_seed(int(seed)))
-    held = torch.isin(labels, classes[order[:count]])
-    return torch.nonzero(~held).squeeze(1), torch.nonzero(held).squeeze(1)

@@ -1,8 +1,8 @@
 """COREL's text encoders (Kenyon-Dean et al. 2019, "Experimental design"): over frozen pretrained word vectors,
 a mean of the document's word vectors into an FFNN, and Kim (2014)'s one-dimensional CNN.
 
-Inputs are token ids (N, L) long, padded with ``PAD_ID`` (0) (``clusterable.data.corpus``); row i of
-``word_vectors`` (V, D) is word i's vector (``clusterable.data.glove.read_glove``). Padding never counts: it
+Inputs are token ids (N, L) long, padded with ``PAD_ID`` (0) (``clusterable.data.text.corpus``); row i of
+``word_vectors`` (V, D) is word i's vector (``clusterable.data.text.glove.read_glove``). Padding never counts: it
 enters no mean, and no convolution window made of padding alone can win a max-pool, so a document embeds the same
 alone as in a padded batch.
 
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from clusterable.data.corpus import PAD_ID
+from clusterable.data.text.corpus import PAD_ID
 from clusterable.models import checks
 from clusterable.models.ffnn import FFNN, leaky_layers
 
