@@ -82,6 +82,8 @@ def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], ext
                 "status": "ok" if acc is not None else "failed", "error": None, "experiment": "corel/table2",
                 "mode": "full", "overrides": [f"{k}={v}" for k, v in params.items()], "seed": seed,
                 "metrics": metrics if acc is not None else {},
+                "choices": {"experiment": "corel/table2", "dataset": d, "model": m, "loss": loss},
+                "config": {"seed": seed},
             })  # fmt: skip
     runs, mode = load_runs(tmp_path, "corel/table2")
     assert mode == "full"
@@ -157,7 +159,7 @@ def test_cells_mean_std_and_missing():
     cell = Cell([0.5, 0.7])
     assert cell.text(100) == "60.00 ± 14.14" and Cell().text() == "missing" and Cell([], 2).text() == "failed"
     assert cell.sem == pytest.approx(cell.std / 2**0.5)
-    run = Run(Path("."), {"loss": "cce"}, {"status": "failed", "metrics": {}})
+    run = Run(Path("."), {}, {"status": "failed", "metrics": {}, "choices": {"loss": "cce"}})
     assert cells([run], ("loss",), "test/acc")[("cce",)].failed == 1
 
 

@@ -1,4 +1,5 @@
-"""Hand-made run directories: metrics.json (and the arrays evaluators save) as train.py writes them."""
+"""Hand-made run directories: metrics.json (and the arrays evaluators save) as the run layer writes them, with the
+record the tables read a run's identity from: the group choices and the resolved config."""
 
 from __future__ import annotations
 
@@ -6,10 +7,34 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
-from clusterable.rundir import write_metrics
+from clusterable.rundir import read_metrics, write_metrics
 
 SMOKE_LIMITS = {"limit_train_batches": 3}
+CONF = Path(__file__).resolve().parents[2] / "conf"
+# The config groups (``loss``, ``loss/metric``, ...): an override of one selects an option, recorded as a choice.
+GROUPS = frozenset(p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()) - {
+    "hydra",
+    "hydra/sweeper",
+}
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` merged into it, nested mappings key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = (
+            merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def spelled(value: Any) -> str:
+    """A value as a command line writes it: ``True`` -> "true", ``None`` -> "null"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
 
 
 def write_run(
@@ -23,16 +48,32 @@ def write_run(
     timing: dict[str, float] | None = None,
     arrays: dict[str, dict[str, np.ndarray]] | None = None,
     config: dict[str, Any] | None = None,
+    choices: dict[str, Any] | None = None,
     diverged_at: int | None = None,
 ) -> Path:
     """One run below ``outputs/multirun/<mode>/<experiment>/<overrides>``; ``metrics=None`` is a failed run,
-    ``diverged_at=<epoch>`` a diverged one (train.py's ``DivergedError`` record: ``failed_epoch``).
+    ``diverged_at=<epoch>`` a diverged one (``module.DivergedError``'s record: ``failed_epoch``).
 
-    ``mode=None`` writes a legacy metrics.json (no mode, no provenance); ``source=None`` leaves out provenance.
-    ``config`` is merged into the recorded config (e.g. the model's node).
+    ``params`` are the run's overrides, recorded as a run records them: a config group's option among the choices
+    (``loss``, ``loss/metric``), any other key at its dotted path in the resolved config (``loss.lam``, ``seed``;
+    a string read as YAML, as Hydra reads an override), and all of them as the ``overrides`` list (display only).
+    ``config`` is merged into the recorded config (values the experiment sets, e.g. the model's node) and
+    ``choices`` into the recorded choices (groups the experiment selects). ``mode=None`` writes a legacy run: no
+    mode, no provenance, and its choices only in ``.hydra/hydra.yaml``, as Hydra wrote them, not in metrics.json;
+    ``source=None`` leaves out provenance.
     """
-    overrides = [f"{k}={v}" for k, v in params.items()]
+    overrides = [f"{k}={spelled(v)}" for k, v in params.items()]
     path = outputs / "multirun" / (mode or "full") / experiment / ",".join(overrides)
+    chosen: dict[str, Any] = {"experiment": experiment, **(choices or {})}
+    recorded: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in GROUPS:
+            chosen[key] = value
+            continue
+        value = yaml.safe_load(value) if isinstance(value, str) else value
+        for part in reversed(key.split(".")):
+            value = {part: value}
+        recorded = merged(recorded, value)
     payload: dict[str, Any] = {
         "status": "ok" if metrics is not None else "failed",
         "error": None if metrics is not None else "RuntimeError: boom",
@@ -47,6 +88,7 @@ def write_run(
                        failed_epoch=diverged_at, metrics={})  # fmt: skip
     if mode is not None:
         payload["mode"] = mode
+        payload["choices"] = chosen
     if mode is not None and source is not None:
         smoke = mode == "smoke"
         payload["provenance"] = {
@@ -55,16 +97,29 @@ def write_run(
             "limits": SMOKE_LIMITS if smoke else {},
             "max_epochs": 2 if smoke else 100,
         }
-        payload["config"] = {
-            "dataset": {"source": source},
-            "trainer": {"max_epochs": payload["provenance"]["max_epochs"]},
-        }
-    if config:
-        payload["config"] = {**payload.get("config", {}), **config}
+        recorded = merged(
+            {"dataset": {"source": source}, "trainer": {"max_epochs": payload["provenance"]["max_epochs"]}},
+            recorded,
+        )
+    payload["config"] = merged(recorded, config or {})
     write_metrics(path, payload)
+    if mode is None:
+        hydra = {"hydra": {"runtime": {"choices": {**chosen, "hydra/launcher": "basic"}}}}
+        (path / ".hydra").mkdir()
+        (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(hydra))
     for name, data in (arrays or {}).items():
         np.savez(path / name, **data)
     return path
+
+
+def blank_overrides(outputs: Path) -> int:
+    """Set every run's recorded ``overrides`` below ``outputs`` to []; returns how many runs it rewrote."""
+    n = 0
+    for path in outputs.rglob("metrics.json"):
+        payload = read_metrics(path.parent)
+        write_metrics(path.parent, {**payload, "overrides": []})
+        n += 1
+    return n
 
 
 def corel_table2_runs(
@@ -89,6 +144,17 @@ PARAMS = {"parallel_lines": {"ae1": 10, "ae2": 24, "ae3": 28, "tae1": 20, "tae2"
           "iris": {"ae1": 8, "ae2": 20, "ae3": 28, "tae1": 24, "tae2": 60, "ptae": 28}}  # fmt: skip
 
 
+# The datasets the TVAE experiments select (not overrides: their runs record them as choices).
+TVAE_DATA = {fig: {"dataset": "mnist_019"} for fig in ("fig3", "fig9", "fig11")} | {
+    "fig10": {"dataset": "fashion_mnist_019"}
+}
+
+
+def csrl_task(task: str) -> dict[str, Any]:
+    """What the autoencoder pool's ``protocol.task`` sets in a run's config: noisy inputs for de-noising."""
+    return {"dataset": {"reader": {"denoise": task == "denoising"}}}
+
+
 def csrl_runs(outputs: Path, mode: str = "smoke", source: str = "fake") -> None:
     """Runs of every CSRL experiment (autoencoder pool, TVAE figures, TCL, TRBM) with the arrays they save."""
     rng = np.random.default_rng(0)
@@ -100,14 +166,15 @@ def csrl_runs(outputs: Path, mode: str = "smoke", source: str = "fake") -> None:
                 for seed in (0, 1):
                     params = {"dataset": d, "loss": m, "optimizer.lr": lr, "seed": seed}
                     ari = (0.9 if tensorized else 0.3) + 0.01 * i + 0.02 * seed + (0.05 if lr == "0.1" else 0)
-                    write_run(outputs, "csrl/autoencoders", {**params, "task": "clustering"},
+                    write_run(outputs, "csrl/autoencoders", {**params, "protocol.task": "clustering"},
                               {"test/ari": ari, "test/kmeans_raw/ari": 0.5 + 0.1 * seed,
                                "model/params": PARAMS[d][m], "train/loss": 1.0},
-                              timing={"epoch_s": (0.02 if tensorized else 0.01) + 0.001 * i}, **kw)  # fmt: skip
+                              timing={"epoch_s": (0.02 if tensorized else 0.01) + 0.001 * i},
+                              config=csrl_task("clustering"), **kw)  # fmt: skip
                     loss = (0.1 if tensorized else 1.0) * (1 + 0.1 * seed + (0.5 if lr == "0.01" else 0))
-                    write_run(outputs, "csrl/autoencoders", {**params, "task": "denoising"},
+                    write_run(outputs, "csrl/autoencoders", {**params, "protocol.task": "denoising"},
                               {"train/loss": loss, "test/denoise/mse": 0.9 * loss, "model/params": PARAMS[d][m]},
-                              **kw)  # fmt: skip
+                              config=csrl_task("denoising"), **kw)  # fmt: skip
 
     def latents(n_classes: int, n: int = 30) -> dict[str, np.ndarray]:
         labels = np.repeat(np.arange(n_classes), n // n_classes)
@@ -126,17 +193,17 @@ def csrl_runs(outputs: Path, mode: str = "smoke", source: str = "fake") -> None:
                       {"train/tvae/purity": 0.95 - 0.1 * seed, "test/tvae/purity": 0.92, "train/ari": 0.8,
                        "test/ari": 0.75, "train/kl": 1.5},
                       arrays={"tvae_samples.npz": {"images": rng.random((clusters, 12, 16))},
-                              "tvae_latent_train.npz": lat, "tvae_latent_test.npz": lat}, **kw)  # fmt: skip
-    for supervised in ("False", "True"):
+                              "tvae_latent_train.npz": lat, "tvae_latent_test.npz": lat},
+                      choices=TVAE_DATA[fig], **kw)  # fmt: skip
+    for supervised in (False, True):
         for seed in (0, 1):
             arrays = {"latent_test_tsne.npz": {"xy": rng.normal(size=(20, 2)), "labels": np.arange(20) % 5}}
-            if supervised == "False":
+            if not supervised:
                 anchor = rng.random((4, 16))
                 arrays["tcl_elastic_test.npz"] = {"anchor": anchor, "positive": anchor + 0.01,
                                                   "negative": rng.random((4, 16))}  # fmt: skip
-            sup = supervised == "True"
             write_run(outputs, "csrl/fig4", {"loss.supervised": supervised, "seed": seed},
-                      {"test/ari": 0.3 + 0.5 * sup, "test/kmeans/ari": 0.4 + 0.4 * sup,
+                      {"test/ari": 0.3 + 0.5 * supervised, "test/kmeans/ari": 0.4 + 0.4 * supervised,
                        "test/kmeans/silhouette": 0.2}, arrays=arrays, **kw)  # fmt: skip
     for seed in (0, 1):
         labels = np.repeat([0, 1], 4)

@@ -25,7 +25,8 @@ def table4_runs(tmp_path: Path, r1: dict[str, tuple[float, float]]) -> list:
                 for k in KS[dataset]:
                     metrics[f"test/recall@{k}/{dist}"] = base + (k - 1) / 1000 + seed * 0.002
             config = {"model": {"_target_": "clusterable.models.backbones.ResNet50", "weights": "imagenet"}}
-            write_run(tmp_path, "boudiaf/table4", {"dataset": dataset, "seed": seed}, metrics, config=config)
+            write_run(tmp_path, "boudiaf/table4", {"dataset": dataset, "seed": seed}, metrics, config=config,
+                      choices={"model": "resnet50", "loss": "ce"})  # fmt: skip
     runs, _ = load_runs(tmp_path, "boudiaf/table4")
     return runs
 

@@ -35,13 +35,28 @@ def metrics_of(numbers: dict[bool, tuple[float, float]], ks: list[int], seed: in
     return out
 
 
+# What each dscl_row preset makes a run record (the tables tell the row by it): the loss it selects, trainable and
+# trainer.max_steps.
+ROW_SETTINGS = {"vanilla": ("dscl", "all", 0), "softmax": ("ce", "all", 100), "end_to_end": ("dscl", "all", 100),
+                "last_layer": ("dscl", "embedding_layer", 200)}  # fmt: skip
+
+
+def write_row(outputs: Path, experiment: str, row: str, seed: int, metrics: dict | None, *, model: dict,
+              dataset: str, loss: str | None = None, trainable: str | None = None) -> Path:  # fmt: skip
+    """One run of ``dscl_row=<row>`` as it records itself; ``loss`` / ``trainable`` replace the preset's."""
+    preset_loss, preset_trainable, steps = ROW_SETTINGS[row]
+    config = {"model": model, "trainable": trainable or preset_trainable, "trainer": {"max_steps": steps}}
+    return write_run(outputs, experiment, {"dscl_row": row, "seed": seed}, metrics, config=config,
+                     choices={"dataset": dataset, "loss": loss or preset_loss})  # fmt: skip
+
+
 def write_rows(outputs: Path, experiment: str, rows: dict, *, model: dict, dataset: str, ks: list[int],
                seeds=(0, 1)) -> None:  # fmt: skip
     for row, numbers in rows.items():
         for seed in seeds:
-            config = {"model": model, "dscl": {"row": row}, "dataset": {"name": dataset, "source": "real"}}
-            write_run(outputs, experiment, {"dscl_row": row, "seed": seed}, metrics_of(numbers, ks, seed),
-                      config=config)  # fmt: skip
+            write_row(
+                outputs, experiment, row, seed, metrics_of(numbers, ks, seed), model=model, dataset=dataset
+            )
 
 
 def by_label(table) -> dict[tuple[str, str], list[str]]:
@@ -107,8 +122,7 @@ def test_missing_rows_read_not_run_and_their_claims_cannot_be_checked(tmp_path):
     bninception = {"_target_": "clusterable.models.backbones.BNInceptionEncoder", "weights": None}
     write_rows(tmp_path, "dscl/table1", dscl_only, model=bninception, dataset="cub200", ks=[1, 2, 4, 8])
     # A last-layer seed that failed, and a run on another dataset (an override of the experiment's): neither counts.
-    write_run(tmp_path, "dscl/table1", {"dscl_row": "last_layer", "seed": 2}, None,
-              config={"model": bninception, "dscl": {"row": "last_layer"}})  # fmt: skip
+    write_row(tmp_path, "dscl/table1", "last_layer", 2, None, model=bninception, dataset="cub200")
     write_rows(tmp_path, "dscl/table1", {"softmax": NUMBERS["softmax"]}, model=bninception, dataset="cars196",
                ks=[1, 2, 4, 8], seeds=(5,))  # fmt: skip
     runs, _ = load_runs(tmp_path, "dscl/table1")
@@ -127,6 +141,21 @@ def test_missing_rows_read_not_run_and_their_claims_cannot_be_checked(tmp_path):
     assert softmax.holds is None and vanilla.holds is None and softmax.detail == "numbers missing"
     assert sc_vs_kmeans.holds is True and last_vs_end.holds is False
     assert "- [cannot check] DSCL beats softmax regression" in table.markdown()
+
+
+def test_a_row_is_what_the_run_ran_not_the_preset_it_named(tmp_path):
+    # The end_to_end preset with only the embedding layer trainable is a last-layer run; the vanilla preset with
+    # training steps and a loss the paper has no row for is none; the rows come from the runs' recorded settings.
+    write_row(tmp_path, "dscl/digits", "end_to_end", 0, metrics_of(NUMBERS["last_layer"], dscl.DIGITS_KS, 0),
+              model=FFNN, dataset="digits_zeroshot", trainable="embedding_layer")  # fmt: skip
+    path = write_row(tmp_path, "dscl/digits", "softmax", 0, metrics_of(NUMBERS["softmax"], dscl.DIGITS_KS, 0),
+                     model=FFNN, dataset="digits_zeroshot", loss="cce")  # fmt: skip
+    runs, _ = load_runs(tmp_path, "dscl/digits")
+    assert sorted(dscl.row_of(r) or "none" for r in runs) == ["last_layer", "none"], path
+    rows = by_label(dscl.digits(runs, tmp_path))
+    assert rows[("DSCL last layer (ours)", "with SC")][3] == "58.00 ± 0.00"
+    assert rows[("DSCL end-to-end (ours)", "with SC")][3] == "not run"
+    assert rows[("Softmax regression (ours)", "with SC")][3] == "not run"
 
 
 def test_digits_has_our_rows_only_and_no_last_layer_claim(tmp_path):
@@ -189,8 +218,8 @@ def test_smoke_pipeline_fills_every_row(train, make_tables, table):
 
 def test_the_digits_rows_run_for_real(train, make_tables):
     # The README's digits table, one seed and fewer steps: every row is a real run on scikit-learn's digits.
-    result = train("-m", "experiment=dscl/digits", "hydra.sweeper.params.seed=0", "dscl.steps.end_to_end=30",
-                   "dscl.steps.last_layer=30", "dscl.steps.softmax=30", "torch_threads=1")  # fmt: skip
+    result = train("-m", "experiment=dscl/digits", "hydra.sweeper.params.seed=0", "protocol.steps.end_to_end=30",
+                   "protocol.steps.last_layer=30", "protocol.steps.softmax=30", "torch_threads=1")  # fmt: skip
     assert result.code == 0 and "4 ok, 0 failed" in result.out, result.out[-2000:] + result.err
     code, out, err = make_tables("dscl/digits", "--outputs", str(train.outputs))
     assert code == 0, err

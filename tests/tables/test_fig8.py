@@ -5,7 +5,7 @@ from __future__ import annotations
 from clusterable.tables import csrl
 from clusterable.tables.report import load_runs
 
-from .rundirs import write_run
+from .rundirs import csrl_task, write_run
 
 
 def test_fig8_reports_epoch_step_and_lloyd_times_and_checks_the_claims(tmp_path):
@@ -17,8 +17,9 @@ def test_fig8_reports_epoch_step_and_lloyd_times_and_checks_the_claims(tmp_path)
             if model == "ptae":
                 timing["epoch_s"] = 0.009
             params = {"dataset": "parallel_lines", "loss": model, "optimizer.lr": 0.01, "seed": seed,
-                      "task": "clustering"}  # fmt: skip
-            write_run(tmp_path, "csrl/autoencoders", params, {"test/ari": 0.5}, timing=timing)
+                      "protocol.task": "clustering"}  # fmt: skip
+            write_run(tmp_path, "csrl/autoencoders", params, {"test/ari": 0.5}, timing=timing,
+                      config=csrl_task("clustering"))  # fmt: skip
     runs, _ = load_runs(tmp_path, "csrl/autoencoders", "full")
     table = csrl.fig8(runs, tmp_path / "tables")
     text = table.markdown()

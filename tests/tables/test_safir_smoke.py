@@ -1,6 +1,7 @@
 """The smoke pipeline of every Safir 2022 table and figure: `train.py -m experiment=safir/<name> debug=smoke`, then
 `make_tables.py safir/<name>`, in this process. Each grid is cut to one value per swept key but the rows (the
-thesis's models), so that every head, prior, schedule, metric loss and probe runs end to end on fake data."""
+thesis's models: its grids, ``loss=<model>`` at its weights; one row is ``loss=<model>`` and its weight on the
+command line), so that every head, prior, schedule, metric loss and probe runs end to end on fake data."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import pytest
 # Per experiment: the grid cut (sweeper overrides), the number of runs, and a line the table must print.
 CASES = {
     "table6_1": (["dataset.labelled_percent=0.01", "loss.latent_dim=2"], 5, "| 0.01 | DML autoencoder | 0.25 |"),
-    "table6_2": (["dataset.labelled_percent=10", "loss.latent_dim=10", "safir_row=dml,ae_a100"], 2,
-                 "| 10 | DML | – |"),
+    "table6_2": (["dataset.labelled_percent=10", "loss.latent_dim=10", "loss=dml_ae", "loss.alpha=1.0"], 1,
+                 "| 10 | DML autoencoder | 1 |"),
     "table6_3": (["dataset.labelled_percent=0.1", "loss.latent_dim=2"], 7, "| 0.1 | DML + GMM prior | 0.33 |"),
-    "table6_4": (["dataset.labelled_percent=10", "loss.latent_dim=4", "safir_row=gmm_a66"], 1,
-                 "| 10 | DML + GMM prior | 0.66 |"),
-    "table6_5": (["dataset=organamnist", "dataset.labelled_percent=0.01", "loss.latent_dim=2",
-                  "safir_row=dml,mvae_a25", "loss/metric=supcon,center"], 4,
+    "table6_4": (["dataset.labelled_percent=10", "loss.latent_dim=4", "loss=dml_prior", "loss.prior=gmm",
+                  "loss.alpha=0.66"], 1, "| 10 | DML + GMM prior | 0.66 |"),
+    "table6_5": (["dataset=organamnist", "dataset.labelled_percent=0.01", "loss.latent_dim=2", "loss=mvae",
+                  "loss.alpha=0.25", "loss/metric=supcon,center"], 2,
                  "| OrganAMNIST | 0.01 | 2 | MVAE (alternate) | 0.25 |"),
     "table6_6": (["loss.latent_dim=5"], 6, "| 5 | MVAE (joint) | 10 |"),
     "fig6_2": ([], 2, "| DML + GMM prior | 0.33 | 10 |"),

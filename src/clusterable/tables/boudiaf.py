@@ -9,7 +9,7 @@ import math
 from operator import ge
 from pathlib import Path
 
-from clusterable.tables.common import published, with_dataset
+from clusterable.tables.common import published
 from clusterable.tables.report import Cell, Run, Table, cells, check
 
 PAPER = "boudiaf"  # tables/published/boudiaf.yaml
@@ -31,7 +31,6 @@ def table4(runs: list[Run], out_dir: Path) -> Table:
     """Table 4: per dataset, the cited methods' rows (copied by the paper), the paper's CE rows and ours (mean ±
     std over seeds, %), at the Ks the paper reports for that dataset."""
     ks = published(PAPER)["ks"]
-    runs = with_dataset(runs)
     width = max(len(k) for k in ks.values())
     header = ["Dataset", "Method", "d", "Arch", *[f"K{i + 1}" for i in range(width)]]
     rows: list[list[str]] = []
@@ -43,7 +42,7 @@ def table4(runs: list[Run], out_dir: Path) -> Table:
             label = f"{method} (paper)" if own else f"{method} (cited)"
             rows.append([dname, label, DISTANCES[dist], arch, *[_percent(v) for v in values],
                          *[""] * (width - len(values))])  # fmt: skip
-        selected = [r for r in runs if r.params["dataset"] == dataset]
+        selected = [r for r in runs if r.get("dataset") == dataset]
         arch = _architecture(selected)
         for dist in DISTANCES:
             by_k = {k: cells(selected, (), f"test/recall@{k}/{dist}").get((), Cell()) for k in ks[dataset]}
@@ -93,6 +92,5 @@ def _architecture(runs: list[Run]) -> str:
     """The backbone the runs used and whether it started from ImageNet weights ("ResNet-50 (random init)")."""
     if not runs:
         return "ResNet-50"
-    models = [(r.payload.get("config") or {}).get("model") or {} for r in runs]
-    name = "ResNet-50" if all("resnet50" in str(m).lower() for m in models) else "other backbone"
-    return name + ("" if all(m.get("weights") == "imagenet" for m in models) else " (random init)")
+    name = "ResNet-50" if all(r.get("model") == "resnet50" for r in runs) else "other backbone"
+    return name + ("" if all(r.get("model.weights") == "imagenet" for r in runs) else " (random init)")

@@ -6,13 +6,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from clusterable.tables.report import Cell, Run
+from clusterable.tables.report import Cell, Run, as_text
 
 PUBLISHED = Path(__file__).parent / "published"
 
@@ -50,9 +51,13 @@ def metric_text(run: Run, key: str, digits: int = 3) -> str:
     return "missing" if value is None else f"{value:.{digits}f}"
 
 
-def run_label(run: Run, keys: tuple[str, ...]) -> str:
-    """A run named by the overrides among ``keys`` that it has: "loss.kl_weight=0.2, seed=0"."""
-    return ", ".join(f"{k}={run.params[k]}" for k in keys if k in run.params) or "default"
+def run_label(run: Run, keys: tuple[str, ...], among: Iterable[Run] = ()) -> str:
+    """A run named by its recorded values of ``keys`` ("loss.kl_weight=0.2, seed=0"): a key on which every run of
+    ``among`` (the figure's runs) agrees is left out, as the figure's fixed setting, but the seed never (a panel
+    shows one repetition)."""
+    among = list(among)
+    shown = [k for k in keys if k == "seed" or len({as_text(r.get(k)) for r in among}) > 1]
+    return ", ".join(f"{k}={as_text(run.get(k))}" for k in shown) or "default"
 
 
 def load_npz(run: Run, name: str) -> dict[str, np.ndarray] | None:
@@ -84,27 +89,12 @@ def save_figure(fig, out_dir: Path, stem: str, dpi: int = 110) -> Path:
 
 
 def num_clusters(run: Run) -> int | None:
-    """A CSRL run's number of cluster-specific models: ``loss.num_clusters`` as swept, else as configured (None: one
-    per class, or not recorded)."""
-    value = run.params.get("loss.num_clusters")
-    if value is None:
-        value = ((run.payload.get("config") or {}).get("loss") or {}).get("num_clusters")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    """A CSRL run's number of cluster-specific models, ``loss.num_clusters`` (None: one per class, or not
+    recorded)."""
+    value = run.get("loss.num_clusters")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def one_cluster(run: Run) -> bool:
     """Whether a run is of a standard (one-cluster) model."""
     return num_clusters(run) == 1
-
-
-def with_dataset(runs: list[Run]) -> list[Run]:
-    """The runs with ``dataset`` among their params: as swept, else the configured dataset's name (an experiment's
-    default dataset is not an override)."""
-    out = []
-    for run in runs:
-        name = ((run.payload.get("config") or {}).get("dataset") or {}).get("name", "")
-        out.append(Run(run.path, {"dataset": str(name), **run.params}, run.payload))
-    return out

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from clusterable.tables.common import na_note, paper_value, pyplot, save_figure
-from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
+from clusterable.tables.report import Cell, Claim, Run, Table, as_text, cells, check, key_of
 from clusterable.tuned_lambda import winners_name, write_winners
 
 LOSSES = {
@@ -99,14 +99,14 @@ class Tuning:
 
 
 def tune_lambda(runs: Iterable[Run]) -> dict[tuple[str, str, str], Tuning]:
-    """Table 1's λ grid per (dataset, model, loss), from the runs that set ``loss.lam``."""
+    """Table 1's λ grid per (dataset, model, loss), from the runs of a λ loss (CCE has none)."""
     out: dict[tuple[str, str, str], Tuning] = {}
     for run in runs:
-        if "loss.lam" not in run.params:
+        lam = run_lambda(run)
+        if lam is None:
             continue
-        key = (run.params.get("dataset", ""), run.params.get("model", ""), run.params.get("loss", ""))
-        tuning = out.setdefault(key, Tuning())
-        lam = float(run.params["loss.lam"])
+        dataset, model, loss = key_of(run, ("dataset", "model", "loss"))
+        tuning = out.setdefault((dataset, model, loss), Tuning())
         cell = tuning.val.setdefault(lam, Cell())
         value = run.metric("val/acc") if run.ok else None
         if run.diverged:
@@ -124,7 +124,7 @@ def _lams(values: Iterable[float]) -> str:
 
 def _datasets(runs: Iterable[Run], base: dict[str, str]) -> dict[str, str]:
     """``base`` and, after it, any other dataset the runs hold (a column of its own)."""
-    present = {r.params.get("dataset") for r in runs} - set(base) - {None, ""}
+    present = {as_text(r.get("dataset", "")) for r in runs} - set(base) - {""}
     return {**base, **{d: OTHER_DATASETS.get(d, d) for d in sorted(present)}}
 
 
@@ -224,10 +224,10 @@ def digits_table1(runs: list[Run], out_dir: Path) -> Table:
 
 
 def run_lambda(run: Run) -> float | None:
-    """The λ a run trained with: its resolved ``loss.lam`` (None for CCE, or a run that records no config)."""
-    lam = ((run.payload.get("config") or {}).get("loss") or {}).get("lam", run.params.get("loss.lam"))
+    """The λ a run trained with: its recorded ``loss.lam`` (None for CCE, or a run that records no config)."""
+    lam = run.get("loss.lam")
     try:
-        return None if lam is None else float(lam)
+        return None if lam is None or isinstance(lam, bool) else float(lam)
     except (TypeError, ValueError):  # an unresolved interpolation in a failed run's config
         return None
 
@@ -238,7 +238,7 @@ def _lambda_cells(runs: list[Run], keys: tuple[str, ...]) -> dict[tuple[str, ...
     for run in runs:
         lam = run_lambda(run) if run.ok else None
         if lam is not None:
-            out.setdefault(tuple(run.params.get(k, "") for k in keys), set()).add(lam)
+            out.setdefault(key_of(run, keys), set()).add(lam)
     return out
 
 
@@ -250,9 +250,10 @@ def _lambda_notes(runs: list[Run]) -> list[str]:
     """Where Table 2's λ came from: Table 1's winners (``tuned_lambda_from``), the config's λ where a smoke run found
     no winners (``lambda_fallback``), or a value set on purpose."""
     recorded = [r for r in runs if r.payload.get("config")]
-    tuned = sorted({str(r.payload["config"]["tuned_lambda_from"]) for r in recorded
-                    if r.payload["config"].get("tuned_lambda_from")})  # fmt: skip
+    tuned = sorted({str(r.get("tuned_lambda_from")) for r in recorded if r.get("tuned_lambda_from")})
     fallback = sum(bool(r.payload.get("lambda_fallback")) for r in runs)
+    # What the command lines said (display only): a λ given there replaces the tuned one, which the resolved
+    # config cannot tell from a winner.
     fixed = sum("loss.lam" in r.params for r in runs)
     notes = []
     if tuned and fallback < sum(run_lambda(r) is not None for r in recorded):
@@ -420,7 +421,7 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         )
     notes = notes + ["Acc is Hungarian-matched; k = the number of classes; silhouette on a seeded sample of 2,000 "
                      "test points."]  # fmt: skip
-    notes += _lambda_notes([r for r in runs if r.params.get("dataset") in datasets])
+    notes += _lambda_notes([r for r in runs if r.get("dataset") in datasets])
     if any(d in TEXT_DATASETS for d in datasets):
         notes.append(_TEXT_NOTE)
     return Table(title, header, rows, [n for n in notes if n], claims)
@@ -464,9 +465,7 @@ def fig2(runs: list[Run], out_dir: Path) -> Table:
     """Figure 2: validation accuracy against λ on Fashion-MNIST with the CNN (a PNG line plot); a λ whose run
     diverged is listed as such and not plotted."""
     plt = pyplot()
-    tuning = tune_lambda(
-        r for r in runs if r.params.get("dataset") == "fashion_mnist" and r.params.get("model") == "cnn"
-    )
+    tuning = tune_lambda(r for r in runs if r.get("dataset") == "fashion_mnist" and r.get("model") == "cnn")
     fig, ax = plt.subplots(figsize=(6, 4))
     rows, claims, diverged = [], [], []
     for loss in TUNED:
@@ -507,7 +506,7 @@ def fig1(runs: list[Run], out_dir: Path) -> Table:
     plt = pyplot()
     panels = []
     for loss, lname in LOSSES.items():
-        run = next((r for r in runs if r.ok and r.params.get("loss") == loss), None)
+        run = next((r for r in runs if r.ok and r.get("loss") == loss), None)
         npz = sorted(run.path.glob("latent_test_*.npz")) if run else []
         panels.append((lname, np.load(npz[0]) if npz else None, run))
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))

@@ -9,8 +9,7 @@ import math
 from operator import ge
 from pathlib import Path
 
-from clusterable.tables.common import with_dataset
-from clusterable.tables.report import Cell, Run, Table, cells, check
+from clusterable.tables.report import Cell, Run, Table, cells, check, key_of
 
 SOURCES = {"losses": "dml/losses"}
 LOSSES = {
@@ -37,9 +36,8 @@ PAIRWISE = ("contrastive", "triplet", "multi_similarity", "supcon", "nca")
 
 def losses(runs: list[Run], out_dir: Path) -> Table:
     """One row per (dataset, loss): R@1, MAP@R and NMI in %, mean ± std over seeds."""
-    runs = with_dataset(runs)
     table = {key: cells(runs, ("dataset", "loss"), key) for key in METRICS}
-    datasets = sorted({r.params.get("dataset", "") for r in runs})
+    datasets = sorted({key_of(r, ("dataset",))[0] for r in runs})
     header = ["Dataset", "Loss", *METRICS.values(), "seeds"]
     rows = []
     for dataset in datasets:

@@ -2,9 +2,10 @@
 DSCL loss on CUB-200-2011, Cars196 and Stanford Online Products, ours beside the published rows, with the paper's
 claims checked on our numbers; and our CPU-sized analogue on digits (``digits``), which has no published rows.
 
-Every run of an experiment is one row of the paper (``dscl.row`` of its config: vanilla, softmax, end_to_end,
-last_layer) and reports both of the paper's evaluations: "with SC" (Algorithm 2's spectral partition) and "without
-SC" (k-means and cosine neighbours on the l2-normalised embeddings).
+Every run of an experiment is one row of the paper, told by what it ran (``row_of``: vanilla, softmax, end_to_end,
+last_layer; the ``dscl_row`` presets set those settings) and reports both of the paper's evaluations: "with SC"
+(Algorithm 2's spectral partition) and "without SC" (k-means and cosine neighbours on the l2-normalised
+embeddings).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from operator import gt
 from pathlib import Path
 from typing import Any
 
-from clusterable.tables.common import published, with_dataset
+from clusterable.tables.common import published
 from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
 
 PAPER = "dscl"  # tables/published/dscl.yaml
@@ -22,7 +23,7 @@ DATASETS = {"table1": "cub200", "table2": "cars196", "table3": "sop", "digits": 
 NAMES = {"cub200": "CUB-200-2011", "cars196": "Cars196", "sop": "Stanford Online Products",
          "digits_zeroshot": "digits (0-4 train, 5-9 test)"}  # fmt: skip
 DIGITS_KS = [1, 2, 4, 8]
-# Our row names (dscl.row of the config, swept as dscl_row=<row>) and how the table prints them.
+# Our row names (``row_of``; the dscl_row=<row> presets) and how the table prints them.
 ROWS = {"vanilla": "Vanilla network", "softmax": "Softmax regression", "end_to_end": "DSCL end-to-end",
         "last_layer": "DSCL last layer"}  # fmt: skip
 DSCL_ROWS = ("end_to_end", "last_layer")
@@ -31,6 +32,21 @@ SC = {True: "with SC", False: "without SC"}
 ARCHITECTURES = {"GoogLeNet": "GoogLeNet", "BNInceptionEncoder": "BN-Inception", "FFNN": "FFNN",
                  "googlenet": "GoogLeNet", "bninception": "BN-Inception"}  # fmt: skip
 PAPER_ARCH = "BN-Inception (ImageNet)"
+
+
+def row_of(run: Run) -> str | None:
+    """The paper's row a run is, from what it recorded: ``vanilla`` when it took no training step
+    (``trainer.max_steps`` 0: the network as built), ``softmax`` for cross-entropy fine-tuning (``loss=ce``, every
+    layer), ``end_to_end`` / ``last_layer`` for the DSCL loss (``loss=dscl``) training every layer / the embedding
+    layer alone (``trainable``); None for any other run."""
+    if run.get("trainer.max_steps") == 0:
+        return "vanilla"
+    trainable = run.get("trainable", "all")
+    if run.get("loss") == "ce":
+        return "softmax" if trainable == "all" else None
+    if run.get("loss") == "dscl":
+        return {"all": "end_to_end", "embedding_layer": "last_layer"}.get(trainable)
+    return None
 
 
 def nmi_key(sc: bool) -> str:
@@ -69,8 +85,8 @@ def _table(name: str, runs: list[Run]) -> Table:
     dataset = DATASETS[name]
     pub: list[dict[str, Any]] = published(PAPER).get(name, [])
     ks: list[int] = published(PAPER)["ks"].get(name, DIGITS_KS)
-    selected, others = _of_dataset(runs, dataset)
-    by_row = {row: [r for r in selected if r.params["dscl_row"] == row] for row in ROWS}
+    by_row, others = _of_dataset(runs, dataset)
+    selected = [r for row in ROWS for r in by_row[row]]
     keys = {sc: [nmi_key(sc), *[recall_key(k, sc) for k in ks]] for sc in SC}
     ours = {
         (row, sc): [cells(by_row[row], (), key).get((), Cell()) for key in keys[sc]]
@@ -177,19 +193,19 @@ def _notes(name: str, selected: list[Run], others: int, runs: list[Run]) -> list
         "stopping 'in the same way as the baselines' without saying how.",
     ]
     if others:
-        notes.append(f"{others} of {len(runs)} runs left out: another dataset, or no dscl row recorded.")
+        notes.append(f"{others} of {len(runs)} runs left out: another dataset, or not a row of the paper.")
     return notes
 
 
-def _of_dataset(runs: list[Run], dataset: str) -> tuple[list[Run], int]:
-    """The runs on ``dataset`` (or that do not record theirs) that name a row of ours, with ``dscl_row`` among
-    their params (the config's ``dscl.row``, else the override); and how many runs were left out."""
-    out = []
-    for run in with_dataset(runs):
-        row = ((run.payload.get("config") or {}).get("dscl") or {}).get("row") or run.params.get("dscl_row")
-        if run.params["dataset"] in (dataset, "") and row in ROWS:
-            out.append(Run(run.path, {**run.params, "dscl_row": str(row)}, run.payload))
-    return out, len(runs) - len(out)
+def _of_dataset(runs: list[Run], dataset: str) -> tuple[dict[str, list[Run]], int]:
+    """The runs on ``dataset`` per row of ours (``row_of``), and how many runs were left out (another dataset, or
+    no row of the paper)."""
+    out: dict[str, list[Run]] = {row: [] for row in ROWS}
+    for run in runs:
+        row = row_of(run)
+        if run.get("dataset") == dataset and row is not None:
+            out[row].append(run)
+    return out, len(runs) - sum(len(v) for v in out.values())
 
 
 def _number(value: float | None) -> str:
@@ -211,8 +227,7 @@ def _architecture(runs: list[Run]) -> str:
     "–" without runs, the names joined with "/" when runs differ."""
     names = set()
     for run in runs:
-        model = (run.payload.get("config") or {}).get("model") or {}
-        cls = str(model.get("arch") or str(model.get("_target_", "")).rsplit(".", 1)[-1])
-        init = "ImageNet" if model.get("weights") == "imagenet" else "random init"
+        cls = str(run.get("model.arch") or str(run.get("model._target_", "")).rsplit(".", 1)[-1])
+        init = "ImageNet" if run.get("model.weights") == "imagenet" else "random init"
         names.add(f"{ARCHITECTURES.get(cls, cls or 'unknown')} ({init})")
     return " / ".join(sorted(names)) if names else "–"

@@ -6,23 +6,46 @@ import csv
 import io
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from clusterable.rundir import find_runs
 
 
 @dataclass
 class Run:
-    """One run directory: its overrides as a dict (``{"loss": "cce", "seed": "3"}``) and its metrics.json."""
+    """One run directory: its metrics.json (``payload``) and its command-line overrides as a dict (``params``,
+    ``{"loss": "cce", "seed": "3"}``), which are for display only: a run's identity is what it recorded, read
+    with ``get``."""
 
     path: Path
     params: dict[str, str]
     payload: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The run's recorded value of ``key``, the one way the tables read a run's identity.
+
+        A config group's name gives the option the run selected (``"loss"`` -> ``"cce"``, ``"loss/metric"`` ->
+        ``"triplet"``, ``"experiment"`` -> ``"corel/table1"``), read from the recorded choices; any other key is a
+        dotted path into the recorded resolved config (``"loss.num_clusters"`` -> 3, ``"seed"`` -> 0,
+        ``"protocol.task"``), typed as the config holds it. The choice comes first: a group's name is also the
+        key of its config node (``dataset``), and the tables want the option, not the node; no other key can
+        collide. ``default`` where the run records neither (a value recorded as null is None).
+        """
+        choices = self.payload.get("choices") or {}
+        if key in choices:
+            return choices[key]
+        node: Any = self.payload.get("config") or {}
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
 
     @property
     def ok(self) -> bool:
@@ -70,13 +93,37 @@ def load_runs(outputs: str | Path, experiment: str, mode: str = "auto") -> tuple
         if payload.get("experiment") != experiment:
             continue
         params = dict(o.split("=", 1) for o in payload.get("overrides", []) if "=" in o)
-        run = Run(path, params, payload)
+        run = Run(path, params, {**payload, "choices": recorded_choices(path, payload)})
         runs.setdefault(run.mode, []).append(run)
     if mode == "auto":
         mode = "full" if runs["full"] else "smoke"
     selected = runs.get(mode, [])
     require_uniform(selected)
     return selected, mode
+
+
+def recorded_choices(path: Path, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The config group choices of the run in ``path``: its metrics.json's ``choices``; for a run recorded before
+    metrics.json held them, Hydra's ``hydra.runtime.choices`` in its ``.hydra/hydra.yaml`` (Hydra's own groups,
+    ``hydra/...``, left out); {} when neither is there."""
+    if payload.get("choices") is not None:
+        return dict(payload["choices"])
+    try:
+        hydra = yaml.safe_load((path / ".hydra" / "hydra.yaml").read_text()) or {}
+        choices = hydra["hydra"]["runtime"]["choices"] or {}
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return {}
+    return {str(k): v for k, v in choices.items() if not str(k).startswith("hydra/")}
+
+
+def as_text(value: Any) -> str:
+    """A recorded value as a table's key or label spells it, as its override would: ``0.1`` -> "0.1", ``True`` ->
+    "true", ``None`` -> "null", a group's option as it is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
 
 
 def require_uniform(runs: Sequence[Run]) -> None:
@@ -148,11 +195,17 @@ class Cell:
         return out + (f" ({self.failed} failed)" if self.failed else "")
 
 
+def key_of(run: Run, keys: Sequence[str]) -> tuple[str, ...]:
+    """The run's recorded values of ``keys`` as text (``as_text``; "" where it records none): a cell's key."""
+    return tuple(as_text(run.get(k, "")) for k in keys)
+
+
 def cells(runs: Iterable[Run], keys: Sequence[str], metric: str) -> dict[tuple[str, ...], Cell]:
-    """Group runs by the values of the override ``keys`` and collect ``metric`` (failed runs counted apart)."""
+    """Group runs by their recorded values of ``keys`` (``key_of``) and collect ``metric`` (failed runs counted
+    apart)."""
     out: dict[tuple[str, ...], Cell] = {}
     for run in runs:
-        cell = out.setdefault(tuple(run.params.get(k, "") for k in keys), Cell())
+        cell = out.setdefault(key_of(run, keys), Cell())
         value = run.metric(metric) if run.ok else None
         if value is None or math.isnan(value):
             cell.failed += 1

@@ -2,11 +2,12 @@
 Georgia): Tables 6.1-6.6 and Figures 6.2-6.3, ours beside the published numbers, with the thesis's claims checked
 on our numbers; and the digits analogues of Tables 6.1, 6.3 and 6.6, which run for real on a CPU.
 
-Every run is one row of the thesis (``safir.model`` of its config: dml, dml_ae, dml_unit, dml_gmm, mvae,
-mvae_joint) at one share of labels (``dataset.labelled_percent``), latent dimension (``loss.latent_dim``), weight
-(``loss.alpha`` under the alternating schedule, ``loss.gamma`` under the joint one) and metric loss; a cell is the
-mean ± std over its seeds. Beside each of our cells with a published number, ✓ says that the published number lies
-within the range (min to max) of our repetitions, ✗ that it does not.
+Every run is one row of the thesis (``thesis_model``: dml, dml_ae, dml_unit, dml_gmm, mvae, mvae_joint, told by
+its loss head, prior and schedule) at one share of labels (``dataset.labelled_percent``), latent dimension
+(``loss.latent_dim``), weight (``loss.alpha`` under the alternating schedule, ``loss.gamma`` under the joint one)
+and metric loss (``loss/metric``); a cell is the mean ± std over its seeds. Beside each of our cells with a
+published number, ✓ says that the published number lies within the range (min to max) of our repetitions, ✗ that
+it does not.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ SOURCES = {
     "digits6_1": "safir/digits6_1",
     "digits6_3": "safir/digits6_3",
     "digits6_6": "safir/digits6_6",
+}
+# The thesis's models, each one loss head (``loss=<head>``) under one schedule, the prior telling DML's apart.
+MODEL_OF = {
+    ("dml", "joint"): "dml",
+    ("dml_ae", "alternate"): "dml_ae",
+    ("dml_unit", "alternate"): "dml_unit",
+    ("dml_gmm", "alternate"): "dml_gmm",
+    ("mvae", "alternate"): "mvae",
+    ("mvae", "joint"): "mvae_joint",
 }
 MODELS = {"dml": "DML", "dml_ae": "DML autoencoder", "dml_unit": "DML + unit prior", "dml_gmm": "DML + GMM prior",
           "mvae": "MVAE (alternate)", "mvae_joint": "MVAE (joint)"}  # fmt: skip
@@ -62,27 +72,28 @@ def number(value: Any) -> str:
     return f"{float(value):g}"
 
 
-def metric_loss(loss: dict[str, Any]) -> str:
-    """triplet / supcon / center from the loss head's ``metric`` node; the class name for any other."""
-    metric = loss.get("metric") or {}
-    target = str((metric.get("loss") or {}).get("_target_") or metric.get("_target_") or "")
-    name = target.rsplit(".", 1)[-1]
-    return {"TripletMarginLoss": "triplet", "SupConLoss": "supcon", "CenterLoss": "center"}.get(name, name)
+def thesis_model(run: Run) -> str | None:
+    """The thesis's model a run is (``MODEL_OF``), from its loss head (``loss``), its schedule (``loss.schedule``)
+    and, for ``dml_prior``, its prior (``loss.prior``: unit or gmm); None for any other run."""
+    loss = run.get("loss")
+    if loss == "dml_prior":
+        loss = f"dml_{run.get('loss.prior')}"
+    return MODEL_OF.get((loss, run.get("loss.schedule")))
 
 
 def setting(run: Run) -> Setting | None:
-    """The run's cell, read from its resolved config (None for a run that records no thesis row)."""
-    config = run.payload.get("config") or {}
-    model = (config.get("safir") or {}).get("model")
-    loss, dataset = config.get("loss") or {}, config.get("dataset") or {}
-    if model not in MODELS or "latent_dim" not in loss:
+    """The run's cell, read from what it recorded (None for a run that is no model of the thesis)."""
+    model, latent_dim = thesis_model(run), run.get("loss.latent_dim")
+    if model is None or latent_dim is None:
         return None
     if model == "dml":
         weight = ""
     else:
-        weight = number(loss["gamma"] if loss.get("schedule") == "joint" else loss["alpha"])
-    return Setting(str(dataset.get("name", "")), model, number(dataset.get("labelled_percent", 100)),
-                   int(loss["latent_dim"]), weight, metric_loss(loss))  # fmt: skip
+        weight = number(
+            run.get("loss.gamma") if run.get("loss.schedule") == "joint" else run.get("loss.alpha")
+        )
+    return Setting(str(run.get("dataset", "")), model, number(run.get("dataset.labelled_percent", 100)),
+                   int(latent_dim), weight, str(run.get("loss/metric", "")))  # fmt: skip
 
 
 def grouped(runs: list[Run]) -> dict[Setting, list[Run]]:
@@ -451,17 +462,15 @@ def fig6_2(runs: list[Run], out_dir: Path) -> Table:
             colours = plt.get_cmap("tab10" if len(classes) <= 10 else "tab20")  # OrganAMNIST has 11 classes
             for i, c in enumerate(classes):
                 ax.scatter(*xy[labels == c].T, s=3, color=colours(i), label=str(c))
-            logvar = float(((run.payload.get("config") or {}).get("loss") or {}).get("gmm_logvar", 1.0))
+            logvar = float(run.get("loss.gmm_logvar", 1.0))
             centres = [(0.0, 0.0)] if key.model == "dml_unit" else [(a, b) for a in (-1, 1) for b in (-1, 1)]
             radius = 1.0 if key.model == "dml_unit" else math.exp(logvar / 2)
             for centre in centres:
                 ax.add_patch(plt.Circle(centre, radius, fill=False, color="black", linewidth=1.5))
             ax.set_aspect("equal", adjustable="datalim")
-            ax.set_title(
-                f"{MODELS[key.model]} (α {key.weight}, pl {key.pl}%, seed {run.payload.get('seed')})"
-            )
+            ax.set_title(f"{MODELS[key.model]} (α {key.weight}, pl {key.pl}%, seed {run.get('seed')})")
             norm = float(np.linalg.norm(xy, axis=1).mean())
-            rows.append([MODELS[key.model], key.weight, key.pl, str(run.payload.get("seed")),
+            rows.append([MODELS[key.model], key.weight, key.pl, str(run.get("seed")),
                          f"{run.metric(ACC) or math.nan:.4f}", f"{norm:.3f}"])  # fmt: skip
         axes[0][-1].legend(markerscale=4, fontsize="small", title="class", loc="center left",
                            bbox_to_anchor=(1.01, 0.5))  # fmt: skip
@@ -496,7 +505,7 @@ def recon_curve(run: Run) -> list[tuple[int, float]]:
 def fig6_3(runs: list[Run], out_dir: Path) -> Table:
     """Figure 6.3: MVAE's reconstruction loss per epoch under the alternating schedule, one line per seed."""
     plt = pyplot()
-    curves = {int(r.payload.get("seed", 0)): recon_curve(r) for r in runs if r.ok}
+    curves = {int(r.get("seed", 0)): recon_curve(r) for r in runs if r.ok}
     curves = {s: c for s, c in sorted(curves.items()) if c}
     rows, figures, unsettled = [], [], []
     if curves:

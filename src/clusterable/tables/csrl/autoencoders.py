@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from clusterable.tables.common import cell_text, na_note, published, pyplot, save_figure
-from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
+from clusterable.tables.report import Cell, Claim, Run, Table, as_text, cells, check, key_of
 
 PAPER = "csrl"  # its published numbers: tables/published/csrl.yaml
 
@@ -45,6 +45,12 @@ FINAL_LOSS = (
     "train/loss"  # the paper's de-noising "MSE": the last epoch's training loss (incl. TAE's penalty)
 )
 EVAL_MSE = "test/denoise/mse"
+
+
+def task(run: Run) -> str:
+    """The run's task, told by its data (``dataset.reader.denoise``, which the experiment's ``protocol.task``
+    sets): de-noising when its inputs were noisy copies of the points, else clustering."""
+    return DENOISING if run.get("dataset.reader.denoise") is True else CLUSTERING
 
 
 @dataclass
@@ -86,9 +92,7 @@ def kmeans_raw(runs: list[Run]) -> dict[str, Cell]:
     for run in runs:
         value = run.metric("test/kmeans_raw/ari") if run.ok else None
         if value is not None:
-            per_seed.setdefault(run.params.get("dataset", ""), {}).setdefault(
-                run.params.get("seed", ""), value
-            )
+            per_seed.setdefault(as_text(run.get("dataset", "")), {}).setdefault(run.get("seed"), value)
     return {d: Cell(list(v.values())) for d, v in per_seed.items()}
 
 
@@ -97,7 +101,7 @@ def params(runs: list[Run]) -> dict[tuple[str, str], int]:
     for run in runs:
         value = run.metric("model/params") if run.ok else None
         if value is not None:
-            out.setdefault((run.params.get("dataset", ""), run.params.get("loss", "")), int(value))
+            out.setdefault(key_of(run, ("dataset", "loss")), int(value))
     return out
 
 
@@ -116,8 +120,8 @@ class AEResults:
 
 
 def ae_results(runs: list[Run], wanted: tuple[str, ...]) -> AEResults:
-    by_task = {t: [r for r in runs if r.params.get("task", CLUSTERING) == t] for t in (CLUSTERING, DENOISING)}
-    present = {r.params.get("dataset") for r in runs}
+    by_task = {t: [r for r in runs if task(r) == t] for t in (CLUSTERING, DENOISING)}
+    present = {r.get("dataset") for r in runs}
     order = [d if d in present or STAND_INS.get(d) not in present else STAND_INS[d] for d in wanted]
     datasets, missing = [d for d in order if d in present], [d for d in order if d not in present]
     loss = select_lr(by_task[DENOISING], FINAL_LOSS, "min")
@@ -179,12 +183,11 @@ def ae_table(figure: str, wanted: tuple[str, ...], runs: list[Run], out_dir: Pat
 
 def _protocol_note(runs: list[Run]) -> str:
     """How the standard AEs of these runs were trained, read from their recorded configs."""
-    steps = sorted({str((r.payload.get("config") or {}).get("optimizer_steps", "per_batch")) for r in runs
-                    if r.params.get("loss") in STANDARD})  # fmt: skip
+    steps = sorted({str(r.get("optimizer_steps", "per_batch")) for r in runs if r.get("loss") in STANDARD})
     how = {"per_sample": "one Adam step per sample, the rows in order (the authors' protocol)",
            "per_batch": "mini-batches (the authors: one step per sample)"}  # fmt: skip
     said = "; ".join(how.get(s, s) for s in steps) or "not run"
-    shuffled = all(((r.payload.get("config") or {}).get("dataset") or {}).get("shuffle_rows") for r in runs)
+    shuffled = all(r.get("dataset.shuffle_rows") for r in runs)
     order = (
         "Each repetition permutes the rows with its seed first (another k-means++ start), as the authors do."
         if shuffled
@@ -339,13 +342,13 @@ def fig8(runs: list[Run], out_dir: Path) -> Table:
     Each (dataset, model) pools its clustering-task runs over the lr grid (the time does not depend on the lr):
     mean ± standard error of the runs' means (metrics.json ``timing``).
     """
-    runs = [r for r in runs if r.ok and r.params.get("task", CLUSTERING) == CLUSTERING]
+    runs = [r for r in runs if r.ok and task(r) == CLUSTERING]
     times: dict[tuple[str, str, str], Cell] = {}
     for r in runs:
         for key, _ in TIMINGS:
             value = r.payload.get("timing", {}).get(key)
             if value is not None:
-                cell = times.setdefault((key, r.params.get("dataset", ""), r.params.get("loss", "")), Cell())
+                cell = times.setdefault((key, *key_of(r, ("dataset", "loss"))), Cell())
                 cell.values.append(value)
     present = {d for _, d, _ in times}
     datasets = [d for d in (*FIG2, STAND_INS["mnist_subset"], *FIG7) if d in present]

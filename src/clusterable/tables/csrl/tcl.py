@@ -22,7 +22,7 @@ from clusterable.tables.common import (
     run_label,
     save_figure,
 )
-from clusterable.tables.report import Run, Table, check
+from clusterable.tables.report import Run, Table, as_text, check
 
 PAPER = "csrl"
 # "Without class information the clusters do not align with the classes": ARI below this (the paper states it in
@@ -34,8 +34,7 @@ NEIGHBOURS = 10
 
 def supervised(run: Run) -> bool:
     """Whether a TCL/CL run used class information (``loss.supervised``)."""
-    loss = (run.payload.get("config") or {}).get("loss") or {}
-    return str(loss.get("supervised", run.params.get("loss.supervised", "false"))).lower() == "true"
+    return run.get("loss.supervised") is True
 
 
 def local_linearity(xy: np.ndarray, k: int = NEIGHBOURS) -> float:
@@ -73,12 +72,12 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
     ]
     ok = sorted(
         (r for r in runs if r.ok),
-        key=lambda r: (supervised(r), not one_cluster(r), str(r.params.get("seed", ""))),
+        key=lambda r: (supervised(r), not one_cluster(r), as_text(r.get("seed", ""))),
     )
     tsne = {id(r): load_npz(r, "latent_test_tsne.npz") for r in ok}
     linearity = {id(r): local_linearity(d["xy"]) if d is not None else math.nan for r, d in
                  ((r, tsne[id(r)]) for r in ok)}  # fmt: skip
-    rows = [[_model(r), "with" if supervised(r) else "without", r.params.get("seed", "default"),
+    rows = [[_model(r), "with" if supervised(r) else "without", as_text(r.get("seed", "default")),
              "—" if one_cluster(r) else metric_text(r, "test/ari"), metric_text(r, "test/kmeans/ari"),
              metric_text(r, "test/kmeans/silhouette"),
              "missing" if math.isnan(linearity[id(r)]) else f"{linearity[id(r)]:.3f}", "n/a"]
@@ -106,7 +105,7 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
                 d = tsne[id(run)]
                 ax.scatter(d["xy"][:, 0], d["xy"][:, 1], c=d["labels"], cmap="tab10", s=3)
                 ax.set_title(f"{_model(run)}, {'with' if sup else 'without'} class information, "
-                             f"seed {run.params.get('seed', 'default')}", fontsize=9)  # fmt: skip
+                             f"seed {as_text(run.get('seed', 'default'))}", fontsize=9)  # fmt: skip
         fig.tight_layout()
         figures.append(save_figure(fig, out_dir, "csrl_fig4"))
 
@@ -169,7 +168,7 @@ def fig12(runs: list[Run], out_dir: Path) -> Table:
         figures.append(save_figure(fig, out_dir, "csrl_fig12"))
         pos = float(np.abs(data["positive"] - data["anchor"]).mean())
         neg = float(np.abs(data["negative"] - data["anchor"]).mean())
-        rows.append([run_label(run, ("loss.supervised", "seed")), f"{pos:.4f}", f"{neg:.4f}", "n/a"])
+        rows.append([run_label(run, ("loss.supervised", "seed"), runs), f"{pos:.4f}", f"{neg:.4f}", "n/a"])
         claims.append(check("The elastic positive is a deformed copy of its anchor: closer to it than the negative "
                             "(mean absolute pixel difference), yet not identical",
                             [("shown triplets", pos, neg)], lambda a, b: 0 < a < b))  # fmt: skip

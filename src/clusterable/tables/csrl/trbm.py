@@ -19,7 +19,7 @@ from clusterable.tables.common import (
     run_label,
     save_figure,
 )
-from clusterable.tables.report import Run, Table, check
+from clusterable.tables.report import Run, Table, check, key_of
 
 PAPER = "csrl"
 # "Each cluster's RBM holds one class": ARI of the eq.-2 clusters at least this (the paper states it in words only;
@@ -29,6 +29,7 @@ SPLIT_ARI = 0.9
 # mean image at least this (the paper shows it in Fig. 13 only; our threshold).
 CLASS_MATCH = 0.9
 NPZ = "trbm_reconstructions_test.npz"
+KEYS = ("dataset", "seed")  # a run's setting: the TRBM and the standard RBM of one are twins
 
 
 def _value(run: Run, key: str) -> float:
@@ -56,10 +57,13 @@ def _draw(panels: list[tuple[str, np.ndarray]], out_dir: Path, stem: str) -> Pat
 
 def fig5(runs: list[Run], out_dir: Path) -> Table:
     """Fig. 5: inputs and every cluster's RBM reconstruction; the reconstruction errors per TRBM run."""
-    keys = ("dataset", "seed")
+
+    def label(r: Run) -> str:
+        return run_label(r, KEYS, runs)
+
     ok = [r for r in runs if r.ok and not one_cluster(r)]
     header = ["Run", "ARI", "MSE, own cluster's RBM", "MSE, other cluster's RBM", "paper"]
-    rows = [[run_label(r, keys), metric_text(r, "test/ari"), metric_text(r, "test/trbm/mse_own", 4),
+    rows = [[label(r), metric_text(r, "test/ari"), metric_text(r, "test/trbm/mse_own", 4),
              metric_text(r, "test/trbm/mse_other", 4), "n/a"] for r in ok]  # fmt: skip
     figures = []
     run = next((r for r in ok if load_npz(r, NPZ) is not None), None)
@@ -70,10 +74,10 @@ def fig5(runs: list[Run], out_dir: Path) -> Table:
     claims = [
         check("Each cluster's RBM reconstructs its own class only: lower error under the point's own cluster "
               "than under the other (every run)",
-              ((run_label(r, keys), _value(r, "test/trbm/mse_own"), _value(r, "test/trbm/mse_other"))
+              ((label(r), _value(r, "test/trbm/mse_own"), _value(r, "test/trbm/mse_other"))
                for r in ok), lt),
         check(f"The RBMs split the classes (ARI of the eq.-2 clusters >= {SPLIT_ARI}, every run)",
-              ((run_label(r, keys), _value(r, "test/ari"), SPLIT_ARI) for r in ok), ge),
+              ((label(r), _value(r, "test/ari"), SPLIT_ARI) for r in ok), ge),
     ]  # fmt: skip
     notes = [na_note(PAPER),
              "MSE: per pixel, one mean-field Gibbs step p(v | p(h | x)) of the RBM named.",
@@ -89,16 +93,19 @@ def fig13(runs: list[Run], out_dir: Path) -> Table:
     seed, the standard RBM's error on the class it reconstructs worst is below the TRBM's error under the other
     cluster's RBM).
     """
-    keys = ("dataset", "seed")
+
+    def label(r: Run) -> str:
+        return run_label(r, KEYS, runs)
+
     ok = [r for r in runs if r.ok]
     standard = [r for r in ok if one_cluster(r)]
-    tensorized = {run_label(r, keys): r for r in ok if not one_cluster(r)}
+    tensorized = {key_of(r, KEYS): r for r in ok if not one_cluster(r)}
     header = ["Run", "model", "MSE, own RBM", "MSE, worst class", "MSE, other cluster's RBM", "class match",
               "paper"]  # fmt: skip
     rows = []
-    for r in sorted(ok, key=lambda r: (run_label(r, keys), not one_cluster(r))):
+    for r in sorted(ok, key=lambda r: (label(r), not one_cluster(r))):
         other = "—" if one_cluster(r) else metric_text(r, "test/trbm/mse_other", 4)
-        rows.append([run_label(r, keys), "standard RBM" if one_cluster(r) else "TRBM",
+        rows.append([label(r), "standard RBM" if one_cluster(r) else "TRBM",
                      metric_text(r, "test/trbm/mse_own", 4), metric_text(r, "test/trbm/mse_own_worst_class", 4),
                      other, metric_text(r, "test/trbm/class_match"), "n/a"])  # fmt: skip
     figures = []
@@ -107,20 +114,20 @@ def fig13(runs: list[Run], out_dir: Path) -> Table:
         data = load_npz(run, NPZ)
         panels = list(zip(["inputs", "standard RBM"], _grids(data), strict=True))
         # The TRBM of the same seed beside it, when it reconstructed the same inputs (Fig. 5's panels).
-        twin = tensorized.get(run_label(run, keys))
+        twin = tensorized.get(key_of(run, KEYS))
         twin_data = load_npz(twin, NPZ) if twin is not None else None
         if twin_data is not None and np.array_equal(twin_data["inputs"], data["inputs"]):
             panels += [(f"TRBM, cluster {j}", g) for j, g in enumerate(_grids(twin_data)[1:])]
         figures.append(_draw(panels, out_dir, "csrl_fig13"))
     pairs = []
     for r in standard:
-        twin = tensorized.get(run_label(r, keys))
+        twin = tensorized.get(key_of(r, KEYS))
         noise = _value(twin, "test/trbm/mse_other") if twin is not None else math.nan
-        pairs.append((run_label(r, keys), _value(r, "test/trbm/mse_own_worst_class"), noise))
+        pairs.append((label(r), _value(r, "test/trbm/mse_own_worst_class"), noise))
     claims = [
         check(f"The standard RBM reconstructs both digits: each input comes out as its own digit (reconstruction "
               f"nearest the mean input of its class for >= {CLASS_MATCH:.0%} of the inputs, every run)",
-              ((run_label(r, keys), _value(r, "test/trbm/class_match"), CLASS_MATCH) for r in standard), ge),
+              ((label(r), _value(r, "test/trbm/class_match"), CLASS_MATCH) for r in standard), ge),
         check("The standard RBM reconstructs both digits where each cluster-specific RBM reconstructs only its own "
               "(standard RBM's MSE on its worst class below the TRBM's MSE under the other cluster's RBM, "
               "same seed, every run)", pairs, lt),

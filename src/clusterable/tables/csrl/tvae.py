@@ -27,7 +27,7 @@ from clusterable.tables.common import (
     run_label,
     save_figure,
 )
-from clusterable.tables.report import Claim, Run, Table, check
+from clusterable.tables.report import Claim, Run, Table, check, key_of
 
 PAPER = "csrl"
 # "Each latent space holds one class": purity of the eq.-2 clusters at least this (the paper states it in words only;
@@ -90,8 +90,9 @@ def _model(run: Run) -> str:
     return "standard VAE" if c == 1 else f"TVAE ({c} clusters)" if c else "TVAE"
 
 
-def _draw(figure: str, title: str, panels: list[Run], out_dir: Path) -> Path | None:
-    """The paper's three rows, one column per latent space: the standard VAE's (if run) then the TVAE's."""
+def _draw(figure: str, title: str, panels: list[Run], out_dir: Path, among: list[Run]) -> Path | None:
+    """The paper's three rows, one column per latent space: the standard VAE's (if run) then the TVAE's; runs
+    named among the figure's runs ``among``."""
     from clusterable.evaluation.csrl import image_grid, plot_latents
 
     loaded = [(r, load_npz(r, "tvae_samples.npz")) for r in panels]
@@ -118,7 +119,7 @@ def _draw(figure: str, title: str, panels: list[Run], out_dir: Path) -> Path | N
                     ax.get_legend().remove()  # one class legend, at the right end of the row
             row[start].set_ylabel(f"{stage} points")
         start += c
-    shown = "; ".join(f"{_model(r)}: {run_label(r, KEYS)}" for r, _ in loaded)
+    shown = "; ".join(f"{_model(r)}: {run_label(r, KEYS, among)}" for r, _ in loaded)
     fig.suptitle(f"{title} ({shown})", fontsize="medium")
     fig.tight_layout()
     return save_figure(fig, out_dir, f"csrl_{figure}")
@@ -131,49 +132,53 @@ def tvae_figure(
     k-NN accuracy of the unseen points' latent means and the classes' spread; the figure redraws the purest TVAE
     run (training points) beside the standard VAE run of the same KL weight and seed. ``one_class_each``: the
     TVAE has one latent space per class (not Fig. 11), so the claims about one class per space apply."""
+
+    def name(r: Run) -> str:
+        return run_label(r, KEYS, runs)
+
     ok = [r for r in runs if r.ok]
     tvae = sorted(
         (r for r in ok if not one_cluster(r)), key=lambda r: -(r.metric("train/tvae/purity") or -1.0)
     )
-    standard = sorted((r for r in ok if one_cluster(r)), key=lambda r: run_label(r, KEYS))
+    standard = sorted((r for r in ok if one_cluster(r)), key=name)
     knn = {id(r): knn_accuracy(_latents(r, "train"), _latents(r, "test")) for r in ok}
     spread = {id(r): class_spread(_latents(r, "train")) for r in ok}
-    rows = [[run_label(r, KEYS), _model(r), metric_text(r, "train/tvae/purity"), metric_text(r, "test/tvae/purity"),
+    rows = [[name(r), _model(r), metric_text(r, "train/tvae/purity"), metric_text(r, "test/tvae/purity"),
              metric_text(r, "train/ari"), metric_text(r, "test/ari"), f"{knn[id(r)]:.3f}", f"{spread[id(r)]:.3f}",
              metric_text(r, "train/kl", 4), "n/a"]
             for r in tvae + standard]  # fmt: skip
-    rows += [[run_label(r, KEYS), _model(r), f"failed: {r.payload.get('error')}", *[""] * 6, "n/a"]
+    rows += [[name(r), _model(r), f"failed: {r.payload.get('error')}", *[""] * 6, "n/a"]
              for r in runs if not r.ok]  # fmt: skip
     header = ["Run", "model", "purity (train)", "purity (test)", "ARI (train)", "ARI (test)",
               f"{K}-NN acc. (test)", "class spread (train)", "final KL", "paper"]  # fmt: skip
 
-    def same_setting(r: Run) -> tuple[str | None, ...]:
-        return tuple(r.params.get(k) for k in KEYS)
+    def same_setting(r: Run) -> tuple[str, ...]:
+        return key_of(r, KEYS)
 
     by_setting = {same_setting(r): r for r in standard}
     # The standard VAE of the shown TVAE run's setting (else the first one), then the TVAE run.
     partner = by_setting.get(same_setting(tvae[0])) if tvae else None
     panels = [partner or next(iter(standard), None), *tvae[:1]]
-    figure_path = _draw(figure, title, [r for r in panels if r is not None], out_dir)
+    figure_path = _draw(figure, title, [r for r in panels if r is not None], out_dir, runs)
     pairs = [(r, by_setting[same_setting(r)]) for r in tvae if same_setting(r) in by_setting]
     claims = [
         check(f"The standard VAE's embeddings are grouped by class (§IV.B: \"all embeddings are grouped by class\"; "
               f"{K}-NN class accuracy of the unseen points' latent means >= {GROUPED}, every standard-VAE run)",
-              ((run_label(r, KEYS), knn[id(r)], GROUPED) for r in standard), ge),
+              ((name(r), knn[id(r)], GROUPED) for r in standard), ge),
     ]  # fmt: skip
     if one_class_each:
         claims = [
             check(f"Each cluster-specific latent space holds one class (purity of the eq.-2 clusters >= {PURE} on "
                   "the training points, every TVAE run)",
-                  ((run_label(r, KEYS), r.metric("train/tvae/purity") or math.nan, PURE) for r in tvae), ge),
+                  ((name(r), r.metric("train/tvae/purity") or math.nan, PURE) for r in tvae), ge),
             check(f"Unseen points are assigned as well (test purity >= {PURE}, every TVAE run)",
-                  ((run_label(r, KEYS), r.metric("test/tvae/purity") or math.nan, PURE) for r in tvae), ge),
+                  ((name(r), r.metric("test/tvae/purity") or math.nan, PURE) for r in tvae), ge),
             *claims,
             check("Each class gets a latent Gaussian of its own in the TVAE, where the standard VAE constrains all "
                   "classes to one N(0, I) (§IV.B): each class spreads further in its TVAE latent space than in the "
                   "standard VAE's (class spread of the training latent means, TVAE > standard VAE at the same KL "
                   "weight and seed)",
-                  ((run_label(t, KEYS), spread[id(t)], spread[id(s)]) for t, s in pairs), gt),
+                  ((name(t), spread[id(t)], spread[id(s)]) for t, s in pairs), gt),
         ]  # fmt: skip
     notes = [na_note(PAPER),
              "purity: the fraction of points whose eq.-2 cluster's majority class is their class (the standard VAE has "
@@ -220,7 +225,7 @@ def fig11(runs: list[Run], out_dir: Path) -> Table:
         data = _latents(r, "train")
         if data is None:
             continue
-        name = run_label(r, ("loss.kl_weight", "seed"))
+        name = run_label(r, ("loss.kl_weight", "seed"), runs)
         if len(np.unique(data["labels"])) != 6:  # smoke runs' stand-in data have other classes
             groups.append(None)
             detail.append(f"{name}: the data do not hold the six classes")
