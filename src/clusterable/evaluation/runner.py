@@ -68,8 +68,9 @@ def evaluate(
 
     Raises:
         ValueError: a stage that is not one of ``data.splits``, before anything is computed.
-        EvaluatorError: an evaluator's ValueError (an option out of range, a head it cannot score), one line
-            naming it: ``evaluator.clustering: kmeans_n_init must be >= 1, got 0``.
+        EvaluatorError: an evaluator's ValueError (a head it cannot score, data it cannot fit), one line naming
+            it: ``evaluator.probes: knn_neighbors must be <= 8, the labelled training rows ...``. Options out of
+            range are refused earlier, when the evaluator is built (``config.build``).
     """
     stages = list(stages)
     for stage in stages:
