@@ -15,8 +15,7 @@ def measure() -> dict:
     from sklearn.datasets import make_blobs
 
     from clusterable.contracts import EvalContext
-    from clusterable.evaluation.probes import DEFAULT_CLASSIFIERS
-    from clusterable.evaluation.probes import probes as fit_probes
+    from clusterable.evaluation.probes import DEFAULT_CLASSIFIERS, Probes
 
     # 10 blobs in 10-D whose spread makes them overlap (the probes score ~0.96, not 1): training and test rows.
     x, y = make_blobs(20_000, 10, centers=10, cluster_std=4.0, random_state=0)
@@ -26,7 +25,7 @@ def measure() -> dict:
                           train_labels=train_y, train_all_labels=train_y)  # fmt: skip
 
     def score(classifiers: tuple[str, ...], n: int = len(test_y)) -> dict:
-        return fit_probes(test_x[:n], test_y[:n], context, classifiers=classifiers)
+        return Probes(classifiers=classifiers)(test_x[:n], test_y[:n], context)
 
     score(DEFAULT_CLASSIFIERS, 100)  # warm-up (imports, thread pools)
     out = {}

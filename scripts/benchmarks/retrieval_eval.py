@@ -33,15 +33,15 @@ def measure() -> dict:
         import json, time
         torch.set_num_threads(2)
         from clusterable.contracts import EvalContext
-        from clusterable.evaluation.retrieval import retrieval_metrics
-        options = dict(ks={list(ks)}, distances=["cos"], map_at_r=True, r_precision=True)
+        from clusterable.evaluation.retrieval import RetrievalMetrics
+        retrieval_metrics = RetrievalMetrics(ks={list(ks)}, distances=["cos"], map_at_r=True, r_precision=True)
         def context(rows):
             return EvalContext("test", {{"labels": labels[:rows]}}, torch.nn.Identity(), x[:rows], x[:rows],
                                labels[:rows])
-        retrieval_metrics(x[:3000], labels[:3000], context(3000), **options)  # warm-up: kernels, allocator
+        retrieval_metrics(x[:3000], labels[:3000], context(3000))  # warm-up: kernels, allocator
         {indented(MEMORY_PROBE, " " * 8)}
         start = time.perf_counter()
-        out = retrieval_metrics(x, labels, context(len(x)), **options)
+        out = retrieval_metrics(x, labels, context(len(x)))
         seconds = time.perf_counter() - start
         {indented(MEMORY_PEAK, " " * 8)}
         print(json.dumps({{"seconds": seconds, "extra_mb": (peak - before) / 1024, "how": how, "metrics": out}}))
