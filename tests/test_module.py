@@ -163,20 +163,6 @@ def test_an_evaluator_without_declared_keys_lets_any_val_key_be_monitored():
     assert validation.may_log("val/anything") and not validation.may_log("train/anything")
 
 
-def test_validation_evaluators_given_to_the_module_bring_their_callback():
-    # The constructor's validation_evaluators: the same callback, brought by the module, and its keys declared.
-    seen = []
-    optimizer = functools.partial(torch.optim.Adam, lr=0.01)
-    module, dm, x = _module_and_data("per_batch")
-    module = RepresentationModule(module.encoder, module.head, optimizer,
-                                  validation_evaluators={"spread": _spread_evaluator(seen)})  # fmt: skip
-    assert "val/spread" in module.logged_keys(validates=True) and not module.logs_undeclared_metrics()
-    assert "val/spread" not in module.logged_keys(validates=False)
-    assert [type(c) for c in module.configure_callbacks()] == [ValidationMetrics]
-    _trainer(num_sanity_val_steps=0).fit(module, datamodule=dm)
-    assert seen == [(len(x), "val", None)] * 2
-
-
 def test_ranks_rows_are_kept_once_in_order_of_first_occurrence():
     # Under DDP each rank pads its share with repeated rows; the gathered rows are de-duplicated by index.
     unique, first = first_occurrences(torch.tensor([3, 1, 3, 2, 1, 0]))

@@ -124,12 +124,13 @@ def test_a_cell_that_does_not_compose_fails_alone(train):
     assert [m["status"] for m in all_metrics(train.outputs)] == ["ok"]
 
 
-def test_an_evaluator_option_out_of_range_names_the_evaluator(train):
+def test_an_evaluator_option_out_of_range_names_the_evaluator_before_training(train):
     result = train(
         *QUICK, "trainer.max_epochs=1", "evaluator=[clustering]", "evaluator.clustering.kmeans_n_init=0"
     )
-    assert_one_error_line(result, "evaluator.clustering: kmeans_n_init must be >= 1, got 0")
+    assert_one_error_line(result, "evaluator.clustering.kmeans_n_init must be >= 1, got 0")
     assert_nothing_ok(train.outputs)
+    assert not list(train.outputs.rglob("metrics.csv"))  # refused when built, before the first epoch
 
 
 @pytest.mark.parametrize(

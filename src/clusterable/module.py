@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Literal
 
 import lightning as L
 import torch
 from torch import Tensor, nn
 
-from clusterable.callbacks import ClusterUpdates, ValidationMetrics
+from clusterable.callbacks import ClusterUpdates
+from clusterable.config import ConfigError
 from clusterable.contracts import (
     ClassifyingHead,
     ClusteringHead,
     ContractError,
     DataModule,
     EncodingHead,
-    Evaluator,
     HasConstantBuffers,
     HasEmbeddingLayer,
     OwnLearningRate,
@@ -67,10 +67,6 @@ class RepresentationModule(L.LightningModule):
             after every optimizer step (``clusterable.schedules``); None keeps the rate constant.
         weight_decay_on: ``all`` parameters, or only ``matrices`` (parameters with more than one dimension: no
             decay on biases and normalisation parameters, as Boudiaf et al. 2020 train).
-        validation_evaluators: evaluators run on the whole validation split after every validation epoch, their
-            metrics logged as ``val/<key>`` (model selection by, e.g., ``val/recall@1/cos``), by the
-            ``callbacks.ValidationMetrics`` the module then brings along (``configure_callbacks``). Kept for the
-            callers that still pass them here; a ``ValidationMetrics`` given to the Trainer does the same.
         channels_last: image inputs and the encoder in channels-last memory format (faster convolutions on GPUs
             with tensor cores).
         class_disjoint: the validation split holds classes never seen in training: no ``val/acc`` or ``val/loss``
@@ -92,7 +88,6 @@ class RepresentationModule(L.LightningModule):
         optimizer_steps: Literal["per_batch", "per_sample"] = "per_batch",
         scheduler: Callable[..., torch.optim.lr_scheduler.LRScheduler] | None = None,
         weight_decay_on: Literal["all", "matrices"] = "all",
-        validation_evaluators: Mapping[str, Evaluator] | None = None,
         channels_last: bool = False,
         class_disjoint: bool = False,
         trainable: Literal["all", "embedding_layer"] = "all",
@@ -104,7 +99,6 @@ class RepresentationModule(L.LightningModule):
             raise ValueError(f"weight_decay_on must be all or matrices, got {weight_decay_on!r}")
         self.encoder, self.head, self.optimizer_factory = encoder, head, optimizer
         self.scheduler_factory, self.weight_decay_on = scheduler, weight_decay_on
-        self.validation_metrics = ValidationMetrics(validation_evaluators) if validation_evaluators else None
         self.channels_last, self.class_disjoint = bool(channels_last), bool(class_disjoint)
         if trainable not in ("all", "embedding_layer"):
             raise ValueError(f"trainable must be all or embedding_layer, got {trainable!r}")
@@ -139,25 +133,22 @@ class RepresentationModule(L.LightningModule):
         """The metric names this module logs during fit (what ``checkpoint.monitor`` may name).
 
         ``train/<part>`` for every loss part; with a validation loop, ``val/acc`` for classifying heads and
-        ``val/loss`` for heads whose loss is defined on new points (not a clustering head's), and the declared
-        keys of the ``validation_evaluators`` given to the constructor (``ValidationMetrics.logged_keys``).
+        ``val/loss`` for heads whose loss is defined on new points (not a clustering head's). The validation
+        evaluators' keys are their callback's (``callbacks.ValidationMetrics.logged_keys``).
         """
         keys = [f"train/{part}" for part in self.head.loss_parts]
         if validates and not self.class_disjoint:
             keys += ["val/acc"] if isinstance(self.head, ClassifyingHead) else []
             keys += [] if isinstance(self.head, ClusteringHead) else ["val/loss"]
-        if validates and self.validation_metrics is not None:
-            keys += self.validation_metrics.logged_keys()
         return keys
 
-    def logs_undeclared_metrics(self) -> bool:
-        """Whether a validation evaluator given to the constructor logs keys it does not declare (so
-        ``logged_keys`` is incomplete)."""
-        return self.validation_metrics is not None and self.validation_metrics.logs_undeclared_metrics()
-
     def configure_callbacks(self) -> list[L.Callback]:
-        brought = [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
-        return brought + ([self.validation_metrics] if self.validation_metrics is not None else [])
+        return [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
+
+    def setup(self, stage: str) -> None:
+        if not self.automatic_optimization and self.trainer.world_size > 1:
+            raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {self.trainer.world_size}: set "
+                              "trainer.devices=1 or optimizer_steps=per_batch")  # fmt: skip
 
     def on_fit_start(self) -> None:
         self._history = []
@@ -203,8 +194,6 @@ class RepresentationModule(L.LightningModule):
         A plain loop (no Lightning hook per row): what is left per step is PyTorch's own cost of a forward, a
         backward and an optimizer step, so the loop runs at a plain training loop's speed (scripts/bench.py).
         """
-        if self.trainer.world_size > 1:
-            raise RuntimeError("optimizer_steps=per_sample runs on one device only")
         optimizer = self.optimizers(use_pl_optimizer=False)
         scheduler = self.lr_schedulers()
         rows = [{k: v[i : i + 1] for k, v in batch.items()} for i in range(len(batch["labels"]))]

@@ -88,7 +88,7 @@ def _inception_arch() -> str:
 def _tuned_lambda(default: float, *, _root_: DictConfig) -> float:
     from clusterable import tuned_lambda
 
-    return tuned_lambda.resolve(default, _root_=_root_)
+    return tuned_lambda.resolve(default, _root_, choices_of(_root_), note)
 
 
 OmegaConf.register_new_resolver("run_mode", _run_mode, replace=True)

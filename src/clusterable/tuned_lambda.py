@@ -22,12 +22,12 @@ Importing ``clusterable`` registers the resolver, so the loss configs load anywh
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
 from clusterable.rundir import tables_dir
@@ -126,41 +126,36 @@ def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str,
     return float(entry["lam"])
 
 
-def _choices(root: DictConfig) -> Mapping[str, Any]:
-    """The run's config group choices (``resolvers.choices_of``: Hydra's node while composing, else the run's)."""
-    from clusterable.resolvers import choices_of
-
-    choices = choices_of(root)
-    if choices is None:
-        raise TunedLambdaError("tuned_lambda_from needs the run's config group choices: run it through train.py")
-    return choices
-
-
-def _lookup_for(root: DictConfig, table: str) -> float:
+def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None) -> float:
     """Table 1's winner for the run of ``root`` (its dataset, model and loss choices, output folder and mode)."""
     if not isinstance(table, str) or "/" not in table:
         raise TunedLambdaError(
             f"tuned_lambda_from must name a Table 1 such as corel/table1 (or be null), got {table!r}"
         )
-    choices = _choices(root)
+    if choices is None:
+        raise TunedLambdaError(
+            "tuned_lambda_from needs the run's config group choices: run it through train.py"
+        )
     return lookup(
         table, root.paths.output_dir, root.mode, *(str(choices.get(g)) for g in ("dataset", "model", "loss"))
     )
 
 
-def resolve(default: float, *, _root_: DictConfig) -> float:
-    """``${tuned_lambda:<default>}``: ``default``, or Table 1's winner when the config sets ``tuned_lambda_from``
-    (``default`` again when the winners are missing and the config sets ``tuned_lambda_fallback``: smoke runs)."""
-    table = _root_.get("tuned_lambda_from")
+def resolve(
+    default: float, root: DictConfig, choices: Mapping[str, Any] | None, note: Callable[[str, Any, str], None]
+) -> float:
+    """``${tuned_lambda:<default>}`` (registered in ``clusterable.resolvers``, which passes the run's group
+    ``choices``): ``default``, or Table 1's winner when the config sets ``tuned_lambda_from``; ``default`` again when
+    the winners are missing and the config sets ``tuned_lambda_fallback`` (smoke runs), told to ``note`` as
+    ``lambda_fallback`` for the run's record."""
+    table = root.get("tuned_lambda_from")
     if table is None:
         return default
     try:
-        return _lookup_for(_root_, table)
+        return _lookup_for(root, table, choices)
     except WinnersMissing:
-        if _root_.get("tuned_lambda_fallback"):
-            from clusterable.resolvers import note
-
-            note("lambda_fallback", True, f"λ: {default:g}, the config's (Table 1's {_root_.mode} winners are "
+        if root.get("tuned_lambda_fallback"):
+            note("lambda_fallback", True, f"λ: {default:g}, the config's (Table 1's {root.mode} winners are "
                  "missing: tuned_lambda_fallback)")  # fmt: skip
             return default
         raise

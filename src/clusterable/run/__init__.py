@@ -73,7 +73,8 @@ def _train_and_evaluate(
         payload["data_notes"] = parts.data_notes
     check_monitor(cfg, ctx, parts)
     checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
-    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer])
+    validation = [parts.validation] if cfg.validation_evaluators else []
+    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation])
 
     payload["timing"].update(training.fit(trainer, parts, timer))
     if not rank_zero:

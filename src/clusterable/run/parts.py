@@ -23,14 +23,16 @@ EVALUATOR_CALL = ("embeddings", "labels", "context")
 
 @dataclass
 class Parts:
-    """What a run trains and evaluates: the datamodule (loaded), encoder, head, evaluators by name, the module, and
-    what reading the data did (``contracts.HasDataNotes``; None when the dataset says nothing)."""
+    """What a run trains and evaluates: the datamodule (loaded), encoder, head, evaluators by name, the module, the
+    callback that runs the validation evaluators after every epoch (``callbacks.ValidationMetrics``) and what
+    reading the data did (``contracts.HasDataNotes``; None when the dataset says nothing)."""
 
     datamodule: Any
     encoder: Any
     head: Any
     evaluators: dict[str, Any]
     module: Any
+    validation: Any
     data_notes: dict[str, Any] | None = None
 
 
@@ -80,6 +82,7 @@ def encoder_arguments(cfg: DictConfig, ctx: RunContext, datamodule: Any) -> dict
 
 def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     """Every part of the run, each checked against its contract; the module wires them together."""
+    from clusterable.callbacks import ValidationMetrics
     from clusterable.contracts import Encoder, HasDataNotes, Head, require, require_evaluator
     from clusterable.module import RepresentationModule
 
@@ -103,11 +106,11 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
         cfg.optimizer_steps,
         scheduler=build(cfg.scheduler, "scheduler", call_args=SCHEDULER_CALL) if cfg.get("scheduler") else None,
         weight_decay_on=cfg.weight_decay_on, channels_last=cfg.channels_last,
-        validation_evaluators={name: evaluators[name] for name in cfg.validation_evaluators},
         class_disjoint=datamodule.class_disjoint, trainable=cfg.trainable,
     )  # fmt: skip
+    validation = ValidationMetrics({name: evaluators[name] for name in cfg.validation_evaluators})
     notes = datamodule.notes if isinstance(datamodule, HasDataNotes) else None
-    return Parts(datamodule, encoder, head, evaluators, module, notes)
+    return Parts(datamodule, encoder, head, evaluators, module, validation, notes)
 
 
 def validates(cfg: DictConfig, parts: Parts) -> bool:
@@ -119,15 +122,15 @@ def validates(cfg: DictConfig, parts: Parts) -> bool:
 
 def check_monitor(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
     """``checkpoint.monitor`` must name a metric the run logs (or be null: the last epoch), checked before training."""
-    module, monitor, has_val = parts.module, cfg.checkpoint.monitor, validates(cfg, parts)
+    monitor, has_val = cfg.checkpoint.monitor, validates(cfg, parts)
     if cfg.validation_evaluators and not has_val:
         raise ConfigError("validation_evaluators need a validation loop, but this run has none (an empty val "
                           "split or trainer.limit_val_batches=0)")  # fmt: skip
-    undeclared = module.logs_undeclared_metrics() and monitor is not None and monitor.startswith("val/")
-    if monitor is not None and monitor not in module.logged_keys(has_val) and not undeclared:
+    logged = parts.module.logged_keys(has_val) + (parts.validation.logged_keys() if has_val else [])
+    if monitor is not None and monitor not in logged and not (has_val and parts.validation.may_log(monitor)):
         raise ConfigError(f"checkpoint.monitor: {monitor!r} is never logged by this run "
-                          f"(loss={ctx.choices.get('loss')}); it logs {', '.join(module.logged_keys(has_val))}, "
-                          "or use null for the last epoch")  # fmt: skip
+                          f"(loss={ctx.choices.get('loss')}); it logs {', '.join(logged)}, or use null for the "
+                          "last epoch")  # fmt: skip
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list) -> Any:
@@ -135,10 +138,6 @@ def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list
     that the record closes them whatever happens) and callbacks, writing below ``run_dir``."""
     for name, node in (cfg.logger or {}).items():
         loggers.append(build(node, f"logger.{name}"))
-    trainer = build(
+    return build(
         cfg.trainer, "trainer", logger=loggers or False, callbacks=callbacks, default_root_dir=str(run_dir)
     )
-    if cfg.optimizer_steps == "per_sample" and trainer.world_size > 1:
-        raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {trainer.world_size}: set "
-                          "trainer.devices=1 or optimizer_steps=per_batch")  # fmt: skip
-    return trainer
