@@ -9,7 +9,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from clusterable.config import CONFIG_DIR, build, check_node
 from clusterable.contracts import ClusteringHead, Encoder, HasWordVectors, Head, require, require_evaluator
@@ -39,7 +39,8 @@ def build_and_step(cfg) -> dict:
     included); one training batch through them."""
     with open_dict(cfg):
         # 40 rows, or what the experiment's smoke runs use (Safir's 0.01% of the labels needs 5,000 to keep one)
-        cfg.dataset.source, cfg.dataset.fake_size = "fake", cfg.get("smoke_fake_size") or 40
+        cfg.dataset.source = "fake"
+        cfg.dataset.fake_size = OmegaConf.select(cfg, "protocol.smoke_fake_size") or 40
     dm = build(cfg.dataset, "dataset", seed=0)
     splits = dm.load()
     vectors = {"word_vectors": dm.word_vectors} if isinstance(dm, HasWordVectors) else {}  # text datasets
