@@ -15,7 +15,7 @@ def _head_epoch(
     head, x: torch.Tensor, labels: torch.Tensor, batch_size: int, opt: torch.optim.Optimizer
 ) -> None:
     """One epoch of a CSRL head on in-memory data: Adam steps over index-sliced batches, then (for clustering
-    heads) the Lloyd step on the whole set, as RepresentationModule runs it."""
+    heads) the Lloyd step on the whole set, as the framework runs it after every training epoch."""
     for i in range(0, len(x), batch_size):
         index = torch.arange(i, min(i + batch_size, len(x)))
         loss = head(x[index], labels[index], index=index)["loss"]
