@@ -1,0 +1,637 @@
+"""The docs cannot drift from the code: what README.md and docs/*.md name exists, and their commands compose.
+
+For every page, in its code spans, links, tables and code blocks:
+- a repository path (``src/...``, ``conf/...``, ``scripts/...``, ``docs/...``, ``tests/...``, ``train.py``) exists
+  (a glob or ``{a,b}`` names at least one file); a relative link exists, and its ``#anchor`` is a heading there;
+- ``experiment=<name>`` and every ``<group>=<option>`` of a config group name a file ``conf/<group>/<option>.yaml``
+  (``hydra/<group>=<option>``: one Hydra composes); so does every option a ``| `group` | options |`` table row lists;
+- a dotted option ``group.key=value`` names a key of that group's config (of one of its options, composed by Hydra);
+  ``+group.key=value`` a parameter of the node's ``_target_``; a key outside the groups, one of ``conf/train.yaml``
+  or of an experiment; a lone ``group.key`` code span either;
+- ``clusterable.<module>.<name>`` imports; a lone ``<paper>/<name>`` code span is an experiment;
+- every ``python train.py ...`` (code blocks and code spans) composes in-process with Hydra's compose API, no
+  training (``-m``: the sweep's first and last cell, as ``hydra_plugins.clusterable_sweeper`` expands it);
+  ``python scripts/make_tables.py <table>`` names a table ``make_tables.py`` knows, ``scripts/bench.py --only <case>``
+  a case, ``make <target>`` a Makefile target;
+- the README's layout tree names files and folders that exist, where it draws them.
+
+A page may write files of its own in code blocks whose first line names them (``# conf/loss/prototypes.yaml``, the
+extension guide's): its paths count as existing on that page and its configs compose beside ``conf/`` (a Hydra search
+path). A failure names the page, the line and what is missing. Mistakes the docs show on purpose
+(``+loss.lamda=0.5``) are listed in ``SHOWN_FAILING``: the test checks that each still fails, so the list cannot hide
+drift either.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import importlib
+import importlib.util
+import inspect
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+import clusterable  # noqa: F401  (registers the resolvers the configs name)
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+# Mistakes the docs show failing on purpose; each must still be refused by the check it would fail.
+SHOWN_FAILING = {
+    "+loss.lamda=0.5",  # a key that is not a parameter of the head
+    "evaluator=[nonexistent]",  # an unknown group option
+}
+
+REPO_PATH = re.compile(
+    r"^(?:src|conf|scripts|docs|tests)/|^(?:train\.py|Makefile|pyproject\.toml|constraints\.txt|README\.md)$"
+)
+FILE_SUFFIX = re.compile(r"\.(?:py|ya?ml|md|json|csv|png|npz|npy|ckpt|txt|pth|mat|bz2|gz|xml|zip|log)$")
+DOTTED_KEY = re.compile(r"^[+~]*[a-z_][a-z0-9_]*(?:\.[A-Za-z_@0-9][\w@-]*)+$")
+PYTHON = ("python", "python3", ".venv/bin/python")
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A piece of a page to check: a code span, a link target, a command, or an option listed in a group's table
+    row (kind ``option:<group>``); ``line`` is 1-based."""
+
+    line: int
+    text: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block: the line of its first content line, its info string and its lines."""
+
+    line: int
+    info: str
+    lines: tuple[str, ...]
+
+
+# ----------------------------------------------------------------------------------------------- reading the pages
+
+
+def _fences(text: str) -> tuple[str, list[Block]]:
+    """The page with its fenced code blocks blanked (line numbers kept), and the blocks."""
+    prose: list[str] = []
+    blocks: list[Block] = []
+    fence, info, start, lines = None, "", 0, []
+    for number, line in enumerate(text.splitlines(), start=1):
+        marker = re.match(r"^\s*(`{3,}|~{3,})\s*(\S*)", line)
+        if marker and fence is None:
+            fence, info, start, lines = marker.group(1)[:3], marker.group(2), number + 1, []
+        elif marker and marker.group(1).startswith(fence) and not marker.group(2):
+            blocks.append(Block(start, info, tuple(lines)))
+            fence = None
+        elif fence is not None:
+            lines.append(line)
+        prose.append(line if fence is None and not marker else "")
+    return "\n".join(prose), blocks
+
+
+def _spans(prose: str) -> Iterator[Mention]:
+    """Code spans (which may wrap over a line break, not over a blank line) and link targets of the prose."""
+    for m in re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", prose, flags=re.DOTALL):
+        if "\n\n" not in m.group(2):
+            # `a\|b` in a table cell is `a|b` on the page
+            text = " ".join(m.group(2).replace("\\|", "|").split())
+            yield Mention(prose.count("\n", 0, m.start()) + 1, text, "span")
+    for m in re.finditer(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", prose):
+        yield Mention(prose.count("\n", 0, m.start()) + 1, m.group(1), "link")
+
+
+def _table_options(prose: str) -> Iterator[Mention]:
+    """A table whose header is ``| group | options | ...``: each code span of a row's second cell is an option of
+    the group its first cell names (``| `model` | `ffnn` (default), `cnn` | ... |``)."""
+    header: list[str] = []
+    for number, line in enumerate(prose.splitlines(), start=1):
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]] if line.startswith("|") else []
+        if not cells or not header:
+            header = cells
+            continue
+        group = re.fullmatch(r"`([\w/]+)`", cells[0]) if header[:2] == ["group", "options"] else None
+        if group and (CONF / group.group(1)).is_dir() and group.group(1) != "experiment":
+            for option in re.findall(r"`([^`]+)`", cells[1]):
+                yield Mention(number, option.replace("\\|", "|"), f"option:{group.group(1)}")
+
+
+def _commands(blocks: list[Block]) -> Iterator[Mention]:
+    """Shell commands of the code blocks: backslash continuations joined, split at ``&&``, ``;`` and ``||``."""
+    for block in blocks:
+        pending, start = "", block.line
+        for number, line in enumerate(block.lines, start=block.line):
+            if not pending:
+                start = number
+            if line.rstrip().endswith("\\"):
+                pending += line.rstrip()[:-1] + " "
+                continue
+            yield from _split_commands(start, pending + line)
+            pending = ""
+
+
+def _split_commands(line: int, text: str) -> Iterator[Mention]:
+    text = re.sub(r"^\s*\$\s+", "", text)
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:
+        return  # not shell (a line of Python or YAML in a block)
+    command: list[str] = []
+    for word in [*words, "&&"]:
+        if word in ("&&", "||", ";"):
+            if _is_command(command):
+                yield Mention(line, shlex.join(command), "command")
+            command = []
+        else:
+            command.append(word)
+
+
+def _is_command(words: list[str]) -> bool:
+    return bool(words) and (words[0] in PYTHON and len(words) > 1 or words[0] == "make")
+
+
+def mentions(path: Path) -> list[Mention]:
+    prose, blocks = _fences(path.read_text())
+    found = [*_spans(prose), *_table_options(prose), *_commands(blocks)]
+    # A code span that is a command (`python train.py --cfg job`) is checked as one too.
+    found += [
+        Mention(m.line, m.text, "command") for m in found if m.kind == "span" and _is_command(m.text.split())
+    ]
+    return found
+
+
+def page_files(path: Path) -> dict[str, str]:
+    """The files a page writes: code blocks whose first line is ``# <repository path>``, by path."""
+    _, blocks = _fences(path.read_text())
+    files = {}
+    for block in blocks:
+        first = block.lines[0].strip() if block.lines else ""
+        name = first[2:].strip() if first.startswith("# ") else ""
+        if REPO_PATH.match(name) and " " not in name:
+            files[name] = "\n".join(block.lines[1:]) + "\n"
+    return files
+
+
+# ------------------------------------------------------------------------------------------------ the config tree
+
+
+@functools.cache
+def composed(*overrides: str) -> DictConfig | str:
+    """``train`` composed with ``overrides`` (Hydra's node included), or Hydra's first line of why not."""
+    try:
+        return compose("train", overrides=list(overrides), return_hydra_config=True)
+    except Exception as e:  # ConfigCompositionException and its causes
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+
+
+def _node(cfg: DictConfig, dotted: str) -> object:
+    """The node at ``dotted`` in ``cfg`` without resolving interpolations, or None where a key is missing."""
+    node: object = cfg
+    for key in dotted.split("."):
+        if not isinstance(node, DictConfig) or key not in node:
+            return None
+        node = node._get_node(key)
+        if isinstance(node, DictConfig) and node._is_interpolation():
+            return node  # a key under an interpolated node: we cannot walk further without resolving
+    return node
+
+
+def _target_params(node: object) -> set[str] | None:
+    """The parameters of a config node's ``_target_``, or None if it has none (or it cannot be imported)."""
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return None
+    try:
+        target = importlib.import_module("hydra.utils").get_object(node._target_)
+        return set(inspect.signature(target).parameters)
+    except Exception:
+        return None
+
+
+def _values(value: str) -> list[str]:
+    """``a,b``, ``[a,b]``, ``a|b``, ``x/{a,b}`` -> the names; ``..`` / ``...`` ranges and placeholders left out."""
+    names = []
+    for part in re.split(r",(?![^{]*\})|\|", value.strip("[]")):
+        names += _braces(part.strip())
+    return [n for n in names if n and ".." not in n and "<" not in n]
+
+
+def _braces(text: str) -> list[str]:
+    m = re.search(r"\{([^{}]*)\}", text)
+    if not m:
+        return [text]
+    return [x for alt in m.group(1).split(",") for x in _braces(text[: m.start()] + alt + text[m.end() :])]
+
+
+@dataclass
+class Checker:
+    """The checks of one page; ``files`` are the page's own (``page_files``), its configs written below
+    ``scratch / "conf"`` and composed beside ``conf/``."""
+
+    page: Path
+    files: dict[str, str] = field(default_factory=dict)
+    scratch: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.searchpath: tuple[str, ...] = ()
+        written = {k: v for k, v in self.files.items() if k.startswith("conf/")}
+        if written and self.scratch is not None:
+            for name, text in written.items():
+                (self.scratch / name).parent.mkdir(parents=True, exist_ok=True)
+                (self.scratch / name).write_text(text)
+            self.searchpath = (f"hydra.searchpath=[file://{self.scratch / 'conf'}]",)
+
+    # --- the config tree, with the page's own files
+
+    def compose(self, *overrides: str) -> DictConfig | str:
+        return composed(*self.searchpath, *overrides)
+
+    def groups(self) -> set[str]:
+        """Config groups: every folder under conf/ but Hydra's own (nested ones too: ``loss/metric``)."""
+        names = {p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()}
+        names |= {str(Path(f).parent.relative_to("conf")) for f in self.files if f.startswith("conf/")}
+        return {n for n in names if n.split("/")[0] != "hydra" and n != "."}
+
+    def options(self, group: str) -> list[str]:
+        found = {str(p.relative_to(CONF / group).with_suffix("")) for p in (CONF / group).rglob("*.yaml")}
+        prefix = f"conf/{group}/"
+        found |= {f[len(prefix) : -len(".yaml")] for f in self.files if f.startswith(prefix)}
+        return sorted(found)
+
+    def configs_for(self, key: str) -> Iterator[DictConfig]:
+        """The configs a key may be one of: the default run, each option of its group, each experiment; Hydra's
+        node under each launcher."""
+        first = key.split(".")[0]
+        overrides: list[str] = [""]
+        if first in self.groups():
+            overrides += [f"{first}={option}" for option in self.options(first)]
+        else:
+            if first == "hydra":
+                overrides += [
+                    f"hydra/launcher={x}" for x in ("basic", "joblib", "submitit_local", "submitit_slurm")
+                ]
+            overrides += [f"experiment={option}" for option in self.options("experiment")]
+        for override in overrides:
+            cfg = self.compose(*([override] if override else []))
+            if isinstance(cfg, DictConfig):
+                yield cfg
+
+    def where(self, key: str) -> str:
+        first = key.split(".")[0]
+        if first in self.groups():
+            return f"any conf/{first}/*.yaml"
+        return (
+            "conf/train.yaml or any experiment" if first != "hydra" else "Hydra's config under any launcher"
+        )
+
+    # --- the checks
+
+    def check_key(self, token: str, named: bool = False) -> str | None:
+        """A dotted option: ``group.key`` is a key of its group's config; ``+group.key`` a parameter of its
+        target; ``named`` (a key named in prose, not set, as a lone ``trainer.limit_train_batches``): either."""
+        plus = token.startswith("+")
+        key = token.lstrip("+~")
+        if not plus and not named:
+            if any(_node(cfg, key) is not None for cfg in self.configs_for(key)):
+                return None
+            return f"`{key}` is not a key of {self.where(key)}"
+        parent, _, last = key.rpartition(".")
+        for cfg in self.configs_for(key):
+            if _node(cfg, key) is not None:
+                return None
+            params = _target_params(_node(cfg, parent))
+            if params is not None and last in params:
+                return None
+        return f"`{key}` is neither a key nor a parameter of the target of `{parent}` in {self.where(key)}"
+
+    def check_assignment(self, token: str) -> str | None:
+        """``group=option`` (options exist), ``hydra/group=option`` (composes), ``group.key=value`` (check_key)."""
+        key, _, value = token.partition("=")
+        bare = key.lstrip("+~")
+        if "<" in token or not bare:
+            return None
+        if bare in self.groups() or bare == "experiment":
+            missing = [v for v in _values(value) if v != "null" and v not in self.options(bare)]
+            return f"no conf/{bare}/{missing[0]}.yaml (`{token}`)" if missing else None
+        if bare.startswith("hydra/"):
+            problems = [self.compose(f"{bare}={v}") for v in _values(value)]
+            return next((f"`{token}`: {p}" for p in problems if isinstance(p, str)), None)
+        if "." in bare:
+            return self.check_key(key)
+        return None  # a top-level key (`seed=1`): the commands that set one are composed
+
+    def check_path(self, token: str, base: Path = ROOT) -> str | None:
+        """A repository path (relative to ``base``) exists, or the page writes it; a glob names a file."""
+        target, _, anchor = token.rstrip(".,;:)").partition("#")
+        target = re.sub(r"<[^>]*>", "*", target)
+        for candidate in _braces(target):
+            path = (base / candidate).resolve()
+            inside = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else None
+            if inside in self.files:
+                continue
+            if any(ch in candidate for ch in "*?["):
+                if not glob.glob(str(base / candidate)):
+                    return f"no file matches `{candidate}`"
+                continue
+            if not path.exists():
+                return f"no such file or folder `{candidate}`" + (
+                    f" (in `{token}`)" if candidate != token else ""
+                )
+            if anchor and path.suffix == ".md" and anchor not in anchors(path):
+                return f"`{token}`: no heading #{anchor} in {path.relative_to(ROOT)}"
+        return None
+
+    def check_span(self, text: str) -> list[str]:
+        """Every word of a code span; a span of one word may also be an experiment, a module or a bare option."""
+        problems = []
+        words = text.split()
+        for word in words:
+            word = word.strip("(),;").rstrip(":")
+            if REPO_PATH.match(word):
+                problems.append(self.check_path(word))
+            elif not word.startswith("-") and re.match(r"^[+~]*[\w./@-]+=", word):
+                problems.append(self.check_assignment(word))
+        if len(words) == 1:
+            word = words[0].rstrip(".,;:")
+            group = word.lstrip("+~").split(".")[0]
+            if re.match(r"^(?:clusterable|hydra_plugins)\.[\w.]+$", word) and not FILE_SUFFIX.search(word):
+                problems.append(check_module_name(word))
+            elif DOTTED_KEY.match(word) and group in self.groups() and not FILE_SUFFIX.search(word):
+                problems.append(self.check_key(word, named=True))
+            elif re.match(r"^[a-z]+/[\w{},]+$", word) and (CONF / "experiment" / word.split("/")[0]).is_dir():
+                problems += [
+                    f"no experiment `{n}` (conf/experiment/{n}.yaml)"
+                    for n in _braces(word)
+                    if n not in self.options("experiment")
+                ]
+        return [p for p in problems if p]
+
+    def check_command(self, text: str) -> list[str]:
+        """A ``python train.py ...`` composes; make_tables' table, bench's case and make's target exist."""
+        words = shlex.split(text)
+        if words[0] == "make":
+            targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.MULTILINE))
+            return [f"no Makefile target `{t}`" for t in words[1:] if "=" not in t and t not in targets]
+        script, args = words[1], words[2:]
+        if script.startswith("-"):
+            return []  # python -m ..., python -c ...
+        problems = [self.check_path(script)]
+        if script == "train.py":
+            problems.append(self.compose_command(args))
+        elif script == "scripts/make_tables.py":
+            problems += [check_table(a) for a in args if not a.startswith("-") and "/" in a and "<" not in a]
+        elif script == "scripts/bench.py" and "--only" in args[:-1]:
+            case = args[args.index("--only") + 1]
+            if not (ROOT / "scripts" / "benchmarks" / f"{case}.py").is_file():
+                problems.append(f"no benchmark case `{case}` (scripts/benchmarks/{case}.py)")
+        return [p for p in problems if p]
+
+    def compose_command(self, args: list[str]) -> str | None:
+        """Compose a ``train.py`` command line in-process: a single run as it is; a sweep (``-m``) as its first and
+        last cell, expanded from the experiment's ``hydra.sweeper`` and the command line as the sweeper does."""
+        from hydra_plugins.clusterable_sweeper.cell_sweeper import checked_grids, expand
+
+        takes_value = {
+            "--cfg",
+            "-c",
+            "--package",
+            "-p",
+            "--config-name",
+            "-cn",
+            "--config-path",
+            "-cp",
+            "--info",
+        }
+        overrides, skip = [], False
+        for arg in args:
+            if skip or arg.startswith("-"):
+                skip = arg in takes_value and not skip
+                continue
+            overrides.append(arg)
+        if any("<" in o for o in overrides):
+            return None  # a placeholder (`experiment=csrl/<figure>`): its parts are checked as words
+        command = f"`python train.py {' '.join(args)}`"
+        parser = OverridesParser.create()
+        try:
+            parsed = parser.parse_overrides(overrides)
+        except Exception as e:
+            return f"{command}: {str(e).splitlines()[0]}"
+        if not any(a in ("-m", "--multirun") for a in args):
+            cfg = self.compose(*overrides)
+            return f"{command} does not compose: {cfg}" if isinstance(cfg, str) else None
+        hydra_keys = [o.input_line for o in parsed if re.split(r"[./]", o.key_or_group)[0] == "hydra"]
+        task = [o for o in parsed if o.input_line not in hydra_keys]
+        master = self.compose(*hydra_keys, *(o.input_line for o in task if not o.is_sweep_override()))
+        if isinstance(master, str):
+            return f"{command} does not compose: {master}"
+        sweeper = master.hydra.sweeper
+        params = parser.parse_overrides([f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()])
+        grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") is not None else None
+        try:
+            cells = expand(params, checked_grids(grids), task, parser)
+        except Exception as e:
+            return f"{command}: the sweep does not expand: {str(e).splitlines()[0]}"
+        for cell in dict.fromkeys([tuple(cells[0]), tuple(cells[-1])]):
+            cfg = self.compose(*hydra_keys, *cell)
+            if isinstance(cfg, str):
+                return f"{command}: cell {','.join(cell)} does not compose: {cfg}"
+        return None
+
+    def problems(self, mention: Mention) -> list[str]:
+        if mention.kind == "link":
+            target = mention.text
+            if re.match(r"^[a-z]+:", target):
+                return []  # http(s), mailto
+            if target.startswith("#"):
+                return [] if target[1:] in anchors(self.page) else [f"no heading {target} on this page"]
+            problem = self.check_path(target, self.page.parent)
+            return [problem] if problem else []
+        if mention.kind == "command":
+            return self.check_command(mention.text)
+        if mention.kind.startswith("option:"):
+            group = mention.kind.partition(":")[2]
+            if DOTTED_KEY.match(mention.text) or "=" in mention.text:
+                return self.check_span(mention.text)
+            missing = [n for n in _values(mention.text) if n not in self.options(group)]
+            return [f"`{n}` is not an option of `{group}` (no conf/{group}/{n}.yaml)" for n in missing]
+        return self.check_span(mention.text)
+
+
+@functools.cache
+def anchors(path: Path) -> frozenset[str]:
+    """GitHub's heading anchors of a markdown page (lower case, punctuation dropped, spaces to hyphens)."""
+    prose, _ = _fences(path.read_text())
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", prose, flags=re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.replace("`", "").lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        out.add(slug if n == 0 else f"{slug}-{n}")
+        seen[slug] = n + 1
+    return frozenset(out)
+
+
+def check_module_name(token: str) -> str | None:
+    """``clusterable.a.b.Name`` (or ``hydra_plugins...``): the longest importable module, then attributes."""
+    parts = token.rstrip(".,;:()").split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        try:
+            if importlib.util.find_spec(module) is None:
+                continue
+            obj = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name and (module + ".").startswith(e.name + "."):
+                continue  # not a module (`clusterable.config.build`): its parent may be
+            return f"`{token}`: importing {module} fails: ModuleNotFoundError: {e}"
+        except Exception as e:
+            return f"`{token}`: importing {module} fails: {type(e).__name__}: {str(e).splitlines()[0]}"
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return f"`{token}`: {'.'.join(parts[:i])} has no {attr!r}"
+            obj = getattr(obj, attr)
+        return None
+    return f"`{token}` does not import"
+
+
+def check_table(name: str) -> str | None:
+    """``make_tables.py <paper>/<name>``: the paper's tables module lists it in ``SOURCES``, as the script reads."""
+    paper, _, table = name.partition("/")
+    if importlib.util.find_spec(f"clusterable.tables.{paper}") is None:
+        return f"make_tables.py: no paper {paper!r} (clusterable.tables.{paper})"
+    module = importlib.import_module(f"clusterable.tables.{paper}")
+    return None if table in module.SOURCES else f"make_tables.py knows no table `{name}`"
+
+
+def layout_problems(path: Path, text: str | None = None) -> list[str]:
+    """The tree in the code block under a ``## Layout`` heading of page ``path`` (``text``: its text, else read):
+    each line ``<indent><name>[/]  <what>``, two spaces of indent a level, names a file or folder that exists
+    there, from the repository root."""
+    text = path.read_text() if text is None else text
+    heading = re.search(r"^## Layout\s*$", text, flags=re.MULTILINE)
+    if heading is None:
+        return []
+    _, blocks = _fences(text)
+    block = next((b for b in blocks if b.line > text.count("\n", 0, heading.start()) + 1), None)
+    if block is None:
+        return [f"{path.relative_to(ROOT)}: no tree in a code block under ## Layout"]
+    problems, parents = [], []
+    for number, line in enumerate(block.lines, start=block.line):
+        if not line.strip() or re.match(r"^\s{8,}", line):
+            continue  # a blank line, or a description wrapped onto the next line
+        depth = (len(line) - len(line.lstrip())) // 2
+        name = line.split()[0]
+        parents = parents[:depth]
+        where = ROOT.joinpath(*parents, name)
+        if not where.exists():
+            problems.append(f"{path.relative_to(ROOT)}:{number}: the layout draws `{'/'.join([*parents, name])}`, "
+                            "which does not exist")  # fmt: skip
+        if name.endswith("/"):
+            parents.append(name.rstrip("/"))
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------------ the tests
+
+
+@pytest.fixture(scope="module")
+def hydra_conf():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        yield
+    composed.cache_clear()
+
+
+@pytest.mark.parametrize("page", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
+def test_page_names_what_exists(hydra_conf, tmp_path, page: Path):
+    checker = Checker(page, page_files(page), tmp_path)
+    problems = []
+    for mention in mentions(page):
+        found = checker.problems(mention)
+        name = page.relative_to(ROOT)
+        if mention.kind == "span" and mention.text in SHOWN_FAILING:
+            if not found:
+                problems.append(f"{name}:{mention.line}: `{mention.text}` is shown failing, but it is accepted "
+                                "now: rewrite that example")  # fmt: skip
+            continue
+        problems += [f"{name}:{mention.line}: {p}" for p in found]
+    problems += layout_problems(page)
+    assert not problems, "the docs name what does not exist:\n" + "\n".join(dict.fromkeys(problems))
+
+
+def test_shown_failing_examples_are_on_a_page():
+    spans = {m.text for page in DOCS for m in mentions(page) if m.kind == "span"}
+    stale = sorted(SHOWN_FAILING - spans)
+    assert not stale, f"SHOWN_FAILING lists examples no page shows any more: {stale}"
+
+
+# The checker itself: each check refuses what is missing and accepts what exists.
+
+
+def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
+    checker = Checker(ROOT / "README.md")
+    assert checker.check_assignment("dataset=digits") is None
+    assert "no conf/dataset/nope.yaml" in checker.check_assignment("dataset=digits,nope")
+    assert checker.check_assignment("experiment=corel/{table1,table2}") is None
+    assert "conf/experiment/corel/table9.yaml" in checker.check_assignment("experiment=corel/{table1,table9}")
+    assert checker.check_assignment("loss.lam=0.5") is None
+    assert checker.check_assignment("evaluator.retrieval.ks=[1,10]") is None
+    assert "not a key" in checker.check_assignment("loss.lamda=0.5")
+    assert checker.check_assignment("+loss.lam=0.5") is None
+    assert "nor a parameter" in checker.check_assignment("+loss.lamda=0.5")
+    assert checker.check_key("checkpoint.monitor") is None
+    assert "not a key" in checker.check_key("checkpoint.monitr")
+    assert checker.check_key("trainer.limit_train_batches", named=True) is None  # a Trainer argument
+    assert checker.check_assignment("hydra/launcher=joblib") is None
+    assert checker.check_assignment("hydra/launcher=nope") is not None
+    assert checker.check_path("conf/model/text_*.yaml") is None
+    assert "no such file" in checker.check_path("src/clusterable/nope.py")
+    assert "no heading" in checker.check_path("README.md#nope")
+    assert check_module_name("clusterable.config.build") is None
+    assert check_module_name("clusterable.config.nope") is not None
+    assert checker.check_span("csrl/fig2") == [] and checker.check_span("csrl/fig99") != []
+    assert checker.compose_command(["loss=cce", "model=cnn"]) is None
+    assert "does not compose" in checker.compose_command(["trainer.precison=16"])
+    assert (
+        checker.compose_command(["-m", "experiment=corel/table2", "dataset=agnews8", "debug=smoke"]) is None
+    )
+    assert "does not compose" in checker.compose_command(["-m", "experiment=dscl/digits", "loss.nope=1,2"])
+    assert check_table("corel/table2") is None and check_table("corel/table9") is not None
+    # A page's own config files compose beside conf/ and its paths count as existing on that page.
+    own = Checker(ROOT / "README.md", {"conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}, tmp_path)
+    assert own.check_assignment("loss=mine") is None and checker.check_assignment("loss=mine") is not None
+    assert own.compose_command(["loss=mine"]) is None and own.check_path("conf/loss/mine.yaml") is None
+
+
+def test_mentions_are_found_with_their_lines(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Run `python train.py\nloss=cce` or [the design](docs/design.md).\n\n"
+        "```bash\npython train.py -m experiment=corel/table2 \\\n    debug=smoke && python scripts/make_tables.py "
+        "corel/table2   # a comment\n```\n\n| group | options |\n|---|---|\n| `model` | `ffnn` (default), `cnn` |\n\n"
+        "```yaml\n# conf/loss/mine.yaml\n_target_: torch.nn.Identity\n```\n"
+    )
+    found = mentions(page)
+    assert Mention(1, "python train.py loss=cce", "span") in found
+    assert Mention(1, "python train.py loss=cce", "command") in found
+    assert Mention(2, "docs/design.md", "link") in found
+    assert Mention(5, "python train.py -m experiment=corel/table2 debug=smoke", "command") in found
+    assert Mention(5, "python scripts/make_tables.py corel/table2", "command") in found
+    assert Mention(11, "ffnn", "option:model") in found and Mention(11, "cnn", "option:model") in found
+    assert page_files(page) == {"conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}
+
+
+def test_layout_tree_is_checked():
+    text = "## Layout\n\n```\nsrc/\n  clusterable/\n    config.py   what\n            wrapped\n    nope.py\n```\n"
+    problems = layout_problems(ROOT / "README.md", text)
+    assert len(problems) == 1 and "`src/clusterable/nope.py`" in problems[0], problems
