@@ -122,7 +122,7 @@ def _table_options(prose: str) -> Iterator[Mention]:
             header = cells
             continue
         group = re.fullmatch(r"`([\w/]+)`", cells[0]) if header[:2] == ["group", "options"] else None
-        if group and (CONF / group.group(1)).is_dir() and group.group(1) != "experiment":
+        if group and group.group(1) != "experiment":
             for option in re.findall(r"`([^`]+)`", cells[1]):
                 yield Mention(number, option.replace("\\|", "|"), f"option:{group.group(1)}")
 
@@ -296,15 +296,26 @@ class Checker:
 
     # --- the checks
 
-    def check_key(self, token: str, named: bool = False) -> str | None:
+    def check_key(self, token: str, named: bool = False, value: str | None = None) -> str | None:
         """A dotted option: ``group.key`` is a key of its group's config; ``+group.key`` a parameter of its
-        target; ``named`` (a key named in prose, not set, as a lone ``trainer.limit_train_batches``): either."""
+        target; ``named`` (a key named in prose, not set, as a lone ``trainer.limit_train_batches``): either.
+        ``value``: what the page sets the key to; a plain value set on a node of keys (``dataset.sampler=x``
+        where ``sampler`` holds ``kind``, ...) is refused, as Hydra would refuse it."""
         plus = token.startswith("+")
         key = token.lstrip("+~")
         if not plus and not named:
-            if any(_node(cfg, key) is not None for cfg in self.configs_for(key)):
-                return None
-            return f"`{key}` is not a key of {self.where(key)}"
+            plain = value is not None and value != "null" and not value.startswith("{")
+            holder = None  # a node of keys found where the page sets a plain value
+            for cfg in self.configs_for(key):
+                node = _node(cfg, key)
+                if node is None:
+                    continue
+                if not (plain and isinstance(node, DictConfig) and not node._is_interpolation()):
+                    return None
+                holder = node
+            if holder is None:
+                return f"`{key}` is not a key of {self.where(key)}"
+            return f"`{key}={value}`: `{key}` holds keys ({', '.join(map(str, holder))}), not a value"
         parent, _, last = key.rpartition(".")
         for cfg in self.configs_for(key):
             if _node(cfg, key) is not None:
@@ -327,7 +338,7 @@ class Checker:
             problems = [self.compose(f"{bare}={v}") for v in _values(value)]
             return next((f"`{token}`: {p}" for p in problems if isinstance(p, str)), None)
         if "." in bare:
-            return self.check_key(key)
+            return self.check_key(key, value=value)
         return None  # a top-level key (`seed=1`): the commands that set one are composed
 
     def check_path(self, token: str, base: Path = ROOT) -> str | None:
@@ -460,6 +471,8 @@ class Checker:
             return self.check_command(mention.text)
         if mention.kind.startswith("option:"):
             group = mention.kind.partition(":")[2]
+            if group not in self.groups():
+                return [f"no config group `{group}` (conf/{group}/)"]
             if DOTTED_KEY.match(mention.text) or "=" in mention.text:
                 return self.check_span(mention.text)
             missing = [n for n in _values(mention.text) if n not in self.options(group)]
@@ -589,6 +602,8 @@ def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     assert "not a key" in checker.check_assignment("loss.lamda=0.5")
     assert checker.check_assignment("+loss.lam=0.5") is None
     assert "nor a parameter" in checker.check_assignment("+loss.lamda=0.5")
+    assert "holds keys" in checker.check_assignment("dataset.sampler=class_balanced")
+    assert checker.check_assignment("dataset.sampler.kind=class_balanced") is None
     assert checker.check_key("checkpoint.monitor") is None
     assert "not a key" in checker.check_key("checkpoint.monitr")
     assert checker.check_key("trainer.limit_train_batches", named=True) is None  # a Trainer argument
