@@ -2,7 +2,7 @@
 on-disk formats (JPEG files of varied sizes, the official lists with their headers, ``cars_annos.mat`` as a MATLAB
 struct array): class-disjoint splits, labels, sizes checked, one-line errors for missing or wrong files.
 
-The writers are imported by ``test_images.py``, which reads the same copies through the datamodule."""
+The writers are imported by ``test_datamodule.py`` and ``test_image_cache.py``, which read the same copies."""
 
 from __future__ import annotations
 
