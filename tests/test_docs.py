@@ -545,8 +545,8 @@ def layout_problems(path: Path, text: str | None = None) -> list[str]:
         depth = (len(line) - len(line.lstrip())) // 2
         name = line.split()[0]
         parents = parents[:depth]
-        where = ROOT.joinpath(*parents, name)
-        if not where.exists():
+        where = ROOT.joinpath(*parents, re.sub(r"<[^>]*>", "*", name))  # `<group>/`: any folder
+        if not (glob.glob(str(where)) if "*" in str(where) else where.exists()):
             problems.append(f"{path.relative_to(ROOT)}:{number}: the layout draws `{'/'.join([*parents, name])}`, "
                             "which does not exist")  # fmt: skip
         if name.endswith("/"):
@@ -647,6 +647,10 @@ def test_mentions_are_found_with_their_lines(tmp_path):
 
 
 def test_layout_tree_is_checked():
-    text = "## Layout\n\n```\nsrc/\n  clusterable/\n    config.py   what\n            wrapped\n    nope.py\n```\n"
+    text = (
+        "## Layout\n\n```\nsrc/\n  clusterable/\n    config.py   what\n            wrapped\n    nope.py\n"
+        "conf/\n  <group>/<option>.yaml\n  <group>/<nope>.json\n```\n"
+    )
     problems = layout_problems(ROOT / "README.md", text)
-    assert len(problems) == 1 and "`src/clusterable/nope.py`" in problems[0], problems
+    assert len(problems) == 2 and "`src/clusterable/nope.py`" in problems[0], problems
+    assert "`conf/<group>/<nope>.json`" in problems[1], problems
