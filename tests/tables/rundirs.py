@@ -31,9 +31,7 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def spelled(value: Any) -> str:
-    """A value as a command line writes it: ``True`` -> "true", ``None`` -> "null"."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
+    """A value as a sweep writes its override: ``True`` -> "True", ``None`` -> "null"."""
     return "null" if value is None else str(value)
 
 

@@ -34,14 +34,9 @@ def test_run_get_reads_a_group_choice_then_the_resolved_config():
     assert run.get("protocol.task") == "denoising" and run.get("loss.metric._target_") == "x.Triplet"
     assert run.get("loss.num_clusters", 7) is None  # recorded as null: not the default
     assert run.get("loss.lam") is None and run.get("loss.lam", 0.5) == 0.5 and run.get("seed.x", "-") == "-"
-    assert [as_text(v) for v in (0.1, 1.0, 10, True, None, "cce")] == [
-        "0.1",
-        "1.0",
-        "10",
-        "true",
-        "null",
-        "cce",
-    ]
+    # As text (a cell's key, a label), a value is spelled as a sweep spells its override.
+    spelled = ["0.1", "1.0", "10", "True", "null", "cce"]
+    assert [as_text(v) for v in (0.1, 1.0, 10, True, None, "cce")] == spelled
 
 
 def test_a_run_recorded_before_choices_takes_them_from_its_hydra_yaml(tmp_path):

@@ -52,11 +52,10 @@ def metric_text(run: Run, key: str, digits: int = 3) -> str:
 
 
 def run_label(run: Run, keys: tuple[str, ...], among: Iterable[Run] = ()) -> str:
-    """A run named by its recorded values of ``keys`` ("loss.kl_weight=0.2, seed=0"): a key on which every run of
-    ``among`` (the figure's runs) agrees is left out, as the figure's fixed setting, but the seed never (a panel
-    shows one repetition)."""
+    """A run named by its recorded values of ``keys`` ("loss.kl_weight=0.2, seed=0"), the dataset only where the
+    runs of ``among`` (the figure's runs) are on more than one (else the figure's title says which)."""
     among = list(among)
-    shown = [k for k in keys if k == "seed" or len({as_text(r.get(k)) for r in among}) > 1]
+    shown = [k for k in keys if k != "dataset" or len({as_text(r.get(k)) for r in among}) > 1]
     return ", ".join(f"{k}={as_text(run.get(k))}" for k in shown) or "default"
 
 

@@ -1,4 +1,9 @@
-"""Runs -> cells -> a table in markdown, LaTeX and CSV, plus claim checks. Built from metrics.json files alone."""
+"""Runs -> cells -> a table in markdown, LaTeX and CSV, plus claim checks. Built from metrics.json files alone (and,
+for a run recorded before metrics.json held its group choices, the choices in its .hydra/hydra.yaml).
+
+A run's identity is what it recorded, read with ``Run.get``: the option of a config group (``run.get("loss")``),
+else a dotted key of the resolved config (``run.get("loss.num_clusters")``). Its override strings (``Run.params``)
+are never read for it: a value an experiment file sets is no override, and a table must not miss it."""
 
 from __future__ import annotations
 
@@ -117,13 +122,9 @@ def recorded_choices(path: Path, payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def as_text(value: Any) -> str:
-    """A recorded value as a table's key or label spells it, as its override would: ``0.1`` -> "0.1", ``True`` ->
-    "true", ``None`` -> "null", a group's option as it is."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
+    """A recorded value as a table's key or label spells it, as a sweep's override does: ``0.1`` -> "0.1",
+    ``True`` -> "True", ``None`` -> "null", a group's option as it is."""
+    return "null" if value is None else str(value)
 
 
 def require_uniform(runs: Sequence[Run]) -> None:
