@@ -25,8 +25,6 @@ from clusterable.heads.tcl import TensorizedContrastive
 from clusterable.heads.tensorized_ae import TensorizedAE
 from clusterable.heads.trbm import TensorizedRBM
 from clusterable.heads.tvae import TensorizedVAE
-from clusterable.tables.csrl import ae_results, kmeans_raw, select_lr
-from clusterable.tables.report import Run
 
 
 def blobs(n_per: int = 20, k: int = 3, d: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -280,29 +278,6 @@ def test_csrl_evaluators_reject_options_out_of_range_naming_them(evaluator, opti
     # evaluator.<name>.
     with pytest.raises(ValueError, match=f"^{option} must be"):
         evaluator(**{option: value})
-
-
-def run(params: dict[str, str], metrics: dict[str, float], ok: bool = True) -> Run:
-    return Run(Path("."), params, {"status": "ok" if ok else "failed", "metrics": metrics})
-
-
-def test_lr_selection_keeps_the_best_mean_and_kmeans_counts_each_seed_once():
-    runs = [run({"dataset": "d", "loss": "ae1", "optimizer.lr": lr, "seed": s}, {"test/ari": v})
-            for lr, vals in (("0.1", (0.2, 0.4)), ("0.01", (0.5, 0.5))) for s, v in enumerate(vals)]  # fmt: skip
-    runs.append(run({"dataset": "d", "loss": "ae1", "optimizer.lr": "0.001", "seed": "0"}, {}, ok=False))
-    chosen = select_lr(runs, "test/ari", "max")[("d", "ae1")]
-    assert (chosen.lr, chosen.cell.mean) == ("0.01", 0.5)
-    assert select_lr(runs, "test/ari", "min")[("d", "ae1")].lr == "0.1"
-    pool = [run({"dataset": "d", "loss": m, "seed": s}, {"test/kmeans_raw/ari": v})
-            for m in ("ae1", "ptae") for s, v in (("0", 0.6), ("1", 0.8))]  # fmt: skip
-    assert kmeans_raw(pool)["d"].values == [0.6, 0.8]
-
-
-def test_missing_mnist_is_replaced_by_the_digits_stand_in_or_reported():
-    runs = [run({"dataset": "digits_subset", "loss": "ae1", "task": "clustering", "optimizer.lr": "0.1"}, {})]
-    res = ae_results(runs, ("parallel_lines", "mnist_subset"))
-    assert res.order == ["parallel_lines", "digits_subset"]
-    assert res.missing == ["parallel_lines"] and res.datasets == ["digits_subset"]
 
 
 def test_ptae_per_cluster_losses_stay_accurate_on_raw_pixel_values():

@@ -42,18 +42,18 @@ def test_autoencoder_figures_2_7_8_share_one_pool_of_runs(cli):
         "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
     # The MNIST column on its offline stand-in (real data: a smoke table never mixes real and fake data).
     cli("train.py", "-m", "experiment=csrl/fig2_mnist", "debug=smoke", "dataset=digits_subset", "dataset.source=real",
-        "loss=ae3,ptae", "task=clustering", "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
+        "loss=ae3,ptae", "protocol.task=clustering", "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
     cli("train.py", "-m", "experiment=csrl/fig7", "debug=smoke", "dataset=iris", "dataset.source=real",
         "loss=ae1,tae1", "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
     runs = metrics(cli.outputs, "csrl/autoencoders")
     assert len(runs) == 6 * 2 + 2 + 2 * 2 and all(r["status"] == "ok" for r in runs)
     by = {tuple(sorted(o for o in r["overrides"] if not o.startswith(("experiment", "debug", "trainer")))): r
           for r in runs}  # fmt: skip
-    denoised = by[("dataset.source=real", "dataset=parallel_lines", "loss=ptae", "optimizer.lr=0.1", "seed=0",
-                   "task=denoising")]["metrics"]  # fmt: skip
+    denoised = by[("dataset.source=real", "dataset=parallel_lines", "loss=ptae", "optimizer.lr=0.1",
+                   "protocol.task=denoising", "seed=0")]["metrics"]  # fmt: skip
     assert denoised["test/denoise/mse"] > 0 and "train/loss" in denoised and denoised["model/params"] == 28
-    clustered = by[("dataset.source=real", "dataset=parallel_lines", "loss=ae1", "optimizer.lr=0.1", "seed=0",
-                    "task=clustering")]["metrics"]  # fmt: skip
+    clustered = by[("dataset.source=real", "dataset=parallel_lines", "loss=ae1", "optimizer.lr=0.1",
+                    "protocol.task=clustering", "seed=0")]["metrics"]  # fmt: skip
     assert {"test/ari", "test/kmeans_raw/ari"} <= set(clustered) and "test/denoise/mse" not in clustered
 
     # Fig. 8 reuses the runs: nothing is trained again.
