@@ -26,7 +26,6 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
 
-
 # The repository's config folder (conf/): train.yaml and the config groups.
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 

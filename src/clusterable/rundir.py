@@ -125,7 +125,11 @@ def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str =
 
 
 def _absent(value: Any) -> bool:
-    return value is None or (isinstance(value, Mapping) and not value) or (isinstance(value, str) and value == "<unset>")
+    return (
+        value is None
+        or (isinstance(value, Mapping) and not value)
+        or (isinstance(value, str) and value == "<unset>")
+    )
 
 
 def clean_cell(run_dir: Path, keep: tuple[str, ...]) -> None:

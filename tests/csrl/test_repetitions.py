@@ -7,9 +7,8 @@ from helpers.running import all_metrics
 from hydra import compose, initialize_config_dir
 from sklearn.metrics import adjusted_rand_score
 
-from clusterable.config import build
+from clusterable.config import CONFIG_DIR, build
 from clusterable.heads.tensorized_ae import TensorizedAE
-from clusterable.config import CONFIG_DIR
 
 
 def _initial_assignment(seed: int):

@@ -14,7 +14,7 @@ from helpers.running import metrics_files
 from hydra import compose, initialize_config_dir
 from pytorch_metric_learning import losses, miners
 
-from clusterable.config import ConfigError, build
+from clusterable.config import CONFIG_DIR, ConfigError, build
 from clusterable.contracts import ContractError, Head, RepresentingHead, require
 from clusterable.heads.center import CenterLoss
 from clusterable.heads.dml import DML
@@ -24,7 +24,6 @@ from clusterable.heads.mvae import MVAE
 from clusterable.heads.pml import PMLHead
 from clusterable.heads.priors import kl_unit_gaussian
 from clusterable.models import FFNN
-from clusterable.config import CONFIG_DIR
 
 K, D, LATENT, SHAPE, N = 3, 8, 4, [12], 24
 TRIPLET = functools.partial(

@@ -15,12 +15,11 @@ from hydra import compose, initialize_config_dir
 from torch import nn
 from torchvision import models as tv
 
-from clusterable.config import ConfigError, build
+from clusterable.config import CONFIG_DIR, ConfigError, build
 from clusterable.contracts import Encoder, require
 from clusterable.models import backbones
 from clusterable.models.backbones import PretrainedBackbone, WeightsNotFoundError
 from clusterable.models.bninception import BNInception
-from clusterable.config import CONFIG_DIR
 
 ARCHS = backbones.ARCHS
 FEATURES = {"resnet50": 2048, "googlenet": 1024, "bninception": 1024}
