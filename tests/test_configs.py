@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
-from clusterable.config import CONFIG_DIR, build, check_node
+from clusterable.config import CONFIG_DIR, ConfigError, build, check_node
 from clusterable.contracts import ClusteringHead, Encoder, HasWordVectors, Head, require, require_evaluator
 from clusterable.run.checks import OPTIMIZER_CALL
 from clusterable.run.parts import EVALUATOR_CALL
@@ -216,3 +216,10 @@ def test_default_config_values():
     assert cfg.loss._target_.endswith("GaussianCOREL") and cfg.model._target_.endswith("FFNN")
     assert cfg.dataset.batch_size == 128 and cfg.optimizer._target_ == "torch.optim.Adam"
     assert cfg.mode == "full"
+
+
+def test_a_range_error_in_a_nested_node_names_that_node(tmp_path) -> None:
+    # ImageDataModule's augmentation is a node of its own (dataset.augment): its constructor's error names it.
+    cfg = composed(tmp_path, "dataset=cub200", "dataset.augment.crop_scale=[0.5,0.1]")
+    with pytest.raises(ConfigError, match=r"^dataset\.augment\.crop_scale must be \[low, high\]"):
+        build(cfg.dataset, "dataset", seed=0)

@@ -193,10 +193,26 @@ def build(node: DictConfig, path: str, call_args: Iterable[str] = (), **availabl
         from lightning.fabric.utilities.exceptions import MisconfigurationException
 
         if isinstance(e.__cause__, ValueError | TypeError):
-            raise ConfigError(f"{path}.{e.__cause__}") from None
+            raise ConfigError(f"{_failed_node(e, path)}.{e.__cause__}") from None
         if isinstance(e.__cause__, MisconfigurationException):  # Lightning's word for a bad Trainer setting
             raise ConfigError(f"{path}: {str(e.__cause__).splitlines()[0]}") from None
         raise
+
+
+def _failed_node(error: InstantiationException, path: str) -> str:
+    """The config path of the node whose constructor failed: ``path``, or a node nested in it
+    (``dataset.augment``), which Hydra names on its message's ``full_key:`` line."""
+    key = next(
+        (
+            line.removeprefix("full_key: ")
+            for line in str(error).splitlines()
+            if line.startswith("full_key: ")
+        ),
+        "",
+    )
+    if not key or key == path or key.startswith(f"{path}."):
+        return key or path
+    return f"{path}.{key}"
 
 
 def composition_error(error: BaseException) -> str:

@@ -145,9 +145,11 @@ class RepresentationModule(L.LightningModule):
     def configure_callbacks(self) -> list[L.Callback]:
         return [ClusterUpdates()] if isinstance(self.head, ClusteringHead) else []
 
-    def setup(self, stage: str) -> None:
-        if not self.automatic_optimization and self.trainer.world_size > 1:
-            raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {self.trainer.world_size}: set "
+    def check_devices(self, world_size: int) -> None:
+        """Refuse, before ``fit`` launches any process, a device count this module cannot train on: per-sample
+        steps run on one device."""
+        if not self.automatic_optimization and world_size > 1:
+            raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {world_size}: set "
                               "trainer.devices=1 or optimizer_steps=per_batch")  # fmt: skip
 
     def on_fit_start(self) -> None:

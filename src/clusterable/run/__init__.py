@@ -75,6 +75,7 @@ def _train_and_evaluate(
     checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
     validation = [parts.validation] if cfg.validation_evaluators else []
     trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation])
+    parts.module.check_devices(trainer.world_size)
 
     payload["timing"].update(training.fit(trainer, parts, timer))
     if not rank_zero:
