@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 
 def labelled_mean(per_sample: torch.Tensor, labelled: torch.Tensor) -> torch.Tensor:

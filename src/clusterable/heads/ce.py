@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.attract_repel import labelled_mean
-from clusterable.models import checks
 
 
 class CrossEntropy(nn.Module):

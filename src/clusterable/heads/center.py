@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
+from clusterable import checks
 from clusterable.heads.attract_repel import labelled_mean
 from clusterable.heads.cce import CCELoss
-from clusterable.models import checks
 
 
 class CenterLoss(CCELoss):

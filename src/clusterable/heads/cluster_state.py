@@ -15,7 +15,7 @@ import torch
 from sklearn.cluster import kmeans_plusplus
 from torch import Tensor, nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 CHUNK = 4096  # rows per block when a head scores a whole split under all C clusters (bounds memory)
 

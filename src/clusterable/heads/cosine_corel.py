@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from clusterable import checks
 from clusterable.heads.attract_repel import AttractRepelHead, labelled_mean
-from clusterable.models import checks
 
 
 class CosineCOREL(AttractRepelHead):

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from clusterable import checks
 from clusterable.heads.semi_supervised import Schedule, SemiSupervisedHead
-from clusterable.models import checks
 
 
 class DML(SemiSupervisedHead):

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from clusterable import checks
 from clusterable.heads.semi_supervised import (
     REDUCTIONS,
     Reduction,
@@ -19,7 +20,6 @@ from clusterable.heads.semi_supervised import (
     flat_target,
     reconstruction_error,
 )
-from clusterable.models import checks
 
 
 class DMLAutoencoder(SemiSupervisedHead):

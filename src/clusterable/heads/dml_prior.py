@@ -11,9 +11,9 @@ from typing import Any, Literal, get_args
 import torch
 from torch import Tensor, nn
 
+from clusterable import checks
 from clusterable.heads.priors import GMMPrior, kl_monte_carlo, kl_unit_gaussian
 from clusterable.heads.semi_supervised import Schedule, SemiSupervisedHead, reparameterise
-from clusterable.models import checks
 
 Prior = Literal["unit", "gmm"]
 PRIORS: tuple[str, ...] = get_args(Prior)

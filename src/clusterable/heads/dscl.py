@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from clusterable import checks
 from clusterable.contracts import BatchError
-from clusterable.models import checks
 
 log = logging.getLogger(__name__)
 

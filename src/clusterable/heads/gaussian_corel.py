@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.attract_repel import AttractRepelHead, labelled_mean
-from clusterable.models import checks
 
 # A runaway: the epoch's mean attraction at least this many times its smallest epoch mean so far (with a negative
 # loss). Below lam = 0.5 it grows ~20x in the second epoch on digits; healthy runs shrink it (lam > 0.5).

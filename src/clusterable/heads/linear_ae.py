@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 Arch = Literal["ae1", "ae2", "ae3"]
 ARCHS: tuple[str, ...] = get_args(Arch)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from clusterable import checks
 from clusterable.heads.priors import VampPrior, kl_monte_carlo
 from clusterable.heads.semi_supervised import (
     REDUCTIONS,
@@ -20,7 +21,6 @@ from clusterable.heads.semi_supervised import (
     reconstruction_error,
     reparameterise,
 )
-from clusterable.models import checks
 
 
 class MVAE(SemiSupervisedHead):

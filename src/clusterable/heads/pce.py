@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 
 class PairwiseCrossEntropy(nn.Module):

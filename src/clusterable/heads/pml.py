@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 # Framework arguments the head gives a PML constructor whose signature names them: PML's name -> ours.
 FRAMEWORK_ARGS = {"num_classes": "num_classes", "embedding_size": "embedding_dim"}

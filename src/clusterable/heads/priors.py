@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 LOG_2PI = math.log(2 * math.pi)
 

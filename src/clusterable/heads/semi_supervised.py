@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from clusterable import checks
 from clusterable.contracts import ContractError, Head, OwnLearningRate, require
-from clusterable.models import checks
 
 Schedule = Literal["alternate", "joint"]
 SCHEDULES: tuple[str, ...] = get_args(Schedule)

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 import torchvision.transforms.v2.functional as TF
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.cluster_state import CHUNK, ClusterSpecificHead
 from clusterable.heads.stacked import apply_all, pick, stacked_linear
-from clusterable.models import checks
 from clusterable.models.images import as_images
 
 

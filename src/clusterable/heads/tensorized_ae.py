@@ -17,9 +17,9 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.cluster_state import ClusterSpecificHead
 from clusterable.heads.stacked import apply_all, pick, uniform_weight
-from clusterable.models import checks
 
 Arch = Literal["tae1", "tae2", "ptae"]
 ARCHS: tuple[str, ...] = get_args(Arch)

@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.cluster_state import CHUNK, ClusterSpecificHead
 from clusterable.heads.stacked import apply_all, pick
-from clusterable.models import checks
 
 
 def _bernoulli(p: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.cluster_state import CHUNK, ClusterSpecificHead
 from clusterable.heads.stacked import apply_all, pick, stacked_linear
-from clusterable.models import checks
 
 Recon = Literal["bce", "mse"]
 RECONS: tuple[str, ...] = get_args(Recon)

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from clusterable import checks
 from clusterable.heads.tvae import ClusterSpecificVAE, Recon
-from clusterable.models import checks
 from clusterable.models.images import image_shape
 
 

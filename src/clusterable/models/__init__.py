@@ -29,7 +29,7 @@ _BACKBONES = ("BNInceptionEncoder", "GoogLeNet", "PretrainedBackbone", "ResNet50
 
 def __getattr__(name: str) -> Any:
     # Imported on first use: backbones imports torchvision (about a second and a half), which every head
-    # importing clusterable.models.checks would otherwise pay.
+    # importing clusterable.models would otherwise pay.
     if name in _BACKBONES:
         from clusterable.models import backbones
 

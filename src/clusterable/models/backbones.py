@@ -36,8 +36,8 @@ import torch
 from torch import Tensor, nn
 from torchvision import models as tv
 
+from clusterable import checks
 from clusterable.models import bninception as bn_inception
-from clusterable.models import checks
 
 ARCHS = ("resnet50", "googlenet", "bninception")
 POOLINGS = ("avg", "max", "avgmax")

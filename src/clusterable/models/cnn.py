@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from clusterable.models import checks
+from clusterable import checks
 from clusterable.models.ffnn import leaky_layers
 from clusterable.models.images import image_shape
 

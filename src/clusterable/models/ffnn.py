@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 
 def leaky_layers(width: int, hidden: Sequence[int], negative_slope: float, dropout: float) -> list[nn.Module]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from clusterable.models import checks
+from clusterable import checks
 
 
 class Identity(nn.Module):

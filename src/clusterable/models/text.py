@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from clusterable import checks
 from clusterable.data.text.corpus import PAD_ID
-from clusterable.models import checks
 from clusterable.models.ffnn import FFNN, leaky_layers
 
 

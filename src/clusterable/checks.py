@@ -1,4 +1,4 @@
-"""Range checks shared by the constructors of encoders and loss heads.
+"""Range checks shared by the constructors of encoders, loss heads and evaluators.
 
 Each raises ``ValueError`` with a message that starts with the parameter's name (``lam must be in [0, 1], got
 1.5``), so that the framework can prefix the config group (``loss.lam must be ...``), and returns the value
