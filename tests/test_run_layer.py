@@ -35,8 +35,13 @@ def run_in_process(tmp_path: Path, *overrides: str) -> dict:
     cfg = composed(*overrides)
     ctx = RunContext.from_hydra(cfg.hydra, tmp_path / "run")
     del cfg.hydra
-    assert not HydraConfig.initialized()  # nothing of Hydra's global state is set up for the run
-    return run(cfg, ctx)
+    hydra_state = HydraConfig.instance().cfg  # an earlier in-process train.py run leaves Hydra's state set
+    HydraConfig.instance().cfg = None
+    try:
+        assert not HydraConfig.initialized()  # nothing of Hydra's global state is there for the run to read
+        return run(cfg, ctx)
+    finally:
+        HydraConfig.instance().cfg = hydra_state
 
 
 def test_run_is_called_in_process_without_hydra(tmp_path: Path) -> None:
