@@ -15,7 +15,9 @@ from torch.optim.lr_scheduler import LambdaLR
 def warmcos_factor(step: int, total_steps: int, warmup_steps: int) -> float:
     """``min((i + 1) / warmup, (1 + cos(pi i / total)) / 2)`` at step ``i`` (0-based): a linear warm-up over
     ``warmup_steps`` steps that meets a cosine decay from 1 to 0 over ``total_steps`` (Boudiaf et al. 2020,
-    authors' code ``jeromerony/dml_cross_entropy``, ``utils/utils.py``; ``warmup_steps`` 0: cosine only)."""
+    authors' code ``jeromerony/dml_cross_entropy``, ``experiment.py``, ``get_optimizer_scheduler``, scheduler
+    ``warmcos`` with a fixed warm-up of 100 steps; ``warmup_steps`` 0: cosine only). Their cosine is not clamped
+    at ``total_steps``; it is never stepped past it there, nor here."""
     cosine = (1 + math.cos(math.pi * min(step, total_steps) / total_steps)) / 2
     return cosine if warmup_steps == 0 else min((step + 1) / warmup_steps, cosine)
 
