@@ -322,3 +322,139 @@ def test_gaussian_divergence_reports_the_runaway_only_below_half():
     # λ >= 0.5: the attraction grows at λ = 0.5 too (measured: 4.7 -> 25 in the first epoch), never a divergence.
     growing = [{"loss": 0.87, "attract": 4.7, "repel": -2.9}, {"loss": -1.0, "attract": 1e9, "repel": -1e9}]
     assert all(GaussianCOREL(K, D, lam=lam).divergence(growing) is None for lam in (0.5, 0.7, 1.0))
+
+
+# ---- Gaussian-COREL: the authors' code (formula=authors_code, gamma_parametrization=raw) -----------------------
+
+
+def authors_gaussian_loss(h, output_weights, labels, lam, gamma):
+    """The authors' Gaussian-COREL loss, transcribed as plain torch from repository kiankd/corel2019:
+    ``corel/prediction_functions.py`` (``get_gaussian_predictions``: ``M = -gamma (|h|^2 + |w|^2 - 2 h.w)`` with
+    ``output_weights`` (D, K)) and ``corel/loss_functions.py`` (``get_armask``: -1 at the label; ``GaussianARLoss``:
+    the masked log-softmax averaged over N x K at lam = 0.5, else attraction ``mask * M * lam`` and repulsion
+    ``log(sum exp(M) + 1e-10) * (1 - lam)``; ``arloss``: ``(lam * sum attraction + (1 - lam) * sum repulsion) / N``).
+    Every row is labelled there."""
+    n, k = h.shape[0], output_weights.shape[1]
+    m = h.norm(dim=1).pow(2)[:, None] + output_weights.norm(dim=0).pow(2)[None, :]
+    m = -gamma * (m - 2.0 * h @ output_weights)
+    mask = torch.zeros(n, k, dtype=h.dtype)
+    mask[torch.arange(n), labels] = -1.0
+    if lam == 0.5:
+        return (mask * F.log_softmax(m, dim=1)).mean()
+    attraction = mask * m * lam
+    repulsion = torch.log(torch.exp(m).sum(dim=1) + 1e-10) * (1.0 - lam)
+    return (lam * attraction.sum() + (1.0 - lam) * repulsion.sum()) / n
+
+
+AUTHORS_LAMS = [0.0, 0.3, 0.5, 0.6, 0.8, 1.0]
+
+
+@pytest.mark.parametrize("lam", AUTHORS_LAMS)
+def test_gaussian_authors_code_matches_their_loss_and_gradients(lam):
+    h = torch.randn(7, D, generator=torch.Generator().manual_seed(7), dtype=torch.float64).requires_grad_(
+        True
+    )
+    y = torch.tensor([0, 1, 2, 0, 1, 2, 2])
+    head = with_weight(GaussianCOREL(K, D, lam=lam, gamma=0.5, formula="authors_code"))
+    ours = head(h, y)["loss"]
+    w_theirs = head.weight.detach().T.clone().requires_grad_(True)  # their W is (D, K)
+    theirs = authors_gaussian_loss(h, w_theirs, y, lam, head.gamma.item())
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-12, abs=1e-14)
+    g_ours = torch.autograd.grad(ours, (h, head.weight))
+    g_theirs = torch.autograd.grad(theirs, (h, w_theirs))
+    assert torch.allclose(g_ours[0], g_theirs[0], rtol=1e-10, atol=1e-13)
+    assert torch.allclose(g_ours[1], g_theirs[1].T, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("lam, effective", [(0.6, 0.692), (0.7, 0.845), (0.8, 0.941), (0.3, 0.155)])
+def test_gaussian_authors_lambda_is_the_papers_lam2_over_lam2_plus_1_minus_lam2(lam, effective):
+    """Away from the 1e-10 floor, their loss at lam is (lam^2 + (1 - lam)^2) times the paper's at
+    lam' = lam^2 / (lam^2 + (1 - lam)^2): their 0.6 / 0.7 / 0.8 are our 0.692 / 0.845 / 0.941."""
+    h, y = tiny_batch()
+    scale = lam**2 + (1 - lam) ** 2
+    assert lam**2 / scale == pytest.approx(effective, abs=5e-4)
+    theirs = with_weight(GaussianCOREL(K, D, lam=lam, formula="authors_code"))(h, y)["loss"].item()
+    paper = with_weight(GaussianCOREL(K, D, lam=lam**2 / scale))(h, y)["loss"].item()
+    assert theirs == pytest.approx(scale * paper, rel=1e-8)
+    assert paper != pytest.approx(with_weight(GaussianCOREL(K, D, lam=lam))(h, y)["loss"].item(), rel=1e-3)
+
+
+def test_gaussian_authors_half_is_the_cross_entropy_over_k():
+    h, y = tiny_batch()
+    keep = y >= 0
+    head = with_weight(GaussianCOREL(K, D, lam=0.5, gamma=0.7, formula="authors_code"))
+    reference = F.cross_entropy(head.logits(h[keep]), y[keep]) / K
+    assert head(h, y)["loss"].item() == pytest.approx(reference.item(), rel=1e-12)
+
+
+def test_gaussian_authors_repulsion_floors_at_log_1e_minus_10_for_far_embeddings():
+    """Their float32 exp sum underflows to 0 far from every class vector: the repulsion stays at log(1e-10), and
+    below lam = 0.5 their loss is bounded, while the paper's keeps falling like (2 lam - 1) gamma |h|^2."""
+    lam, gamma = 0.3, 0.5
+    head = GaussianCOREL(K, D, lam=lam, gamma=gamma, formula="authors_code")
+    u = F.normalize(torch.randn(1, D, generator=torch.Generator().manual_seed(8)), dim=1)
+    y = torch.tensor([1])
+    for t in (30.0, 1e3):  # gamma |h - w|^2 > 200: exp underflows to exactly 0 in float32
+        h = t * u
+        theirs = authors_gaussian_loss(h, head.weight.detach().T, y, lam, gamma)
+        assert torch.exp(head.logits(h)).sum().item() == 0.0
+        out = head(h, y)
+        assert out["repel"].item() == pytest.approx(math.log(1e-10), rel=1e-6)
+        assert out["loss"].item() == pytest.approx(theirs.item(), rel=1e-5)
+        assert out["loss"].item() > 0  # lam^2 a_y outweighs the floored repulsion (1 - lam)^2 * -23.03
+    paper = GaussianCOREL(K, D, lam=lam, gamma=gamma)
+    paper.load_state_dict(head.state_dict())
+    assert paper(1e3 * u, y)["loss"].item() < -1e5
+
+
+def test_gaussian_raw_gamma_trains_like_the_authors_gamma_and_log_gamma_does_not():
+    """``learn_gamma`` with ``raw`` trains gamma itself, as their ``CORELWrapper`` (kiankd/corel2019,
+    ``corel/corel_wrapper.py``: ``self.gamma = nn.Parameter(torch.Tensor(1))``, set to 0.5 in
+    ``reset_parameters``): one SGD step lands on their gamma; the default log parametrization does not."""
+    h = torch.randn(6, D, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    lr, lam = 0.5, 0.7
+    their_gamma = torch.tensor([0.5], dtype=torch.float64, requires_grad=True)
+    their_w = with_weight(GaussianCOREL(K, D)).weight.detach().T.clone()
+    authors_gaussian_loss(h, their_w, y, lam, their_gamma).backward()
+    with torch.no_grad():
+        their_gamma -= lr * their_gamma.grad
+    stepped = {}
+    for parametrization in ("raw", "log"):
+        head = GaussianCOREL(K, D, lam=lam, learn_gamma=True, formula="authors_code",
+                             gamma_parametrization=parametrization)  # fmt: skip
+        head = with_weight(head)
+        optimizer = torch.optim.SGD([p for n, p in head.named_parameters() if "gamma" in n], lr=lr)
+        head(h, y)["loss"].backward()
+        optimizer.step()
+        stepped[parametrization] = head.gamma.item()
+        assert f"{parametrization}_gamma" in dict(head.named_parameters())
+    assert stepped["raw"] == pytest.approx(their_gamma.item(), rel=1e-12)
+    assert stepped["log"] != pytest.approx(their_gamma.item(), rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"formula": "authors"}, "formula must be one of paper, authors_code, got 'authors'"),
+        (
+            {"gamma_parametrization": "exp", "learn_gamma": True},
+            "gamma_parametrization must be one of log, raw",
+        ),
+        ({"gamma_parametrization": "raw"}, "gamma_parametrization raw needs learn_gamma: true"),
+    ],
+)
+def test_gaussian_fidelity_options_refused_in_one_line(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        GaussianCOREL(K, D, **kwargs)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_gaussian_default_is_the_papers_formula():
+    h, y = tiny_batch()
+    head = with_weight(GaussianCOREL(K, D, lam=0.7))
+    assert head.formula == "paper" and head.gamma_parametrization == "log"
+    assert "raw_gamma" not in head.state_dict()
+    assert head(h, y)["loss"].item() == pytest.approx(
+        naive_gaussian(h, y, head.weight.detach(), 0.7, head.gamma.item())
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -15,6 +16,15 @@ from clusterable.heads.attract_repel import AttractRepelHead, labelled_mean
 # A runaway: the epoch's mean attraction at least this many times its smallest epoch mean so far (with a negative
 # loss). Below lam = 0.5 it grows ~20x in the second epoch on digits; healthy runs shrink it (lam > 0.5).
 RUNAWAY_GROWTH = 10.0
+
+# ``formula``: the paper's equations, or the loss of the authors' code (kiankd/corel2019, corel/loss_functions.py).
+Formula = Literal["paper", "authors_code"]
+FORMULAS: tuple[str, ...] = get_args(Formula)
+# ``gamma_parametrization`` of a learned gamma: log gamma (always positive), or gamma itself (the authors' code).
+GammaParametrization = Literal["log", "raw"]
+GAMMA_PARAMETRIZATIONS: tuple[str, ...] = get_args(GammaParametrization)
+# The authors' code takes log(sum_k exp(S_ik) + 1e-10) for the repulsion (kiankd/corel2019, GaussianARLoss).
+AUTHORS_LOG_EPS = math.log(1e-10)
 
 
 class GaussianCOREL(AttractRepelHead):
@@ -48,25 +58,48 @@ class GaussianCOREL(AttractRepelHead):
     stays >= 0. Measured on digits (FFNN, 150 epochs, 2 seeds): it fires at epoch 1 for every lam in {0.05,
     0.1, 0.3, 0.4, 0.45, 0.49} and never for lam in {0.5, 0.55, 0.7, 1.0} (their smallest epoch loss: 5e-5).
 
-    We follow the paper's equations. The authors' code (repository ``kiankd/corel2019``,
-    ``corel/loss_functions.py``, ``GaussianARLoss``) differs:
-    for ``lam != 0.5`` it multiplies the attraction by ``lam`` and then again in ``arloss``, so attraction
-    gets ``lam^2`` (repulsion ``(1 - lam)^2`` likewise); for ``lam = 0.5`` it takes ``-log_softmax`` averaged
-    over the whole N x K matrix, an extra ``1/K`` factor; and it makes gamma an unconstrained learnable
-    parameter initialised to 0.5, while the paper keeps gamma fixed (the value is stripped from the text; 0.5
-    is the code's initial value and matches the squared-error reading ``-||h - w||^2 / 2``).
+    **Fidelity to the authors' code.** By default (``formula: paper``) we follow the paper's equations. The
+    authors' code (repository ``kiankd/corel2019``, ``corel/loss_functions.py``, ``GaussianARLoss`` and ``arloss``;
+    the similarities in ``corel/prediction_functions.py``, ``get_gaussian_predictions``) differs, and
+    ``formula: authors_code`` computes its loss instead:
+
+    - for ``lam != 0.5`` it multiplies the attraction by ``lam`` in ``GaussianARLoss`` and again in ``arloss``, so
+      ``L_i = lam^2 a_y + (1 - lam)^2 log(sum_k exp(S_ik) + 1e-10)``: the same loss as the paper's at
+      ``lam' = lam^2 / (lam^2 + (1 - lam)^2)``, scaled by ``lam^2 + (1 - lam)^2`` (their 0.6 / 0.7 / 0.8 behave
+      like our 0.692 / 0.845 / 0.941; ``lam < 0.5`` still maps below 0.5);
+    - for ``lam = 0.5`` it takes ``-log_softmax(S)`` averaged over the whole N x K matrix:
+      ``(a_y + log sum_k exp(S_ik)) / K``, the cross-entropy over K (the paper's 0.5 gives half of it);
+    - the ``+ 1e-10`` inside the log floors the repulsion at ``log 1e-10 = -23.03``: once every
+      ``gamma ||h - w_k||^2`` exceeds ~23 (far embeddings), their ``exp`` sum is negligible or underflows to 0
+      in float32, the repulsion stops moving and its gradient vanishes. Below ``lam = 0.5`` this bounds their
+      loss below (by ``-23.03 (1 - lam)^2``): the descent described above stops near ``a_k ~ 23`` instead of
+      running away. We compute the same value as ``logaddexp(logsumexp_k S_ik, log 1e-10)``, which cannot
+      overflow or underflow; ``repel`` reports that term (the plain log-sum-exp at ``lam = 0.5``).
+
+    Their gamma is learned (``CORELWrapper``, ``corel/corel_wrapper.py``: ``nn.Parameter`` set to 0.5 in
+    ``reset_parameters``), unconstrained, so it can reach 0 or turn negative; the paper keeps it fixed (the value
+    is stripped from the text; 0.5 is the code's initial value and matches the squared-error reading
+    ``-||h - w||^2 / 2``). ``learn_gamma: true`` learns it; with ``gamma_parametrization: log`` (the default) the
+    trained parameter is log gamma, so gamma stays positive and a gradient step changes it by a factor (a
+    different trajectory from theirs); ``gamma_parametrization: raw`` trains gamma itself as they do. Their run:
+    ``formula=authors_code learn_gamma=true gamma_parametrization=raw gamma=0.5``.
 
     Args:
         num_classes: K, at least 2.
         embedding_dim: D, at least 1.
         lam: attraction weight in [0, 1].
         gamma: similarity scale, > 0.
-        learn_gamma: make gamma a trained parameter (stored as log gamma so it stays positive).
+        learn_gamma: make gamma a trained parameter (see ``gamma_parametrization``).
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
+        formula: ``paper`` (eq. 6) or ``authors_code`` (their ``GaussianARLoss``: squared weights, the ``1/K`` of
+            ``lam = 0.5``, the ``1e-10`` floor; see above).
+        gamma_parametrization: of a learned gamma: ``log`` (trains log gamma; gamma stays positive) or ``raw``
+            (trains gamma itself, as the authors' code; needs ``learn_gamma``).
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
-        log_gamma: () parameter if ``learn_gamma`` else buffer.
+        log_gamma: () parameter if ``learn_gamma`` (``log``) else buffer; absent with ``raw``.
+        raw_gamma: () parameter, gamma itself, with ``learn_gamma`` and ``gamma_parametrization: raw`` only.
     """
 
     def __init__(
@@ -77,19 +110,29 @@ class GaussianCOREL(AttractRepelHead):
         gamma: float = 0.5,
         learn_gamma: bool = False,
         lr: float | None = None,
+        formula: Formula = "paper",
+        gamma_parametrization: GammaParametrization = "log",
     ):
         super().__init__(num_classes, embedding_dim, lr)
         self.lam = checks.in_interval("lam", lam, 0, 1)
-        log_gamma = torch.tensor(math.log(checks.positive("gamma", gamma)))
-        if learn_gamma:
-            self.log_gamma = nn.Parameter(log_gamma)
+        self.formula = checks.one_of("formula", formula, FORMULAS)
+        self.gamma_parametrization = checks.one_of(
+            "gamma_parametrization", gamma_parametrization, GAMMA_PARAMETRIZATIONS
+        )
+        gamma = checks.positive("gamma", gamma)
+        if gamma_parametrization == "raw" and not learn_gamma:
+            raise ValueError("gamma_parametrization raw needs learn_gamma: true (a fixed gamma is untrained)")
+        if gamma_parametrization == "raw":
+            self.raw_gamma = nn.Parameter(torch.tensor(float(gamma)))
+        elif learn_gamma:
+            self.log_gamma = nn.Parameter(torch.tensor(math.log(gamma)))
         else:
-            self.register_buffer("log_gamma", log_gamma)
+            self.register_buffer("log_gamma", torch.tensor(math.log(gamma)))
 
     @property
     def gamma(self) -> torch.Tensor:
-        """() the similarity scale, always positive."""
-        return self.log_gamma.exp()
+        """() the similarity scale: positive, unless trained ``raw`` (the authors' gamma is unconstrained)."""
+        return self.raw_gamma if self.gamma_parametrization == "raw" else self.log_gamma.exp()
 
     def squared_distances(self, embeddings: torch.Tensor) -> torch.Tensor:
         """(N, D) -> (N, K) ``||h_i - w_k||^2`` as ``|h|^2 - 2 h.w + |w|^2`` (no N x K x D tensor)."""
@@ -110,8 +153,18 @@ class GaussianCOREL(AttractRepelHead):
         labelled = labels >= 0
         targets = labels.clamp(min=0)
         attract = labelled_mean(-logits.gather(1, targets[:, None]).squeeze(1), labelled)
-        repel = labelled_mean(torch.logsumexp(logits, dim=1), labelled)
-        return {"loss": self.lam * attract + (1.0 - self.lam) * repel, "attract": attract, "repel": repel}
+        log_sum_exp = torch.logsumexp(logits, dim=1)
+        if self.formula == "paper":
+            repel = labelled_mean(log_sum_exp, labelled)
+            return {"loss": self.lam * attract + (1.0 - self.lam) * repel, "attract": attract, "repel": repel}
+        # The authors' GaussianARLoss (class docstring): a log-softmax mean over N x K at lam = 0.5, else squared
+        # weights and log(sum exp + 1e-10), here as a logaddexp so that it neither overflows nor underflows.
+        if self.lam == 0.5:
+            repel = labelled_mean(log_sum_exp, labelled)
+            return {"loss": (attract + repel) / self.num_classes, "attract": attract, "repel": repel}
+        repel = labelled_mean(torch.logaddexp(log_sum_exp, log_sum_exp.new_tensor(AUTHORS_LOG_EPS)), labelled)
+        loss = self.lam**2 * attract + (1.0 - self.lam) ** 2 * repel
+        return {"loss": loss, "attract": attract, "repel": repel}
 
     def divergence(self, history: Sequence[Mapping[str, float]]) -> str | None:
         """One line when the unbounded descent of ``lam < 0.5`` is under way, else None.
