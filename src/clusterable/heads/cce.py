@@ -19,6 +19,12 @@ class CCELoss(AttractRepelHead):
     authors' code (repository ``kiankd/corel2019``, ``corel/prediction_functions.py``,
     ``get_cce_predictions``); it is part of the true-class logit in ``attract``.
 
+    Fidelity to the authors' code: their ``CORELWrapper`` (``corel/corel_wrapper.py``, ``reset_parameters``)
+    initialises the bias at random, ``xavier_normal_`` on a (1, K) tensor (normal with std ``sqrt(2 / (1 + K))``,
+    0.43 for K = 10); ours starts at zero, so every class starts with the logit ``h . w_k``. Only the
+    initialisation differs (the bias is trained in both), so we keep zero and leave no option; the loss itself
+    (torch's ``CrossEntropyLoss`` there) agrees with theirs on the same weights.
+
     Args:
         num_classes: K, at least 2.
         embedding_dim: D, at least 1.
@@ -26,7 +32,7 @@ class CCELoss(AttractRepelHead):
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
-        bias: (K,) initialised to zero.
+        bias: (K,) initialised to zero (the authors' code: at random, see above).
     """
 
     def __init__(self, num_classes: int, embedding_dim: int, lr: float | None = None):
