@@ -185,27 +185,47 @@ def test_optimizer_group_sgd_with_nesterov(train):
     assert m["status"] == "ok" and m["config"]["optimizer"]["_target_"] == "torch.optim.SGD"
 
 
-def test_nan_loss_fails_its_cell_and_the_sweep_goes_on(train):
+def test_nan_after_a_good_epoch_keeps_that_epoch_and_the_sweep_goes_on(train):
+    # A run whose loss becomes NaN at epoch 1 keeps its best checkpoint (epoch 0): evaluated there, recorded
+    # diverged (a result of the grid, counted apart), never ok.
     result = train("-m", SEARCHPATH, "loss=nan_after,cce", "name=nanloss", *QUICK)
     runs = by_override(train.outputs, "loss")
     assert set(runs) == {"nan_after", "cce"}, runs.keys()
-    failed, ok = runs["nan_after"], runs["cce"]
-    assert failed["status"] == "failed" and "nan" in failed["error"] and failed.get("failed_epoch") == 1, (
-        failed["error"]
-    )
-    assert ok["status"] == "ok"
-    assert result.code == 1 and "sweep: 1 ok, 1 failed, 0 skipped" in result.out
+    diverged, ok = runs["nan_after"], runs["cce"]
+    assert diverged["status"] == "diverged" and "nan" in diverged["error"] and diverged["failed_epoch"] == 1
     assert (
-        "failed: evaluator=[classification],loss=nan_after" in result.err
-        and "Traceback" not in result.out + result.err
-    )
+        diverged["best_epoch"] == 0 and diverged["metrics"]["test/acc"] > 0.5
+    )  # epoch 0's weights, evaluated
+    assert ok["status"] == "ok"
+    assert result.code == 0 and "sweep: 1 ok, 1 diverged, 0 failed, 0 skipped" in result.out, result
+    assert "Traceback" not in result.out + result.err
+
+
+def test_nan_in_the_first_epoch_fails_the_run(train):
+    # Nothing was learned before the runaway (no best checkpoint) and the head's loss is not unbounded: a failure.
+    result = train(SEARCHPATH, "loss=nan_after", "loss.epoch=0", *QUICK)
+    assert_one_error_line(result, "train/loss became nan at epoch 0: the run diverged")
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "failed" and m["failed_epoch"] == 0 and m["metrics"] == {}
 
 
 def test_divergence_is_caught_on_every_part_even_when_they_cancel(train):
     result = train(SEARCHPATH, "loss=cancelling", *QUICK)
-    assert_one_error_line(result, "train/attract reached 1e+32")
+    # Its best epoch (0) is evaluated and shown, recorded diverged; asked for alone, it did not finish: exit 1.
+    assert_one_error_line(result, "error: train/attract reached 1e+32 (limit ±1e+10) at epoch 1: the run diverged; "
+                          "the metrics above are those of its best epoch (0)")  # fmt: skip
+    assert "run: diverged" in result.out and "test/acc" in result.out
     (m,) = all_metrics(train.outputs)
-    assert m["status"] == "failed" and m["failed_epoch"] == 1
+    assert m["status"] == "diverged" and m["failed_epoch"] == 1 and m["best_epoch"] == 0 and m["metrics"]
+
+
+def test_the_generic_limit_in_the_first_epoch_is_a_result_for_an_unbounded_loss(train):
+    # Gaussian-COREL below λ = 0.5 is unbounded below: a runaway past divergence_limit inside epoch 0, before
+    # the head's own watch has a history, is diverged (a result of the grid), as the watch would say later.
+    result = train("loss=gaussian_corel", "loss.lam=0.1", "divergence_limit=1.0", *QUICK)
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "diverged" and m["failed_epoch"] == 0 and "limit ±1" in m["error"], m["error"]
+    assert result.code == 1 and "Traceback" not in result.err  # alone and with nothing evaluated: exit 1
 
 
 def test_a_bad_cell_fails_alone_and_the_exit_code_says_so(train):
@@ -344,4 +364,5 @@ def test_wandb_runs_are_closed_after_every_job_even_a_failed_one(train):
         offline = list((path.parent / "wandb").glob("offline-run-*"))
         assert len(offline) == 1, path.parent
         folders[json.loads(path.read_text())["status"]] = offline[0].name
-    assert set(folders) == {"ok", "failed"} and len(set(folders.values())) == 2
+    # nan_after diverges at epoch 1 (recorded diverged, its epoch 0 evaluated): its W&B run is closed too.
+    assert set(folders) == {"ok", "diverged"} and len(set(folders.values())) == 2

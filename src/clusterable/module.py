@@ -29,9 +29,13 @@ class DivergedError(RuntimeError):
     """The training loss ran away; the run is recorded with this one line and ``failed_epoch``.
 
     Either a logged loss part became NaN, infinite or larger in magnitude than ``divergence_limit``
-    (``beyond_limit``): a failure (status ``failed``); or a ``WatchesDivergence`` head recognised its own runaway
-    (``reason``, ``expected=True``): the loss is known to be unbounded there (Gaussian-COREL below λ = 0.5), so the
-    run is a result of its grid (status ``diverged``), not a failure of it.
+    (``beyond_limit``), or a ``WatchesDivergence`` head recognised its own runaway (``reason``). ``expected``: the
+    head says its loss is unbounded in this setting (``WatchesDivergence.unbounded``: Gaussian-COREL below
+    λ = 0.5), so the runaway is a result of its grid, whichever rule caught it, even in the first epoch.
+
+    What the run keeps is the run layer's business: a run with a best checkpoint from an epoch before the runaway
+    is evaluated there and recorded ``diverged`` with those metrics; without one it is ``diverged`` when
+    ``expected``, else ``failed`` (NaN in the first epoch: a learning rate or a bug, not a result).
     """
 
     def __init__(self, epoch: int, reason: str, expected: bool = False):
@@ -40,9 +44,9 @@ class DivergedError(RuntimeError):
         self.expected = expected
 
     @classmethod
-    def beyond_limit(cls, epoch: int, key: str, value: float, limit: float) -> DivergedError:
+    def beyond_limit(cls, epoch: int, key: str, value: float, limit: float, expected: bool) -> DivergedError:
         what = f"became {value}" if not math.isfinite(value) else f"reached {value:.3g} (limit ±{limit:.3g})"
-        return cls(epoch, f"{key} {what}")
+        return cls(epoch, f"{key} {what}", expected)
 
 
 class RepresentationModule(L.LightningModule):
@@ -115,7 +119,8 @@ class RepresentationModule(L.LightningModule):
         self.automatic_optimization = optimizer_steps == "per_batch"
         self.steps_taken = 0
         self._sums: dict[str, Tensor] = {}
-        self._steps = 0
+        self._steps, self._checked = 0, False
+        self._means: dict[str, Tensor] = {}
         # Epoch means of the loss parts, for a head that watches its own divergence (WatchesDivergence).
         self._history: list[dict[str, float]] = []
 
@@ -214,21 +219,40 @@ class RepresentationModule(L.LightningModule):
         self.steps_taken += len(parts)
 
     def on_train_epoch_start(self) -> None:
-        self._sums, self._steps = {}, 0
+        self._sums, self._steps, self._checked = {}, 0, False
+
+    def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
+        # The epoch's divergence check runs after its last training batch, before the validation loop: a runaway
+        # epoch is never validated, so it can never become the best checkpoint that a diverged run keeps.
+        if self.trainer.is_last_batch:
+            self._check_epoch()
 
     def on_train_epoch_end(self) -> None:
-        means = {f"train/{k}": v / max(self._steps, 1) for k, v in self._sums.items()}
-        values = {k: float(v) for k, v in means.items()}  # one host sync an epoch
+        if not self._checked:  # an epoch cut short by trainer.max_steps has no last batch
+            self._check_epoch()
+        if self._means:
+            self.log_dict(self._means, sync_dist=True)
+
+    def _check_epoch(self) -> None:
+        """Stop the run (``DivergedError``) when this epoch's loss ran away; keep its means for the log."""
+        self._checked = True
+        self._means = {f"train/{k}": v / max(self._steps, 1) for k, v in self._sums.items()}
+        values = {k: float(v) for k, v in self._means.items()}  # one host sync an epoch
+        watches = isinstance(self.head, WatchesDivergence)
         for key, value in values.items():
             if not math.isfinite(value) or abs(value) > self.divergence_limit:
-                raise DivergedError.beyond_limit(self.current_epoch, key, value, self.divergence_limit)
-        if isinstance(self.head, WatchesDivergence) and values:
+                raise DivergedError.beyond_limit(
+                    self.current_epoch,
+                    key,
+                    value,
+                    self.divergence_limit,
+                    expected=watches and self.head.unbounded,
+                )
+        if watches and values:
             self._history.append({k.removeprefix("train/"): v for k, v in values.items()})
             reason = self.head.divergence(self._history)
             if reason is not None:
                 raise DivergedError(self.current_epoch, reason, expected=True)
-        if means:
-            self.log_dict(means, sync_dist=True)
 
     @torch.no_grad()
     def embed_split(self, data: DataModule, stage: str) -> tuple[Tensor, dict[str, Tensor]]:

@@ -166,6 +166,12 @@ class GaussianCOREL(AttractRepelHead):
         loss = self.lam**2 * attract + (1.0 - self.lam) ** 2 * repel
         return {"loss": loss, "attract": attract, "repel": repel}
 
+    @property
+    def unbounded(self) -> bool:
+        """Whether the loss is unbounded below (``lam < 0.5``): any runaway of such a run is a result of its grid
+        (``contracts.WatchesDivergence``), also one that passes ``divergence_limit`` inside the first epoch."""
+        return self.lam < 0.5
+
     def divergence(self, history: Sequence[Mapping[str, float]]) -> str | None:
         """One line when the unbounded descent of ``lam < 0.5`` is under way, else None.
 

@@ -77,15 +77,20 @@ def _train_and_evaluate(
     trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation])
     parts.module.check_devices(trainer.world_size)
 
-    payload["timing"].update(training.fit(trainer, parts, timer))
+    timing, diverged = training.fit(trainer, parts, timer)
+    payload["timing"].update(timing)
+    if diverged is not None and not (checkpoint.monitor and checkpoint.best_model_path):
+        raise diverged  # nothing learned before the runaway is kept: no metrics
     if not rank_zero:
         payload["status"] = "ok"
         return
     payload["best_epoch"] = training.restore_best(checkpoint, trainer, parts.module)
     payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(cfg, ctx, parts, trainer)
-    payload["status"] = "ok"
     for lg in loggers:
         lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=trainer.global_step)
+    if diverged is not None:  # recorded diverged, with the best epoch's metrics
+        raise diverged
+    payload["status"] = "ok"
 
 
 def _is_rank_zero() -> bool:

@@ -21,7 +21,14 @@ from omegaconf import DictConfig
 
 from clusterable import hydra_callbacks
 from clusterable.run.context import RunContext
-from clusterable.rundir import provenance, remove_if_empty, run_mode, write_metrics
+from clusterable.rundir import (
+    is_write_error,
+    provenance,
+    remove_if_empty,
+    run_mode,
+    write_error,
+    write_metrics,
+)
 
 
 def new_payload(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
@@ -53,9 +60,11 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
     error, status = None, "failed"
     try:
         yield loggers
-    except DivergedError as e:
+    except (
+        DivergedError
+    ) as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
         payload["failed_epoch"] = e.epoch
-        error, status = str(e), "diverged" if e.expected else "failed"
+        error, status = str(e), "diverged" if e.expected or payload["metrics"] else "failed"
     except input_errors() as e:
         error = str(e)
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
@@ -66,10 +75,14 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores further Ctrl-C
         raise KeyboardInterrupt from None
     except Exception as e:  # a bug rather than bad input: the traceback goes to a file and a sweep goes on
-        trace = ctx.run_dir / "traceback.txt"
-        if rank_zero:
-            trace.write_text(traceback.format_exc())
-        error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
+        if is_write_error(e):  # a full disk or an unwritable file, not a bug: one line naming the file
+            error = write_error(e)
+        else:
+            trace = ctx.run_dir / "traceback.txt"
+            if rank_zero:  # the disk may be full: the one line still says what failed
+                with contextlib.suppress(OSError):
+                    trace.write_text(traceback.format_exc())
+            error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
     finish(ctx, payload, error, rank_zero, loggers, status)
 
 
@@ -85,13 +98,26 @@ def finish(
     ``error``: the run did not finish, recorded with ``status`` (``failed`` or ``diverged``)."""
     if error is not None:
         payload.update(status=status, error=error)
-    close_loggers(loggers, ok=payload["status"] == "ok")
+    try:
+        close_loggers(loggers, ok=payload["status"] == "ok")
+    except OSError as e:  # a logger's last write (metrics.csv) on a full disk: the run cannot count as ok
+        if not is_write_error(e):
+            raise
+        if payload["error"] is None:
+            payload.update(status="failed", error=write_error(e))
     remove_if_empty(ctx.run_dir / f"{ctx.job_name}.log")
     if not rank_zero:
         return payload
-    write_metrics(ctx.run_dir, payload)
+    try:
+        write_metrics(ctx.run_dir, payload)
+    except OSError as e:  # nothing could be recorded: the printed line and the sweep's outcome still say why
+        if not is_write_error(e):
+            raise
+        payload.update(status="failed", error=payload["error"] or write_error(e))
+    # An interrupted cell is counted apart in the sweep's summary (it is redone by the same command).
+    hydra_callbacks.record_outcome(ctx.run_dir, "interrupted" if error == "interrupted" else payload["status"],
+                                   payload["error"])  # fmt: skip
     if error != "interrupted":
-        hydra_callbacks.record_outcome(ctx.run_dir, payload["status"], payload["error"])
         print_summary(ctx.run_dir, payload, ctx.single)
     return payload
 
@@ -109,19 +135,23 @@ def close_loggers(loggers: list, ok: bool) -> None:
 
 
 def print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None:
-    """Metrics and run directory on stdout; a failure is one ``error:`` line on stderr (a sweep's cells say
-    ``failed:`` on stdout and the sweep lists them at its end)."""
-    if payload["status"] != "ok":
-        if single:
-            print(f"run dir: {run_dir}")
-            print(f"error: {payload['error']}", file=sys.stderr)
-            hydra_callbacks.exit_status["code"] = 1
-        else:
-            print(f"{payload['status']}: {run_dir.name}: {payload['error']}")
-        return
+    """Metrics and run directory on stdout (a run that diverged after a good epoch shows that epoch's); a run that
+    is not ok ends in one ``error:`` line on stderr and exit status 1 when it was asked for alone (a sweep's cells
+    say ``<status>: <cell>: <reason>`` on stdout and the sweep lists them at its end)."""
     metrics = payload["metrics"]
-    rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]
-    width = max((len(k) for k, _ in rows), default=10)
-    lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
-    best = "none (not trained)" if payload["best_epoch"] is None else payload["best_epoch"]
-    print("\n".join(["run: ok", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
+    if metrics:
+        rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]
+        width = max((len(k) for k, _ in rows), default=10)
+        lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
+        best = "none (not trained)" if payload["best_epoch"] is None else payload["best_epoch"]
+        print("\n".join([f"run: {payload['status']}", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
+    if payload["status"] == "ok":
+        return
+    kept = f"; the metrics above are those of its best epoch ({payload['best_epoch']})" if metrics else ""
+    if single:
+        if not metrics:
+            print(f"run dir: {run_dir}")
+        print(f"error: {payload['error']}{kept}", file=sys.stderr)
+        hydra_callbacks.exit_status["code"] = 1
+    else:
+        print(f"{payload['status']}: {run_dir.name}: {payload['error']}{kept}")

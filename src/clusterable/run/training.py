@@ -49,29 +49,48 @@ def checkpoint_callback(cfg: DictConfig, run_dir: Path) -> Any:
     )  # fmt: skip
 
 
-def fit(trainer: Any, parts: Parts, timer: Any) -> dict[str, float | None]:
+def fit(trainer: Any, parts: Parts, timer: Any) -> tuple[dict[str, float | None], Any]:
     """Train; the timing record (``fit_s``, ``epoch_s``, ``steps``, ``step_s`` per optimizer step, ``lloyd_s`` per
-    Lloyd step of a clustering head)."""
-    from clusterable.callbacks import ClusterUpdates
+    Lloyd step of a clustering head) and the ``DivergedError`` that stopped training early, or None.
 
-    module = parts.module
+    A run that diverges after a good epoch keeps what it learned: its best checkpoint is still evaluated (the
+    caller decides), so the divergence is handed back rather than raised."""
+    from clusterable.callbacks import ClusterUpdates
+    from clusterable.module import DivergedError
+
+    module, diverged = parts.module, None
     start = time.perf_counter()
-    trainer.fit(module, datamodule=parts.datamodule)
+    try:
+        trainer.fit(module, datamodule=parts.datamodule)
+    except DivergedError as e:
+        diverged = e
     lloyd = next((c for c in trainer.callbacks if isinstance(c, ClusterUpdates)), None)
     return {
         "fit_s": time.perf_counter() - start, "epoch_s": timer.mean_epoch_s, "steps": module.steps_taken,
         "step_s": timer.train_s / module.steps_taken if module.steps_taken else None,
         "lloyd_s": lloyd.mean_s if lloyd is not None else None,
-    }  # fmt: skip
+    }, diverged  # fmt: skip
 
 
 def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
     """Load the best epoch's weights into ``module`` (the COREL protocol: test the weights of the epoch with the
-    best validation score) and return that epoch; without a monitor, the last epoch (None: never trained)."""
+    best validation score) and return that epoch; without a monitor, the last epoch (None: never trained).
+
+    The checkpoint is read with ``weights_only=True``: Lightning's holds tensors and plain values only (epoch,
+    loops, optimizer and callback states), and a file that holds anything else (a checkpoint replaced in a copied
+    or shared ``outputs/``) is refused in one line rather than unpickled, which could run code from it."""
+    import pickle
+
     import torch
 
     if checkpoint.monitor and checkpoint.best_model_path:
-        state = torch.load(checkpoint.best_model_path, map_location=module.device, weights_only=False)
+        path = checkpoint.best_model_path
+        try:
+            state = torch.load(path, map_location=module.device, weights_only=True)
+        except pickle.UnpicklingError as e:
+            found = str(e).split("WeightsUnpickler error:")[-1].strip().split(". ")[0]
+            raise RuntimeError(f"checkpoint {path} holds more than tensors and plain values ({found}); it was "
+                               "not loaded, since unpickling it could run code from it") from None  # fmt: skip
         module.load_state_dict(state["state_dict"])
         return int(state["epoch"])
     return trainer.current_epoch - 1 if module.steps_taken else None
