@@ -18,6 +18,8 @@ def _env(outputs: Path) -> dict[str, str]:
     return {
         "CLUSTERABLE_OUTPUTS": str(outputs), "CLUSTERABLE_DATA": str(outputs / "data"), "WANDB_MODE": "offline",
         "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]), "HYDRA_FULL_ERROR": "0",
+        # One CPU thread, whatever else runs on the machine: a run's numbers never depend on the load around it.
+        "CLUSTERABLE_TORCH_THREADS": "1",
     }  # fmt: skip
 
 

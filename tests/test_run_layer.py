@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
 
 import clusterable
 from clusterable.config import CONFIG_DIR
@@ -92,3 +94,28 @@ def test_only_the_command_line_reads_hydras_runtime() -> None:
         )  # fmt: skip
     )
     assert readers == ["cli.py"]
+
+
+@pytest.mark.parametrize(("busy", "threads", "said"), [(1.2, 1, True), (0.2, None, False), (None, None, False)])
+def test_the_default_cpu_threads_leave_the_busy_cores_alone(monkeypatch, capsys, busy, threads, said) -> None:
+    import torch
+
+    from clusterable.run import training
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr(training, "busy_elsewhere", lambda: busy)
+    before = torch.get_num_threads()
+    try:
+        cfg = OmegaConf.create({"torch_threads": None})
+        # Busy cores elsewhere: only the free ones; else torch's default (None: left as it was).
+        assert training.cpu_threads(cfg, RunContext(run_dir=Path("."))) == (threads or before)
+    finally:
+        torch.set_num_threads(before)
+    assert ("torch_threads: 1 of 2 cores (other processes keep 1.2 busy" in capsys.readouterr().out) == said
+
+
+def test_busy_elsewhere_leaves_this_process_out() -> None:
+    from clusterable.run.training import busy_elsewhere
+
+    busy = busy_elsewhere(0.2)
+    assert busy is None or 0 <= busy <= (os.cpu_count() or 1) + 0.5

@@ -312,7 +312,8 @@ def test_ctrl_c_records_the_run_and_the_same_command_resumes_from_a_clean_cell(t
 
 def test_joblib_launcher_runs_four_cells_on_two_workers(train):
     losses = "loss=cce,center,cosine_corel,gaussian_corel"
-    result = train("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", losses, "name=joblib", *QUICK)
+    result = train("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", losses, "name=joblib", *QUICK,
+                   "torch_threads=null")  # fmt: skip
     assert result.code == 0 and "sweep: 4 ok, 0 failed, 0 skipped" in result.out
     runs = all_metrics(train.outputs)
     assert len(runs) == 4 and all(m["status"] == "ok" for m in runs)

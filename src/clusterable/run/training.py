@@ -23,27 +23,55 @@ def quiet_lightning() -> None:
 
 
 def cpu_threads(cfg: DictConfig, ctx: RunContext) -> int:
-    """Set torch's CPU threads and return them: ``torch_threads``, or, when local jobs run side by side (joblib
-    launcher), the cores divided among them (OpenMP threads of parallel jobs contend badly on a small machine),
-    else torch's default."""
+    """Set torch's CPU threads and return them: ``torch_threads`` when set; when local jobs run side by side
+    (joblib launcher), the cores divided among them; else the cores that other processes leave free (one line says
+    so when that is fewer than all of them). OpenMP threads contend badly with other work on a small machine: on 2
+    cores with another job running, an epoch with 2 threads was 18x slower than with 1."""
     import os
 
     import torch
 
+    cores = os.cpu_count() or 1
     threads = cfg.torch_threads
     if threads is None and ctx.parallel_jobs > 1:
-        threads = max(1, (os.cpu_count() or 1) // ctx.parallel_jobs)
+        threads = max(1, cores // ctx.parallel_jobs)
+    elif threads is None and cores > 1:
+        busy = busy_elsewhere()
+        if busy is not None and busy >= 0.5:
+            threads = max(1, cores - round(busy))
+            print(f"torch_threads: {threads} of {cores} cores (other processes keep {busy:.1f} busy; "
+                  "torch_threads=N sets it)")  # fmt: skip
     if threads is not None:
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
 
 
+def busy_elsewhere(interval_s: float = 0.25) -> float | None:
+    """How many cores other processes keep busy, sampled over ``interval_s``: the machine's busy CPU time
+    (``/proc/stat``) less this process's own (``os.times``); None where ``/proc/stat`` is not there (not Linux)."""
+    import os
+
+    def machine_busy_s() -> float:
+        fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        machine, own = machine_busy_s(), sum(os.times()[:2])
+        time.sleep(interval_s)
+        machine, own = machine_busy_s() - machine, sum(os.times()[:2]) - own
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, (machine - own) / interval_s)
+
+
 def checkpoint_callback(cfg: DictConfig, run_dir: Path) -> Any:
-    """Keeps the epoch that is best by ``checkpoint.monitor`` (none when it is null: the last epoch is tested)."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
+    """Keeps the epoch that is best by ``checkpoint.monitor`` (none when it is null: the last epoch is tested),
+    written atomically: a full disk leaves the previous best checkpoint, never a truncated one."""
+    from clusterable.run.checkpointing import AtomicCheckpoint
 
     monitor = cfg.checkpoint.monitor
-    return ModelCheckpoint(
+    return AtomicCheckpoint(
         dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode,
         save_top_k=1 if monitor else 0,
     )  # fmt: skip
