@@ -62,6 +62,13 @@ class RepresentationModule(L.LightningModule):
             an attraction and a repulsion running off to ±1e32 can cancel to a loss of exactly 0. A head that
             satisfies ``WatchesDivergence`` is also asked after every epoch, so that a runaway it can recognise
             (Gaussian-COREL below λ = 0.5) stops the run long before any part reaches the limit.
+            Why a part's size, not only the loss's: the limit is a numerical one. At the default 1e10 a float32
+            part can no longer resolve differences of ~1e3 (eps 1.2e-7), so a loss or logits built from it are
+            noise, bounded or not: Gaussian-COREL at λ = 0.5, whose loss is half a cross-entropy, lets the
+            features' norm grow (attraction ~1e9 by epoch 150 on digits, where its accuracy collapses). Below the
+            limit a growing norm with a finite loss is training, not divergence. Either way the run keeps its best
+            epoch: the check runs after the epoch's last batch, before validation, so a runaway epoch is never
+            checkpointed, and the run layer evaluates the best checkpoint of the epochs before it.
         optimizer_steps: ``per_batch`` (one optimizer step per mini-batch, the usual) or ``per_sample`` (one step
             per row of each batch, in the batch's order: the CSRL authors train their standard AEs so,
             ``train_AE`` in ``src/train.py``). ``per_sample`` runs the rows of a batch in a plain loop inside one
