@@ -285,3 +285,113 @@ def test_config_is_checked_and_runs():
     out = fn(x, y, context(x, y))
     assert list(out) == fn.metric_names()
     assert hydra.utils.get_object(node._target_) is RetrievalMetrics
+
+
+# ---- Boudiaf et al.'s rules (self_match=drop_first, lone_queries=miss) against a transcription of their code ----
+
+
+def boudiaf_recall_at_ks(
+    query_features, query_labels, ks, gallery_features=None, gallery_labels=None, cosine=False
+):
+    """Recall@K as Boudiaf et al. compute it, transcribed as plain numpy from repository
+    ``jeromerony/dml_cross_entropy``, ``utils/metrics.py`` (``recall_at_ks``): without a gallery the queries
+    search themselves, one neighbour more, and the first is dropped (``offset = 1``); cosine l2-normalises both
+    sides; a query is a hit when any of its K kept neighbours shares its label; the mean over every query,
+    reported as ``round(100 * recall, 2)``. Their exact faiss search (``GpuIndexFlatL2``/``GpuIndexFlatIP``) is
+    replaced by a stable sort: ties to the lower index, an order faiss leaves open."""
+    q_f, q_l = np.asarray(query_features, dtype=np.float64), np.asarray(query_labels)
+    offset = 0
+    if gallery_features is None and gallery_labels is None:
+        offset, g_f, g_l = 1, q_f, q_l
+    else:
+        g_f, g_l = np.asarray(gallery_features, dtype=np.float64), np.asarray(gallery_labels)
+    if cosine:
+        q_f = q_f / np.linalg.norm(q_f, axis=1, keepdims=True)
+        g_f = g_f / np.linalg.norm(g_f, axis=1, keepdims=True)
+        scores = q_f @ g_f.T
+    else:
+        scores = -((q_f[:, None, :] - g_f[None, :, :]) ** 2).sum(axis=2)
+    closest_indices = np.argsort(-scores, axis=1, kind="stable")[:, : max(ks) + offset]
+    recalls = {}
+    for k in ks:
+        indices = closest_indices[:, offset : k + offset]
+        recalls[k] = (q_l[:, None] == g_l[indices]).any(1).mean()
+    return {k: round(v * 100, 2) for k, v in recalls.items()}
+
+
+BOUDIAF = {"self_match": "drop_first", "lone_queries": "miss", "map_at_r": False, "r_precision": False}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("chunk_size", [7, 1000])
+def test_boudiaf_rules_match_their_recall_at_ks(seed, chunk_size):
+    # exact_points: many exact duplicates across classes (48 distinct points at most) and exact ties in both
+    # distances; rows 0 and 1 alone in their class.
+    x, y = exact_points(40, seed)
+    y[0], y[1] = 17, 18
+    out = RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=chunk_size, **BOUDIAF)(
+        x, y, context(x, y)
+    )
+    for distance, cosine in (("l2", False), ("cos", True)):
+        theirs = boudiaf_recall_at_ks(x, y, KS, cosine=cosine)
+        assert {k: round(100 * out[f"recall@{k}/{distance}"], 2) for k in KS} == theirs
+
+
+def test_boudiaf_rules_change_the_numbers_only_through_duplicates_and_lone_queries():
+    x, y = exact_points(40, 0)
+    y[0] = 17
+    ours = RetrievalMetrics(ks=KS, distances=["l2"], map_at_r=False, r_precision=False)(x, y, context(x, y))
+    theirs = RetrievalMetrics(ks=KS, distances=["l2"], **BOUDIAF)(x, y, context(x, y))
+    assert ours != theirs
+    # Distinct points (no tie with a query's own score) and no lone query: the same numbers.
+    x, y = torch.randn(40, 5, generator=torch.Generator().manual_seed(3)), torch.arange(40) % 4
+    for distance in ("l2", "cos"):
+        options = {"ks": KS, "distances": [distance]}
+        assert RetrievalMetrics(**options)(x, y, context(x, y)) == RetrievalMetrics(
+            **options, self_match="drop_first", lone_queries="miss"
+        )(x, y, context(x, y))
+
+
+def test_drop_first_counts_a_duplicate_of_another_class_as_a_hit():
+    # Row 1 duplicates row 0 in another class. Ties go to the lower index, so row 0 comes before row 1 in row 1's
+    # own list: row 0 is dropped as if it were row 1 itself, and row 1 then finds itself, a hit (by index: row 0
+    # of another class, a miss). Row 3's nearest is row 0, its class: a hit under both rules; rows 0 and 2 miss.
+    x = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 4.0], [4.0, 0.0]])
+    y = torch.tensor([0, 1, 1, 0])
+    by_index = RetrievalMetrics(ks=[1], distances=["l2"], map_at_r=False, r_precision=False)
+    dropped = RetrievalMetrics(
+        ks=[1], distances=["l2"], self_match="drop_first", map_at_r=False, r_precision=False
+    )
+    assert by_index(x, y, context(x, y))["recall@1/l2"] == 0.25
+    assert dropped(x, y, context(x, y))["recall@1/l2"] == 0.5 == boudiaf_recall_at_ks(x, y, [1])[1] / 100
+    # In query/gallery mode they drop nothing: row 0, also in the gallery, finds itself first (its duplicate,
+    # row 1, comes after it); by index its nearest is row 1, of another class.
+    row0 = {
+        "is_query": torch.tensor([True, False, False, False]),
+        "is_gallery": torch.ones(4, dtype=torch.bool),
+    }
+    assert dropped(x, y, context(x, y, **row0))["recall@1/l2"] == 1.0
+    assert by_index(x, y, context(x, y, **row0))["recall@1/l2"] == 0.0
+
+
+def test_lone_queries_counted_as_misses_score_zero():
+    x, y = exact_points(20, 7)
+    y[0], y[1] = 17, 18  # two lone queries out of 20
+    left_out = RetrievalMetrics(ks=[1, 3], distances=["l2", "cos"])(x, y, context(x, y))
+    miss = RetrievalMetrics(ks=[1, 3], distances=["l2", "cos"], lone_queries="miss")(x, y, context(x, y))
+    assert list(miss) == list(left_out)
+    for key, value in left_out.items():  # by index a lone query has no hit: it only adds to the denominator
+        assert miss[key] == pytest.approx(value * 18 / 20, abs=1e-12), key
+    x, y = torch.randn(4, 3), torch.arange(4)  # every query lone: 0, not NaN
+    assert all(v == 0.0 for v in RetrievalMetrics(ks=[1], lone_queries="miss")(x, y, context(x, y)).values())
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [({"self_match": "first"}, "self_match must be one of by_index, drop_first, got 'first'"),
+     ({"lone_queries": "skip"}, "lone_queries must be one of left_out, miss, got 'skip'")],
+)  # fmt: skip
+def test_fidelity_options_are_refused_when_built(options, message):
+    with pytest.raises(ValueError) as error:
+        RetrievalMetrics(**options)
+    assert str(error.value) == message

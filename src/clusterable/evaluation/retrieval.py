@@ -23,7 +23,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,12 @@ from clusterable.evaluation.matmul import Matmul, score_blocks
 from clusterable.evaluation.spectral import spectral_rows
 
 DISTANCES = ("l2", "cos", "sc")
+# ``self_match``: the query removed from its neighbours by index (ours), or the first neighbour dropped (Boudiaf's).
+SelfMatch = Literal["by_index", "drop_first"]
+SELF_MATCHES: tuple[str, ...] = get_args(SelfMatch)
+# ``lone_queries`` (no other item of their class in the gallery): left out of the means, or counted as misses.
+LoneQueries = Literal["left_out", "miss"]
+LONE_QUERIES: tuple[str, ...] = get_args(LoneQueries)
 DEFAULT_KS = (1, 2, 4, 8, 16, 32)  # CUB-200 and Cars196 in Boudiaf et al. 2020, Table 4
 
 _NEG_INF = float("-inf")
@@ -247,9 +253,16 @@ def _padded(x: Tensor) -> Tensor:
 
 @torch.no_grad()
 def _search(
-    x: Tensor, queries: Tensor | None, gallery: Tensor | None, k: int, chunk: int, squared: bool
+    x: Tensor,
+    queries: Tensor | None,
+    gallery: Tensor | None,
+    k: int,
+    chunk: int,
+    squared: bool,
+    keep_self: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Exact best ``k`` gallery rows of each query row of ``x`` (N, D), excluding itself by index.
+    """Exact best ``k`` gallery rows of each query row of ``x`` (N, D), excluding itself by index (``keep_self``:
+    itself included, at the rank its own score gives it, as Boudiaf et al.'s faiss search).
 
     ``queries``/``gallery`` are row indices into ``x``; None, None = every row against every other, on the
     blocks on and above the diagonal of the symmetric score matrix (each block above it serves its rows and its
@@ -260,11 +273,13 @@ def _search(
     """
     with score_blocks(x.device) as matmul:
         if queries is None or gallery is None:
-            return _search_all(x, k, chunk, squared, matmul)
-        return _search_gallery(x, queries, gallery, k, chunk, squared, matmul)
+            return _search_all(x, k, chunk, squared, matmul, keep_self)
+        return _search_gallery(x, queries, gallery, k, chunk, squared, matmul, keep_self)
 
 
-def _search_all(x: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul) -> tuple[Tensor, Tensor]:
+def _search_all(
+    x: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul, keep_self: bool = False
+) -> tuple[Tensor, Tensor]:
     n = len(x)
     left, right = (_padded(t) for t in _operands(x, squared))
     n_pad = len(left)
@@ -282,7 +297,8 @@ def _search_all(x: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul) ->
     # The diagonal blocks first: every query then has a k-th best score to filter the other blocks with.
     for i0 in starts:
         scores = block(i0, i0)
-        scores.fill_diagonal_(_NEG_INF)  # a query is not its own neighbour: by index, not by rank
+        if not keep_self:
+            scores.fill_diagonal_(_NEG_INF)  # a query is not its own neighbour: by index, not by rank
         top.offer(i0, scores, i0)
     for i0 in starts:
         for j0 in range(i0 + edge, n_pad, edge):
@@ -293,7 +309,14 @@ def _search_all(x: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul) ->
 
 
 def _search_gallery(
-    x: Tensor, queries: Tensor, gallery: Tensor, k: int, chunk: int, squared: bool, matmul: Matmul
+    x: Tensor,
+    queries: Tensor,
+    gallery: Tensor,
+    k: int,
+    chunk: int,
+    squared: bool,
+    matmul: Matmul,
+    keep_self: bool = False,
 ) -> tuple[Tensor, Tensor]:
     n_gallery = len(gallery)
     left, right = _operands(x, squared)
@@ -301,6 +324,8 @@ def _search_gallery(
     position = torch.full((len(x),), -1, dtype=torch.long, device=x.device)
     position[gallery] = torch.arange(n_gallery, device=x.device)
     self_pos = position[queries]  # the query's own position in the gallery, -1 if it is not there
+    if keep_self:
+        self_pos = torch.full_like(self_pos, -1)
     q_edge, g_edge = _edge(len(q), chunk), _edge(len(g), chunk)
     buf = torch.empty(q_edge * g_edge, device=x.device, dtype=x.dtype)
     top = _Top(len(q), k, x.device)
@@ -330,7 +355,8 @@ def _scores_of(
     hits: Tensor, relevant: Tensor, ks: Sequence[int], map_at_r: bool, r_precision: bool
 ) -> dict[str, float]:
     """Mean metrics over queries from ``hits`` (q, T): whether the i-th neighbour shares the query's label, and
-    ``relevant`` (q,) R, the number of other gallery items of the query's class (> 0 for every row)."""
+    ``relevant`` (q,) R, the number of other gallery items of the query's class. A row with R = 0 (a lone query,
+    kept by ``lone_queries: miss``) scores 0 in MAP@R and R-Precision (nothing to find among its first 0)."""
     out: dict[str, float] = {}
     n = len(hits)
     for k in ks:
@@ -338,7 +364,7 @@ def _scores_of(
     rank = torch.arange(1, hits.shape[1] + 1, device=hits.device)
     first_r = rank[None, :] <= relevant[:, None]  # the first R positions of each query
     hits_r = hits & first_r
-    r = relevant.double()
+    r = relevant.clamp(min=1).double()  # R = 0: hits_r is empty, the score 0
     if r_precision:
         out["r_precision"] = float((hits_r.sum(dim=1) / r).mean()) if n else float("nan")
     if map_at_r:
@@ -355,7 +381,8 @@ class RetrievalMetrics:
     (In-Shop), the rows with ``is_query`` search the rows with ``is_gallery``; otherwise every row searches all
     the others (CUB-200, Cars196, SOP). Either way a query is excluded from its own neighbours *by index* (its own
     entry of the score matrix is masked), never by dropping the first neighbour: an identical copy of a query is
-    its nearest neighbour and counts. Rows labelled ``-1`` (unlabelled) are neither queries nor gallery.
+    its nearest neighbour and counts (``self_match: by_index``; ``drop_first`` is Boudiaf et al.'s rule, below).
+    Rows labelled ``-1`` (unlabelled) are neither queries nor gallery.
 
     Distances: ``l2`` is the Euclidean distance of the raw features; ``cos`` the inner product of the
     l2-normalised features (cosine similarity; a zero vector stays zero and is at similarity 0 to everything);
@@ -377,6 +404,20 @@ class RetrievalMetrics:
     Unlike its k-NN helpers, which drop the first returned neighbour of each query, the self match is removed
     by index.
 
+    Fidelity to Boudiaf et al.'s code (repository ``jeromerony/dml_cross_entropy``, ``utils/metrics.py``,
+    ``recall_at_ks``, called from ``utils/training.py``, ``evaluate``), which scores Recall@K only, with faiss:
+    - ``self_match: drop_first``: when every row queries the others they search all rows, the query included,
+      and drop the first neighbour as the query itself. When another item ties with or beats the query's own
+      score (an exact duplicate, or rounding) and comes first (here: ties go to the lower index; faiss leaves
+      their order open), that item is dropped instead and the query counts as its own neighbour: a duplicate of
+      another class turns a miss into a hit. In query/gallery mode they drop nothing, and a query that is also
+      in the gallery is its own neighbour (In-Shop's query and gallery are disjoint).
+    - ``lone_queries: miss``: they average over every query, so a query alone in its class (R = 0) counts as a
+      miss (a hit only through the duplicate case above); here its MAP@R and R-Precision are 0.
+    - They report ``round(100 * recall, 2)``: the evaluator returns unrounded fractions; the rounding enters
+      their model selection, which ``callbacks.BoudiafCheckpoint`` reproduces.
+    With no duplicates and no lone query both rules give our numbers.
+
     Exact: every query is compared with every gallery item in float32 (no approximate index, no reduced
     precision); ties are broken deterministically, the lower gallery index first (on the scores as computed:
     ``2 q.g - |q|^2 - |g|^2`` for l2, ``q.g`` for cos), which is also the order of a stable sort.
@@ -393,6 +434,8 @@ class RetrievalMetrics:
             (N, rank) float32 spectral rows (sc), and the (queries, max(max(ks), R_max)) results with their
             indices.
         device: where to compute (``"cpu"``, ``"cuda"``...); None = the device of ``embeddings``.
+        self_match: ``by_index`` (the query's own entry removed) or ``drop_first`` (Boudiaf et al.'s, above).
+        lone_queries: ``left_out`` (pytorch-metric-learning's) or ``miss`` (Boudiaf et al.'s, above).
     Raises:
         ValueError: an option out of range, when built (the message starts with its name).
     """
@@ -403,6 +446,8 @@ class RetrievalMetrics:
     r_precision: bool = True
     chunk_size: int = 8192
     device: str | None = None
+    self_match: SelfMatch = "by_index"
+    lone_queries: LoneQueries = "left_out"
 
     def __post_init__(self) -> None:
         ks, distances = self.ks, self.distances
@@ -420,6 +465,12 @@ class RetrievalMetrics:
         for name, value in (("map_at_r", self.map_at_r), ("r_precision", self.r_precision)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be true or false, got {value!r}")
+        for name, value, choices in (
+            ("self_match", self.self_match, SELF_MATCHES),
+            ("lone_queries", self.lone_queries, LONE_QUERIES),
+        ):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         # Tuples: the config's lists arrive as OmegaConf ListConfigs, and a frozen evaluator holds no mutable list.
         object.__setattr__(self, "ks", tuple(int(k) for k in ks))
         object.__setattr__(self, "distances", tuple(str(d) for d in distances))
@@ -485,12 +536,15 @@ class RetrievalMetrics:
         in_gallery[gallery] = True
         class_size = torch.bincount(inverse[gallery], minlength=int(inverse.max()) + 1)
         relevant = class_size[inverse[queries]] - in_gallery[queries].long()
-        not_lone = relevant > 0
+        scored = relevant > 0  # the queries averaged over: all of them when lone ones count as misses
+        if self.lone_queries == "miss":
+            scored = torch.ones_like(scored)
         r_max = int(relevant.max()) if (map_at_r or self.r_precision) and len(relevant) else 0
         k = max(max(ks), min(r_max, candidates))
 
         out: dict[str, float] = {}
         all_vs_all = split_masks is None
+        keep_self = self.self_match == "drop_first"
         for distance in distances:
             feats = (
                 F.normalize(x, dim=1) if distance == "cos" else _spectral(x, used) if distance == "sc" else x
@@ -498,11 +552,17 @@ class RetrievalMetrics:
             # The search runs on the gallery rows (and the query rows in query/gallery mode) only.
             if all_vs_all:
                 rows = feats if len(gallery) == len(feats) else feats[gallery]
-                values, positions = _search(rows, None, None, k, chunk_size, squared=distance == "l2")
+                # drop_first: one more neighbour, the query itself included, and the first one dropped
+                values, positions = _search(
+                    rows, None, None, k + int(keep_self), chunk_size, squared=distance == "l2", keep_self=keep_self
+                )
+                values, positions = values[:, int(keep_self) :], positions[:, int(keep_self) :]
             else:
-                values, positions = _search(feats, queries, gallery, k, chunk_size, squared=distance == "l2")
+                values, positions = _search(
+                    feats, queries, gallery, k, chunk_size, squared=distance == "l2", keep_self=keep_self
+                )
             neighbour_labels = y[gallery][positions.clamp(min=0)]
             hits = (neighbour_labels == y[queries][:, None]) & (values > _NEG_INF)
-            scores = _scores_of(hits[not_lone], relevant[not_lone], ks, map_at_r, self.r_precision)
+            scores = _scores_of(hits[scored], relevant[scored], ks, map_at_r, self.r_precision)
             out.update({f"{name}/{distance}": value for name, value in scores.items()})
         return {name: out[name] for name in self.metric_names()}
