@@ -553,8 +553,9 @@ class RetrievalMetrics:
             if all_vs_all:
                 rows = feats if len(gallery) == len(feats) else feats[gallery]
                 # drop_first: one more neighbour, the query itself included, and the first one dropped
+                searched = k + int(keep_self)
                 values, positions = _search(
-                    rows, None, None, k + int(keep_self), chunk_size, squared=distance == "l2", keep_self=keep_self
+                    rows, None, None, searched, chunk_size, squared=distance == "l2", keep_self=keep_self
                 )
                 values, positions = values[:, int(keep_self) :], positions[:, int(keep_self) :]
             else:
