@@ -1,15 +1,20 @@
 """Small Lightning callbacks: the epoch timer the entry point attaches, the cluster updates that a clustering
 head brings along (``RepresentationModule.configure_callbacks``), and the validation evaluators run on the whole
-validation split after every validation epoch (``ValidationMetrics``, as OML's ``MetricValCallback``)."""
+validation split after every validation epoch (``ValidationMetrics``, as OML's ``MetricValCallback``), and a
+checkpoint that selects the epoch by Boudiaf et al.'s rule (``BoudiafCheckpoint``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.seed import isolate_rng
 from torch import Tensor
 
 from clusterable.contracts import (
@@ -188,3 +193,78 @@ def first_occurrences(index: Tensor) -> tuple[Tensor, Tensor]:
     first = torch.full((len(unique),), len(index), dtype=torch.long, device=index.device)
     first.scatter_reduce_(0, inverse, torch.arange(len(index), device=index.device), reduce="amin")
     return unique, first
+
+
+class BoudiafCheckpoint(ModelCheckpoint):
+    """Keeps one checkpoint, chosen by Boudiaf et al.'s model-selection rule (repository
+    ``jeromerony/dml_cross_entropy``, ``experiment.py``, ``main``), where Lightning's ``ModelCheckpoint`` keeps
+    the first epoch that is strictly best by the exact value:
+
+    - the monitored value is compared as ``round(100 * value, decimals)``: their ``recall_at_ks``
+      (``utils/metrics.py``) returns ``round(100 * recall, 2)``, and ``main`` compares those;
+    - ties go to the later epoch (their ``>=``; ``<=`` with ``mode: min``);
+    - the untrained network is a candidate: the validation loop runs once before the first training step and its
+      weights are the first best (their ``best_val`` starts from the evaluation before training), kept when no
+      epoch reaches its rounded value. That extra validation runs with the random state isolated, so training
+      takes the same steps as without it (they reseed after it); it is logged like any validation, at step 0.
+
+    They select on cosine Recall@1 (``checkpoint.monitor: val/recall@1/cos``) of the split they test on; which
+    split validates here is the dataset's. The rounding is applied to the logged value (float32 in Lightning's
+    metrics), so a value exactly halfway between two hundredths of a percent may round the other way than their
+    float64. A checkpoint of the untrained network has ``global_step`` 0 (and ``epoch`` 0, as the first epoch's).
+
+    Args:
+        dirpath: where the checkpoint is written.
+        filename: its name without ``.ckpt``.
+        monitor: the logged key to select by (not None).
+        mode: ``max`` or ``min``.
+        decimals: the decimals of ``100 * value`` compared (their 2), >= 0.
+        untrained_candidate: validate and keep the untrained network first (theirs: true).
+    """
+
+    def __init__(
+        self,
+        dirpath: str | Path,
+        filename: str,
+        monitor: str,
+        mode: str = "max",
+        decimals: int = 2,
+        untrained_candidate: bool = True,
+    ):
+        if not monitor:
+            raise ValueError("monitor must name a logged metric: Boudiaf et al.'s rule selects by one")
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be max or min, got {mode!r}")
+        if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
+            raise ValueError(f"decimals must be an integer >= 0, got {decimals!r}")
+        super().__init__(dirpath=dirpath, filename=filename, monitor=monitor, mode=mode, save_top_k=1)
+        self.decimals = decimals
+        self.untrained_candidate = bool(untrained_candidate)
+
+    def rounded(self, value: Tensor | float) -> float:
+        """``round(100 * value, decimals)`` as their NumPy scalar rounds it (half to even after scaling)."""
+        return float(np.round(np.float64(float(value)) * 100, self.decimals))
+
+    def check_monitor_top_k(self, trainer: L.Trainer, current: Tensor | None = None) -> bool:
+        """Whether ``current`` replaces the kept checkpoint: at least as good once rounded (ties: the later)."""
+        if current is None:
+            return False
+        if not self.best_k_models:
+            return True
+        best = self.rounded(self.best_k_models[self.kth_best_model_path])
+        now = self.rounded(current)
+        better = now >= best if self.mode == "max" else now <= best
+        return trainer.strategy.reduce_boolean_decision(bool(better))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        if not self.untrained_candidate or trainer.global_step > 0 or not trainer.enable_validation:
+            return  # resumed runs have trained weights; without validation there is nothing to select by
+        # As Lightning's epoch loop runs validation inside training (training_epoch_loop.py, _run_validation).
+        with isolate_rng():
+            trainer.validating = True
+            trainer.fit_loop.epoch_loop.val_loop.run()
+            trainer.training = True
+        # ModelCheckpoint saves nothing at global step 0 by itself (nothing trained yet); the untrained network is
+        # a candidate here, so it is saved as the first best.
+        self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
