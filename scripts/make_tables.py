@@ -13,8 +13,9 @@ the paper's claims checked on our numbers (holds / does not hold). A table is bu
 its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its λ winners, which the Table 2
 runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``).
 
-Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, or the selected runs mix modes or data
-sources (one line on stderr naming what is mixed; nothing written).
+Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json that cannot be read (each
+one named), the selected runs mix modes or data sources, or the runs of one cell differ in more than their seed
+(trainer steps, learning rate...: one line on stderr naming the keys that differ; nothing written).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import importlib
 import os
 import sys
 
-from clusterable.rundir import tables_dir
-from clusterable.tables.report import MixedRuns, describe, load_runs
+from clusterable.rundir import UnreadableRuns, tables_dir
+from clusterable.tables.report import MixedRuns, describe, load_runs, seed_note
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir")
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     experiment = module.SOURCES[name]
     try:
         runs, mode = load_runs(args.outputs, experiment, args.mode)
-    except MixedRuns as err:
+    except (MixedRuns, UnreadableRuns) as err:
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
     if not runs:
@@ -61,11 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
     out_dir = tables_dir(args.outputs, mode)
-    table = getattr(module, name)(runs, out_dir)
+    try:  # a cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written
+        table = getattr(module, name)(runs, out_dir)
+    except MixedRuns as err:
+        print(f"error: {args.table}: {err}", file=sys.stderr)
+        return 2
     suffix, note = describe(runs, mode)
     table.title = f"{table.title} — {suffix}"
     if note:
         table.notes.insert(0, note)
+    if seeds := seed_note(runs):
+        table.notes.insert(1 if note else 0, seeds)
     paths = table.write(out_dir, f"{paper}_{name}")
     diverged = sum(r.payload.get("status") == "diverged" for r in runs)
     failed = sum(not r.ok for r in runs) - diverged

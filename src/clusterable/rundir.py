@@ -73,13 +73,30 @@ def tables_dir(outputs: str | Path, mode: str) -> Path:
     return Path(outputs) / "tables" / ("smoke" if mode == "smoke" else "")
 
 
+class UnreadableRuns(ValueError):
+    """Some metrics.json below a table's folder cannot be read (truncated, not JSON, not a mapping, no
+    permission): a table that left them out would count their runs as never run."""
+
+
 def find_runs(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Every run directory below ``root`` with a readable metrics.json, sorted by path."""
-    out = []
+    """Every run directory below ``root`` with its metrics.json, sorted by path; ``UnreadableRuns`` (one line
+    naming each file and why) when any metrics.json cannot be read, so that no table silently leaves a run out."""
+    out, bad = [], []
     for path in sorted(Path(root).rglob(METRICS_FILE)):
-        m = read_metrics(path.parent)
-        if m is not None:
-            out.append((path.parent, m))
+        try:
+            payload = json.loads(path.read_text())
+        except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            bad.append(f"{path} ({type(e).__name__})")
+            continue
+        if not isinstance(payload, dict):
+            bad.append(f"{path} (not a mapping)")
+            continue
+        out.append((path.parent, payload))
+    if bad:
+        raise UnreadableRuns(
+            f"{len(bad)} metrics.json cannot be read: {', '.join(bad)}; a copy cut short or a file edited by "
+            "hand: restore it, or remove its run folder (or run that cell again) and make the table again"
+        )
     return out
 
 

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from clusterable.rundir import find_runs
+from clusterable.rundir import IGNORED_IN_COMPARISON, find_runs
+
+# Keys of a recorded config that a table's cell may hold several values of: what changes no number a run computes
+# (loggers, paths, progress bars, the CPU threads it used) and the seed, over which a cell averages.
+POOLED = (*IGNORED_IN_COMPARISON, "torch_threads", "seed")
 
 
 @dataclass
@@ -51,6 +57,22 @@ class Run:
                 return default
             node = node[part]
         return node
+
+    @cached_property
+    def leaves(self) -> dict[str, str]:
+        """The recorded resolved config as ``{dotted key: value as JSON text}``, one entry per leaf (``{}`` for a
+        run that records no config): what ``config_differences`` compares."""
+        out: dict[str, str] = {}
+
+        def walk(node: Any, prefix: str) -> None:
+            if isinstance(node, Mapping) and node:
+                for key, value in node.items():
+                    walk(value, f"{prefix}{key}.")
+            elif prefix:
+                out[prefix[:-1]] = json.dumps(node, sort_keys=True, default=str)
+
+        walk(self.payload.get("config") or {}, "")
+        return out
 
     @property
     def ok(self) -> bool:
@@ -144,6 +166,76 @@ def require_uniform(runs: Sequence[Run]) -> None:
         raise MixedRuns(f"the runs mix {what} ({counts}); remove or move the {name} ones ({where})")
 
 
+class MixedConfigs(MixedRuns):
+    """The runs of one table cell differ in more than their seed and the table's own axes (steps, learning rate,
+    batch limits...): no cell averages runs of different configs."""
+
+
+def _pooled(key: str, axes: Iterable[str]) -> bool:
+    """Whether a cell may hold several values of config ``key``: a key of ``POOLED`` or below one, or one of the
+    table's ``axes``, or below a dotted axis (``dataset.reader`` covers ``dataset.reader.denoise``). A group's name
+    (``loss``) covers no key below it: runs of one option that differ in ``loss.margin`` are two configs."""
+    if any(key == p or key.startswith(f"{p}.") for p in POOLED):
+        return True
+    return any(key == a or ("." in a and key.startswith(f"{a}.")) for a in axes)
+
+
+def config_differences(runs: Iterable[Run], axes: Iterable[str] = ()) -> dict[str, dict[str, list[Run]]]:
+    """The recorded config keys whose values differ among ``runs``, beyond ``POOLED`` and ``axes``: ``{key: {value
+    as JSON text: runs}}``, empty when the runs may pool into one cell. A key is compared among the runs that record
+    it: a run recorded before the key existed cannot be told apart by it (and a run that records no config at all
+    is left out: nothing to compare)."""
+    axes = tuple(axes)
+    recorded = [r for r in runs if r.leaves]
+    keys = sorted({k for r in recorded for k in r.leaves if not _pooled(k, axes)})
+    out: dict[str, dict[str, list[Run]]] = {}
+    for key in keys:
+        values: dict[str, list[Run]] = {}
+        for run in recorded:
+            if key in run.leaves:
+                values.setdefault(run.leaves[key], []).append(run)
+        if len(values) > 1:
+            out[key] = values
+    return out
+
+
+def require_one_config(runs: Sequence[Run], axes: Iterable[str] = (), cell: str = "one cell") -> None:
+    """Raise ``MixedConfigs`` (one line: the cell, the keys that differ with their values and counts, where the
+    fewer runs lie) unless the recorded configs of ``runs`` differ in ``POOLED`` keys and ``axes`` alone: the one
+    check every table's grouping runs before it averages a cell."""
+    diff = config_differences(runs, axes)
+    if not diff:
+        return
+    shown = []
+    for key, values in list(diff.items())[:4]:
+        counts = ", ".join(f"{v}: {len(rs)}" for v, rs in sorted(values.items(), key=lambda kv: -len(kv[1])))
+        shown.append(f"{key} ({counts})")
+    more = f" and {len(diff) - 4} more keys" if len(diff) > 4 else ""
+    key, values = next(iter(diff.items()))
+    odd = min(values.values(), key=len)
+    where = os.path.commonpath([str(r.path) for r in odd])
+    raise MixedConfigs(
+        f"the {len(runs)} runs of {cell} differ in more than their seed: {'; '.join(shown)}{more} (runs of "
+        f"different configs are never averaged); remove or move the runs you do not want ({where}), or give them "
+        "an output folder of their own (--outputs)"
+    )
+
+
+def seed_note(runs: Sequence[Run]) -> str:
+    """How many runs (seeds) each configuration of the table has: its runs grouped by recorded config less
+    ``POOLED`` keys ("" without a recorded config)."""
+    counts: dict[tuple[tuple[str, str], ...], int] = {}
+    for run in runs:
+        if run.leaves:
+            ident = tuple(sorted((k, v) for k, v in run.leaves.items() if not _pooled(k, ())))
+            counts[ident] = counts.get(ident, 0) + 1
+    if not counts:
+        return ""
+    low, high = min(counts.values()), max(counts.values())
+    each = f"{low}" if low == high else f"{low} to {high}"
+    return f"Runs (seeds) per configuration: {each}, over {len(counts)} configurations."
+
+
 def describe(runs: Sequence[Run], mode: str) -> tuple[str, str]:
     """A table title's suffix naming the mode, and a note on where the runs' numbers come from ("" if unknown)."""
     if mode == "full":
@@ -201,10 +293,19 @@ def key_of(run: Run, keys: Sequence[str]) -> tuple[str, ...]:
     return tuple(as_text(run.get(k, "")) for k in keys)
 
 
-def cells(runs: Iterable[Run], keys: Sequence[str], metric: str) -> dict[tuple[str, ...], Cell]:
+def cells(
+    runs: Iterable[Run], keys: Sequence[str], metric: str, axes: Sequence[str] = ()
+) -> dict[tuple[str, ...], Cell]:
     """Group runs by their recorded values of ``keys`` (``key_of``) and collect ``metric`` (failed runs counted
-    apart)."""
+    apart). The runs of a cell must be one config but for their seed, ``keys`` and the table's other ``axes``
+    (``require_one_config``; ``MixedConfigs`` otherwise)."""
+    groups: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        groups.setdefault(key_of(run, keys), []).append(run)
     out: dict[tuple[str, ...], Cell] = {}
+    for key, group in groups.items():
+        named = ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
+        require_one_config(group, (*keys, *axes), f"the cell {named}" if named else "one cell")
     for run in runs:
         cell = out.setdefault(key_of(run, keys), Cell())
         value = run.metric(metric) if run.ok else None

@@ -1,0 +1,93 @@
+"""A table cell is one config: runs pool into a cell only when their recorded configs differ in the seed (and what
+the table declares as its own axes); anything else is refused in one line naming the keys. An unreadable
+metrics.json is named, never silently left out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clusterable.tables.report import Run, config_differences, load_runs, seed_note
+
+from .rundirs import write_run
+from .test_dscl_tables import write_row
+
+FFNN = {"_target_": "clusterable.models.FFNN", "hidden": [256, 128]}
+NUMBERS = {"test/sc/nmi": 0.23, "test/kmeans/nmi": 0.2, "test/recall@1/sc": 0.5, "test/recall@1/cos": 0.5}
+
+
+def dscl_digits(outputs: Path, steps: int, seeds=(0, 1, 2)) -> None:
+    """``dscl_row=end_to_end seed=0,1,2`` on digits at ``trainer.max_steps=steps`` (the row's preset: 300)."""
+    for seed in seeds:
+        path = write_row(outputs / f"steps{steps}", "dscl/digits", "end_to_end", seed, NUMBERS, model=FFNN,
+                         dataset="digits_zeroshot")  # fmt: skip
+        assert path.is_dir()
+    # write_row records the preset's steps; the repro's runs recorded the steps they were given.
+    for path in (outputs / f"steps{steps}").rglob("metrics.json"):
+        text = path.read_text().replace('"max_steps": 100', f'"max_steps": {steps}')
+        path.write_text(text)
+
+
+def test_dscl_digits_short_runs_beside_full_ones_are_refused_naming_the_steps(tmp_path, make_tables):
+    """The issue's repro: `dscl_row=end_to_end seed=0,1,2 trainer.max_steps=5` beside the 300-step runs is never
+    averaged into the row (it was: NMI with SC 22.93 ± 3.86 became 29.66 ± 7.84, exit 0)."""
+    dscl_digits(tmp_path, 300)
+    code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path))
+    assert code == 0 and "Runs (seeds) per configuration: 3, over 1 configurations." in out, err
+    dscl_digits(tmp_path, 5)
+    code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path))
+    assert code == 2 and out == "", out
+    assert len(err.strip().splitlines()) == 1, err
+    assert "differ in more than their seed: trainer.max_steps (" in err and "300: 3" in err and "5: 3" in err
+    assert "steps" in err and str(tmp_path) in err  # where the odd runs lie
+
+
+def dml_run(outputs: Path, loss: str, seed: int, lr: float, **config) -> Path:
+    return write_run(outputs, "dml/losses", {"dataset": "digits_zeroshot", "loss": loss, "seed": seed,
+                                             "optimizer.lr": lr},
+                     {"test/recall@1/cos": 0.5 + lr / 10, "test/map@r/cos": 0.3, "test/kmeans/nmi": 0.4},
+                     config=config)  # fmt: skip
+
+
+def test_dml_runs_at_two_learning_rates_are_not_seeds_of_one_row(tmp_path, make_tables):
+    for seed in (0, 1):
+        dml_run(tmp_path, "ce", seed, 0.001)
+        dml_run(tmp_path, "ce", seed, 0.5)
+    code, out, err = make_tables("dml/losses", "--outputs", str(tmp_path))
+    assert (
+        code == 2 and "optimizer.lr (0.001: 2, 0.5: 2)" in err and "dataset=digits_zeroshot, loss=ce" in err
+    )
+
+
+def test_keys_that_change_nothing_computed_pool(tmp_path, make_tables):
+    """Loggers, paths, progress bars and the CPU threads differ between seeds of one config: they still pool."""
+    dml_run(tmp_path, "ce", 0, 0.001, torch_threads=1, paths={"output_dir": "a"}, logger={"csv": {"x": 1}},
+            trainer={"enable_progress_bar": False})  # fmt: skip
+    dml_run(tmp_path, "ce", 1, 0.001, torch_threads=4, paths={"output_dir": "b"}, logger=None,
+            trainer={"enable_progress_bar": True})  # fmt: skip
+    code, out, err = make_tables("dml/losses", "--outputs", str(tmp_path))
+    assert code == 0, err
+    assert "| digits_zeroshot | Cross-entropy (Boudiaf) | 50.0 ± 0.0 | 30.0 ± 0.0 | 40.0 ± 0.0 | 2 |" in out
+    assert "Runs (seeds) per configuration: 2, over 1 configurations." in out
+
+
+def test_config_differences_names_keys_and_ignores_axes_and_unrecorded_keys(tmp_path):
+    a = write_run(tmp_path, "x", {"loss": "center", "loss.lam": 0.1, "seed": 0}, {}, config={"new_key": 1})
+    b = write_run(tmp_path, "x", {"loss": "center", "loss.lam": 0.2, "seed": 1}, {})
+    runs, _ = load_runs(tmp_path, "x")
+    assert {r.path for r in runs} == {a, b}
+    assert set(config_differences(runs)) == {"loss.lam"}  # new_key: b was recorded without it
+    assert config_differences(runs, axes=("loss.lam",)) == {}
+    # A group's name covers no key below it: runs of one loss that differ in loss.lam are two configs.
+    assert set(config_differences(runs, axes=("loss",))) == {"loss.lam"}
+    assert seed_note(runs) == "Runs (seeds) per configuration: 1, over 2 configurations."
+    assert seed_note([Run(tmp_path, {}, {})]) == ""
+
+
+def test_a_truncated_metrics_json_is_named_and_the_table_refused(tmp_path, make_tables):
+    for seed in (0, 1):
+        dml_run(tmp_path, "ce", seed, 0.001)
+    bad = next(tmp_path.rglob("metrics.json"))
+    bad.write_text(bad.read_text()[:40])
+    code, out, err = make_tables("dml/losses", "--outputs", str(tmp_path))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"1 metrics.json cannot be read: {bad} (JSONDecodeError)" in err
