@@ -221,6 +221,32 @@ def test_a_file_that_does_not_fit_is_one_line(torch_home):
     assert "\n" not in str(error.value)
 
 
+class _RunsCode:
+    """Unpickling this creates ``marker``: the proof that loading a file ran code from it."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_corrupt_or_code_carrying_weight_file_is_one_line_naming_it(torch_home, tmp_path):
+    """torch's own message advises ``weights_only=False`` (running code from the file): never shown."""
+    path = save({"conv1.weight": torch.zeros(1)}, torch_home, "bninception")
+    marker = tmp_path / "ran"
+    for content in (b"\x80\x02garbage", b"", None):
+        if content is None:
+            torch.save({"conv1.weight": _RunsCode(marker)}, path, pickle_protocol=2)
+        else:
+            path.write_bytes(content)
+        with pytest.raises(ValueError, match="cannot read") as error:
+            backbones.BNInceptionEncoder(SHAPE)
+        message = str(error.value)
+        assert "\n" not in message and str(path) in message and "weights_only" not in message
+    assert "without running code" in message and not marker.exists()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

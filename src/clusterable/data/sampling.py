@@ -2,7 +2,7 @@
 
 ``Sampler`` is the ``dataset.sampler`` config node (``_target_: clusterable.data.sampling.Sampler``) of the
 in-memory, image-folder and text datamodules alike: ``kind`` (``random`` or ``class_balanced``) and
-``images_per_class``; ``RANDOM_BATCHES`` is their default.
+``images_per_class`` (null unless ``kind`` is ``class_balanced``); ``RANDOM_BATCHES`` is their default.
 
 ``ClassBalancedBatches`` makes batches of ``batch_size / m`` classes with ``m`` images each (the "PK" batches of
 Hermans et al. 2017, the usual sampling for pair-based losses) with pytorch-metric-learning's
@@ -29,7 +29,9 @@ import torch
 
 from clusterable.data.checks import is_int
 
-__all__ = ["RANDOM_BATCHES", "ClassBalancedBatches", "Sampler"]
+__all__ = ["DEFAULT_IMAGES_PER_CLASS", "RANDOM_BATCHES", "ClassBalancedBatches", "Sampler"]
+
+DEFAULT_IMAGES_PER_CLASS = 4  # m of class-balanced batches when the config leaves it null (MLRC's m = 4)
 
 
 @dataclass(frozen=True)
@@ -41,20 +43,31 @@ class Sampler:
             ``batch_size``; ``"class_balanced"``: ``batch_size / images_per_class`` classes of
             ``images_per_class`` rows each (the PK batches pairwise losses need; pytorch-metric-learning's
             ``MPerClassSampler``, see ``ClassBalancedBatches``), as many batches an epoch as random sampling gives.
-        images_per_class: m of the class-balanced batches; random batches ignore it.
+        images_per_class: m of the class-balanced batches; null (the default) means ``DEFAULT_IMAGES_PER_CLASS``.
+            Set with ``kind: random`` it is refused: random batches would silently ignore it. Once built, it
+            holds the m a class-balanced batch uses (the default filled in), whatever the kind.
 
     Raises:
-        ValueError: a value out of range; the message starts with the field's name.
+        ValueError: a value out of range, or ``images_per_class`` set for random batches; the message starts with
+            the field's name.
     """
 
     kind: Literal["random", "class_balanced"] = "random"
-    images_per_class: int = 4
+    images_per_class: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("random", "class_balanced"):
             raise ValueError(f"kind must be 'random' or 'class_balanced', got {self.kind!r}")
+        if self.images_per_class is None:
+            # Filled in so that readers of the field (a fake image source sizes its classes by it) see a number.
+            object.__setattr__(self, "images_per_class", DEFAULT_IMAGES_PER_CLASS)
+            return
         if not is_int(self.images_per_class) or self.images_per_class < 1:
             raise ValueError(f"images_per_class must be an integer >= 1, got {self.images_per_class!r}")
+        if self.kind == "random":
+            raise ValueError(f"images_per_class={self.images_per_class} is used by class-balanced batches only; "
+                             "set dataset.sampler.kind=class_balanced, or leave images_per_class null for random "
+                             "batches")  # fmt: skip
 
     @property
     def class_balanced(self) -> bool:

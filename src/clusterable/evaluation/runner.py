@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from clusterable.contracts import (
+    ChecksSplits,
     DataModule,
     EmbedsSplits,
     EvalContext,
@@ -103,6 +104,35 @@ def evaluate(
         )
         metrics.update(call_evaluators(evaluators, rep, split["labels"], context))
     return metrics
+
+
+def check_splits(
+    evaluators: Mapping[str, Evaluator],
+    data: DataModule,
+    stages: Iterable[str],
+    validation: Iterable[str] = (),
+) -> None:
+    """Check, as soon as the data is loaded, every evaluator that checks its options against the splits it
+    will score (``contracts.ChecksSplits``: Recall@K's ``ks`` against the gallery): each against every split of
+    ``stages``, and those named in ``validation`` (run after every epoch) against ``val`` too when it has rows.
+
+    Raises:
+        EvaluatorError: one line naming the evaluator, e.g. ``evaluator.retrieval: ks must be <= 149 on split
+            'test', ...``, before any training.
+    """
+    stages = list(stages)
+    for name, fn in evaluators.items():
+        if not isinstance(fn, ChecksSplits):
+            continue
+        scored = stages + (["val"] if name in validation and "val" not in stages else [])
+        for stage in scored:
+            split = data.splits.get(stage)
+            if split is None or (stage not in stages and len(split["labels"]) == 0):
+                continue  # an unknown stage is refused by its own check; an empty val split runs no validation
+            try:
+                fn.check_split(stage, split)
+            except ValueError as e:
+                raise EvaluatorError(f"evaluator.{name}: {e}") from None
 
 
 def call_evaluators(

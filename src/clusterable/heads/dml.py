@@ -54,6 +54,12 @@ class DML(SemiSupervisedHead):
         super().__init__(num_classes, embedding_dim, latent_dim, metric, schedule, alpha=1.0, gamma=gamma)
         self.latent = nn.Linear(self.embedding_dim, self.latent_dim)
 
+    @property
+    def min_batch_size(self) -> int:
+        """``contracts.NeedsBatchOf``: DML's loss is its metric loss alone, so the rows that one needs (1 for a
+        metric head that declares none: center loss)."""
+        return int(getattr(self.metric, "min_batch_size", 1))
+
     def forward(self, embeddings: Tensor, labels: Tensor, epoch: int = 0, **batch: Any) -> dict[str, Tensor]:
         """``loss = gamma L_S`` and ``supervised = L_S`` for embeddings (N, D), labels (N,) (-1 = unlabelled)."""
         return self.combine(self.latent(embeddings), labels, epoch, None, {})

@@ -140,6 +140,9 @@ class DSCL(nn.Module):
             )
         self._warned = False
 
+    # contracts.NeedsBatchOf: DSCL's trace needs at least 2 classes in a batch (forward refuses fewer), so 2 rows.
+    min_batch_size = 2
+
     def encode(self, encoder: Callable[[Tensor], Tensor], inputs: Tensor) -> Tensor:
         """The training batch's embeddings (n, d): ``encoder(inputs)``, per sub-batch with activation
         checkpointing when ``sub_batch_size`` is set (class docstring)."""

@@ -64,6 +64,21 @@ class PMLHead(nn.Module):
         self.loss_fn = build_pml("loss", loss, framework)
         self.miner_fn = None if miner is None else build_pml("miner", miner, framework)
 
+    @property
+    def min_batch_size(self) -> int:
+        """``contracts.NeedsBatchOf``: the rows a batch needs for the loss to be anything but 0. A loss with
+        learned class vectors (PML's ``WeightRegularizerMixin``: proxies, ArcFace's and NormalizedSoftmax's
+        class weights) scores each row against them: 1. A loss of triplets (``TripletMarginLoss``,
+        ``MarginLoss``, or any loss behind a ``TripletMarginMiner``) needs an anchor, a positive and a negative:
+        3. Every other loss compares the rows of the batch with each other: 2."""
+        from pytorch_metric_learning import losses, miners
+        from pytorch_metric_learning.losses.mixins import WeightRegularizerMixin
+
+        if isinstance(self.loss_fn, WeightRegularizerMixin):
+            return 1
+        triplets = isinstance(self.loss_fn, (losses.TripletMarginLoss, losses.MarginLoss))
+        return 3 if triplets or isinstance(self.miner_fn, miners.TripletMarginMiner) else 2
+
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor, **batch) -> dict[str, torch.Tensor]:
         """PML's loss on the rows with ``labels >= 0``; embeddings (N, D), labels (N,) long."""
         labelled = labels >= 0

@@ -26,6 +26,7 @@ address.
 from __future__ import annotations
 
 import pickle
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,8 +116,23 @@ def _read_weights(arch: str) -> dict[str, Tensor]:
             return torch.load(path, map_location="cpu", weights_only=True, encoding="latin1")
     except (RuntimeError, OSError, EOFError, pickle.UnpicklingError, UnicodeDecodeError) as e:
         raise ValueError(
-            f"weights='imagenet': cannot read {path} ({type(e).__name__}: {_first_line(e)})"
+            f"weights='imagenet': cannot read {path} ({_load_error(e)}); download {family.url} into "
+            f"{path.parent} again"
         ) from None
+
+
+def _load_error(error: BaseException) -> str:
+    """What ``torch.load(..., weights_only=True)`` found wrong, in a few words: its own message advises
+    ``weights_only=False`` (which runs code from the file) for any file it cannot read, corrupt or not, and this
+    module never loads weights that way."""
+    if isinstance(error, EOFError):
+        return "the file is empty or truncated"
+    if isinstance(error, pickle.UnpicklingError) and "weights_only" in str(error):
+        found = re.search(r"WeightsUnpickler error:\s*(.+)", str(error))
+        # Its first sentence only: the rest advises allow-listing what the file asks to run.
+        detail = f": {found.group(1).strip().split('. ')[0]}" if found else ""
+        return f"not a file of tensors that can be read without running code from it{detail}"
+    return f"{type(error).__name__}: {_first_line(error)}"
 
 
 def _first_line(error: BaseException) -> str:

@@ -83,7 +83,15 @@ def encoder_arguments(cfg: DictConfig, ctx: RunContext, datamodule: Any) -> dict
 def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     """Every part of the run, each checked against its contract; the module wires them together."""
     from clusterable.callbacks import ValidationMetrics
-    from clusterable.contracts import Encoder, HasDataNotes, Head, require, require_evaluator
+    from clusterable.contracts import (
+        Encoder,
+        HasDataNotes,
+        Head,
+        require,
+        require_batch_size,
+        require_evaluator,
+    )
+    from clusterable.evaluation.runner import check_splits
     from clusterable.module import RepresentationModule
 
     datamodule = build_data(cfg, ctx)
@@ -95,12 +103,14 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
         input_shape=datamodule.input_shape,
     )  # fmt: skip
     require(head, Head, f"loss={ctx.choices.get('loss')}")
+    require_batch_size(head, cfg.dataset.get("batch_size"), f"loss={ctx.choices.get('loss')}")
     evaluators = {
         name: build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL)
         for name, node in (cfg.get("evaluator") or {}).items()
     }
     for name, fn in evaluators.items():
         require_evaluator(fn, f"evaluator.{name}")
+    check_splits(evaluators, datamodule, cfg.eval_stages, cfg.validation_evaluators)  # ks against the gallery
     module = RepresentationModule(
         encoder, head, build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL), cfg.divergence_limit,
         cfg.optimizer_steps,

@@ -299,4 +299,5 @@ def test_dataset_configs_give_the_recipes_augmentation_and_sampler(tmp_path, nam
     jitter = {"cub200": (0.25, 0.25, 0.25, 0.0), "cars196": (0.3, 0.3, 0.3, 0.1)}.get(name)
     ratio = (1.0, 1.0) if name == "cars196" else (0.75, 4 / 3)
     assert dm.augment == Augment((0.16, 1.0), ratio, True, jitter)
-    assert dm.sampler == Sampler("random", 2 if name in ("sop", "inshop") else 4)
+    # Random batches by default, images_per_class left null (set only with class-balanced batches).
+    assert dm.sampler == Sampler("random") and cfg.dataset.sampler.images_per_class is None

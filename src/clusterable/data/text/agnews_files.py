@@ -43,7 +43,7 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 
-from clusterable.data.errors import CorruptFileError, first_line
+from clusterable.data.errors import CorruptFileError, DatasetError, first_line
 
 __all__ = [
     "AUTHORS_REPO",
@@ -239,20 +239,33 @@ def _xml_article(fields: dict[str, str | None]) -> Article:
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def read_npz(path: str | Path) -> list[tuple[str, list[str] | Article]]:
+# The option that lets a run unpickle the authors' object arrays (named in the refusal).
+ALLOW_PICKLE_OPTION = "dataset.corpus.allow_pickle=true"
+
+
+class PickledFileError(DatasetError):
+    """A data file whose arrays are pickled Python objects, which unpickling could make run code: refused unless
+    the user allows it."""
+
+
+def read_npz(path: str | Path, allow_pickle: bool = True) -> list[tuple[str, list[str] | Article]]:
     """The entries of the authors' release at ``path``, in order: (the topic's name as stored, the tokens as stored
     or an ``Article`` whose title and description (or text, as the title) the recipe makes a document of).
+
+    ``allow_pickle``: whether an object array (pickled entries: unpickling a file can run code from it) is read;
+    False refuses it in one line naming ``ALLOW_PICKLE_OPTION``. Arrays of plain records never need it.
 
     Raises:
         CorruptFileError: not a readable .npz archive, no ``data`` array, or an entry of a layout this reader does
             not know (one line describing the first such entry).
+        PickledFileError: an object array and ``allow_pickle`` False.
     """
     path = Path(path)
-    return [_npz_entry(entry, i, path) for i, entry in enumerate(_npz_data(path))]
+    return [_npz_entry(entry, i, path) for i, entry in enumerate(_npz_data(path, allow_pickle))]
 
 
-def _npz_data(path: Path) -> np.ndarray:
-    """The archive's ``data`` array; object arrays (pickled entries) are read too."""
+def _npz_data(path: Path, allow_objects: bool) -> np.ndarray:
+    """The archive's ``data`` array; object arrays (pickled entries) only with ``allow_objects``."""
 
     def corrupt(what: str) -> CorruptFileError:
         return CorruptFileError(
@@ -275,6 +288,11 @@ def _npz_data(path: Path) -> np.ndarray:
                 except ValueError:  # an object array: its entries are pickled Python objects
                     if allow_pickle:
                         raise
+                    if not allow_objects:
+                        raise PickledFileError(
+                            f"AGNews npz file {path} holds pickled Python objects (an object array), which could run "
+                            f"code when read: {ALLOW_PICKLE_OPTION} reads it if you trust the file"
+                        ) from None
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
         raise corrupt(f"it cannot be read ({first_line(err)})") from None
     raise AssertionError("unreachable")  # the loop returns or raises
