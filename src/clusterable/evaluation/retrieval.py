@@ -21,7 +21,7 @@ same neighbours (``scripts/bench.py --only retrieval_eval``).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -484,6 +484,23 @@ class RetrievalMetrics:
             names += [f"map@r/{distance}"] if self.map_at_r else []
             names += [f"r_precision/{distance}"] if self.r_precision else []
         return names
+
+    def check_split(self, stage: str, split: Mapping[str, Tensor]) -> None:
+        """``contracts.ChecksSplits``: refuse, before training, ``ks`` that split ``stage`` (its ``labels`` (N,),
+        ``is_query``/``is_gallery`` (N,) if any) cannot serve: a K above a query's candidates, counted as
+        ``__call__`` counts them (the labelled gallery rows, minus the query itself when every row queries the
+        others). Raises ValueError, the message starting with ``ks``."""
+        labelled = to_tensor(split["labels"]) >= 0
+        masks = _query_gallery(dict(split), len(labelled))
+        if masks is None:
+            candidates = int(labelled.sum()) - 1
+            what = "the gallery size minus one (every row queries the others)"
+        else:
+            candidates = int((masks[1].to(labelled.device) & labelled).sum())
+            what = "the gallery size (query/gallery)"
+        if max(self.ks) > candidates:
+            k, most = max(self.ks), max(candidates, 0)
+            raise ValueError(f"ks must be <= {most} on split {stage!r}, {what}; got K = {k}")
 
     @torch.no_grad()
     def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
