@@ -28,7 +28,10 @@ class CrossEntropy(nn.Module):
     The classifier follows the authors' code (``models/base_model.py``): dropout on the features before a linear
     layer with bias, weight and bias initialised to zero (so every class starts with the same logit).
     ``dropout`` is an ``nn.Dropout``: active in training mode only, so ``logits`` in eval mode is the plain linear
-    map.
+    map. Where their evaluation and model selection differ from ours (the first neighbour dropped, lone queries
+    as misses, R@1 rounded with ties to the later epoch, the untrained network a candidate), the options that
+    reproduce them are ``evaluation.retrieval.RetrievalMetrics``'s ``self_match``/``lone_queries`` and
+    ``callbacks.BoudiafCheckpoint``.
 
     Args:
         num_classes: K, at least 2.
