@@ -5,6 +5,9 @@ A mistake on the command line is one line and exit status 2 before anything runs
 (``loss=nope``) is found by parsing alone; a config that does not compose (``loss.lamda=0.3`` without ``+``) or a
 wrong sweep setting (``hydra.sweeper.grids`` that is not a mapping of grids) is Hydra's own composition error,
 turned into one line, so the config is composed once per command (once per cell under ``-m``).
+``-m`` with DDP is such a mistake (``hydra_callbacks.ddp_in_sweep``). A full disk or an unwritable file is one line
+(``error: no space left on device writing <file>``), and a sweep that does not finish (Ctrl-C, a full disk) still
+prints its summary.
 Exit status: 0 when every run is ok, 1 when one failed, 2 for a mistake on the command line, 130 after Ctrl-C.
 """
 
@@ -23,6 +26,7 @@ from clusterable import hydra_callbacks, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
 from clusterable.preflight import check_group_options
 from clusterable.run import RunContext, run
+from clusterable.rundir import is_write_error, write_error
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
@@ -50,11 +54,22 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         hydra_main()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the interrupted cells are recorded (the same command redoes them)
         sys.exit(130)
+    except hydra_callbacks.CommandLineError as e:  # refused before any cell ran
+        hydra_callbacks.discard_sweep()
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:  # a full disk or an unwritable file outside any run (Hydra's own files, the sweep's)
+        if not is_write_error(e):
+            raise
+        print(f"error: {write_error(e)}", file=sys.stderr)
+        sys.exit(1)
     except (HydraException, OmegaConfBaseException) as e:
         # A sweep setting refused by the sweeper's constructor (bad grids) is its ValueError's one line.
         cause = e.__cause__
         print(f"error: {cause if isinstance(cause, ValueError) else composition_error(e)}", file=sys.stderr)
         sys.exit(2)
+    finally:  # a sweep Hydra did not finish (Ctrl-C, a full disk) still says what its cells did
+        hydra_callbacks.end_sweep()
     sys.exit(hydra_callbacks.exit_status["code"])

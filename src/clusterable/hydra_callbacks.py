@@ -1,7 +1,8 @@
 """Hydra callbacks (``hydra.callbacks`` in ``conf/train.yaml``): the output folder is checked before anything
 runs, and a multirun ends with ``N ok, M failed, K skipped`` (and ``D diverged`` when a head recognised its loss's
-unbounded regime: results of the grid, not failures), the failed cells' reasons and a non-zero exit status when any
-cell failed.
+unbounded regime: results of the grid, not failures; ``B busy`` for cells another process was running; ``I
+interrupted`` after Ctrl-C), the failed cells' reasons and a non-zero exit status when any cell failed. A sweep that
+Hydra does not finish (Ctrl-C, a full disk) still prints its summary: ``clusterable.cli`` calls ``end_sweep``.
 
 Jobs may run in other processes (``hydra/launcher=joblib``, ``submitit_*``), so each job writes its outcome as a
 small file in a folder the sweep names in an environment variable (inherited by the launched processes); the
@@ -10,12 +11,14 @@ summary reads them back in the launching process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +28,49 @@ from omegaconf import DictConfig
 RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
 # The launching process's exit status, read by ``clusterable.cli.main`` after Hydra returns.
 exit_status = {"code": 0}
+# The sweep under way in this process, so that one Hydra does not finish (Ctrl-C) still ends with its summary.
+_sweeps: list[SweepSummary] = []
+STATUSES = ("ok", "diverged", "failed", "skipped", "busy", "interrupted")
+
+
+class CommandLineError(Exception):
+    """A mistake on the command line found once Hydra has composed the config (``-m`` with DDP): one line, exit
+    status 2, before any cell runs."""
+
+
+def ddp_in_sweep(config: DictConfig) -> str | None:
+    """Why ``config`` (a composed ``train.py -m`` config, its ``hydra`` node included) cannot run as a cell of a
+    local sweep, or None. Lightning starts DDP's other ranks by running the whole command line again: under ``-m``
+    every rank would run the whole sweep. A SLURM launcher starts each cell as its own job with its ranks, so it may.
+    """
+    trainer = config.get("trainer") or {}
+    strategy, devices = str(trainer.get("strategy", "auto")), trainer.get("devices", 1)
+    launcher = str(((config.get("hydra") or {}).get("launcher") or {}).get("_target_", ""))
+    if "Slurm" in launcher:
+        return None
+    several = _device_count(devices) not in (0, 1)  # -1: every device
+    if not (several or any(name in strategy.lower() for name in ("ddp", "fsdp", "deepspeed"))):
+        return None
+    return (f"-m with DDP (trainer.strategy={strategy}, trainer.devices={devices}): Lightning would start the whole "
+            "sweep again in every rank; run each DDP cell as a single run (without -m), or sweep with "
+            "hydra/launcher=submitit_slurm")  # fmt: skip
+
+
+def _device_count(devices: Any) -> int:
+    """Lightning's ``devices`` as a count: an int as it is (-1 for all), a list or ``"0,1"`` by its items, ``"2"``
+    as 2, anything else (``"auto"``) as 1."""
+    if isinstance(devices, int):
+        return devices
+    if isinstance(devices, Sequence) and not isinstance(devices, str):
+        return len(devices)
+    text = str(devices).strip()
+    if "," in text:
+        return len([d for d in text.split(",") if d.strip()])
+    return int(text) if text.lstrip("-").isdigit() else 1
 
 
 def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | None = None) -> None:
-    """Write one job's outcome (``ok``, ``diverged``, ``failed`` or ``skipped``) for the sweep summary; no-op outside
-    a sweep.
+    """Write one job's outcome (one of ``STATUSES``) for the sweep summary; no-op outside a sweep.
 
     ``cell`` names the cell in the summary (default: the run directory's name, i.e. its overrides).
     """
@@ -37,7 +78,12 @@ def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | No
     if not folder:
         return
     record = {"dir": str(run_dir), "cell": cell or run_dir.name, "status": status, "error": error}
-    Path(folder, f"{uuid.uuid4().hex}.json").write_text(json.dumps(record))
+    path = Path(folder, f"{uuid.uuid4().hex}.json")
+    try:  # whole or not at all (the summary globs *.json), and a full disk must not turn the outcome into a crash
+        path.with_suffix(".tmp").write_text(json.dumps(record))
+        path.with_suffix(".tmp").replace(path)
+    except OSError:
+        path.with_suffix(".tmp").unlink(missing_ok=True)
 
 
 class OutputFolderCheck(Callback):
@@ -75,15 +121,29 @@ class SweepSummary(Callback):
         self.records = sweep_dir / f".outcomes-{os.getpid()}-{time.time_ns()}"
         self.records.mkdir(parents=True, exist_ok=True)
         os.environ[RECORDS_ENV] = str(self.records)
+        _sweeps.append(self)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        outcomes = [json.loads(p.read_text()) for p in sorted(self.records.glob("*.json"))]
+        self.summarize()
+
+    def summarize(self) -> None:
+        """Print the tally of the outcomes recorded so far and remove their folder (once)."""
+        if self in _sweeps:
+            _sweeps.remove(self)
+        outcomes = []
+        for path in sorted(self.records.glob("*.json")):
+            try:
+                outcomes.append(json.loads(path.read_text()))
+            except (OSError, ValueError):  # cut short (a full disk, a killed job): that cell goes uncounted
+                continue
         shutil.rmtree(self.records, ignore_errors=True)
         os.environ.pop(RECORDS_ENV, None)
-        counts = {s: sum(o["status"] == s for o in outcomes) for s in ("ok", "diverged", "failed", "skipped")}
+        counts = {s: sum(o["status"] == s for o in outcomes) for s in STATUSES}
         diverged = f"{counts['diverged']} diverged, " if counts["diverged"] else ""
+        # Shown only when a cell had them, so that the usual line stays the one users (and scripts) know.
+        rare = "".join(f", {counts[s]} {s}" for s in ("busy", "interrupted") if counts[s])
         print(
-            f"sweep: {counts['ok']} ok, {diverged}{counts['failed']} failed, {counts['skipped']} skipped "
+            f"sweep: {counts['ok']} ok, {diverged}{counts['failed']} failed, {counts['skipped']} skipped{rare} "
             f"({self.records.parent})"
         )
         # Each diverged cell printed its reason when it stopped, and the tables show them: one line here.
@@ -106,6 +166,22 @@ class SweepSummary(Callback):
             print(f"failed: {where}: {error}", file=sys.stderr)
         if counts["failed"]:
             exit_status["code"] = 1
+
+
+def end_sweep() -> None:
+    """Print the summary of a sweep Hydra did not finish (Ctrl-C, a full disk): the cells recorded so far."""
+    while _sweeps:
+        _sweeps[-1].summarize()
+
+
+def discard_sweep() -> None:
+    """Forget a sweep refused before any cell ran (its one error line is all there is to say)."""
+    while _sweeps:
+        sweep = _sweeps.pop()
+        shutil.rmtree(sweep.records, ignore_errors=True)
+        os.environ.pop(RECORDS_ENV, None)
+        with contextlib.suppress(OSError):  # the sweep folder, if it holds nothing else
+            sweep.records.parent.rmdir()
 
 
 def _alive(pid: int) -> bool:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -51,10 +52,14 @@ def write_metrics(run_dir: str | Path, payload: dict[str, Any]) -> Path:
     umask = os.umask(0)
     os.umask(umask)
     os.fchmod(fd, 0o644 & ~umask)  # mkstemp makes 0600: tables and colleagues must be able to read it
-    with os.fdopen(fd, "w") as f:
-        json.dump(_plain(payload), f, indent=2, sort_keys=True)
     path = run_dir / METRICS_FILE
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_plain(payload), f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:  # a full disk: no half-written temporary file left beside the runs
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None
     return path
 
 
@@ -170,3 +175,18 @@ def remove_if_empty(path: Path) -> None:
             path.unlink()
     except OSError:
         pass
+
+
+# The errors of a write that say the disk, not the code, is at fault: a run ends in one line on them.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG, errno.EIO)
+
+
+def is_write_error(e: BaseException) -> bool:
+    """Whether ``e`` is a write that failed for want of space or permission (``WRITE_ERRNOS``), not a bug."""
+    return isinstance(e, OSError) and e.errno in WRITE_ERRNOS
+
+
+def write_error(e: OSError) -> str:
+    """One line for a failed write: ``no space left on device writing <file>`` (the file when the error names it)."""
+    what = (e.strerror or os.strerror(e.errno or 0) or str(e)).lower()
+    return f"{what} writing {e.filename}" if e.filename else f"{what} writing the run's files"

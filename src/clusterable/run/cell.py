@@ -3,10 +3,17 @@
 A re-run of a grid keeps a cell whose metrics.json says ``ok`` (or ``diverged``: a result of the grid) and whose
 recorded config equals the one asked for now (``rundir.config_changes``: loggers, paths and progress bars aside);
 anything else is re-run from a clean folder, so no checkpoint, log or plot of an earlier attempt survives.
+
+A cell is locked while it runs (``fcntl.flock`` on ``<run dir>/.lock``, released by the kernel if the process
+dies): a second sweep, or a single run, on the same folder finds it ``busy``, says so in one line and goes on to its
+next cell; it never reads a half-written record of it, nor cleans it under the running one's feet.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+from pathlib import Path
 from typing import Any
 
 from clusterable import hydra_callbacks
@@ -14,15 +21,49 @@ from clusterable.run.context import RunContext
 from clusterable.rundir import clean_cell, config_changes, read_metrics, write_metrics
 
 FINISHED = ("ok", "diverged")
+LOCK_FILE = ".lock"
+BUSY = "another process runs this cell"
+# The cells this process holds locked: run directory -> the open lock file (closing it releases the lock).
+_held: dict[Path, int] = {}
+
+
+def lock_cell(run_dir: Path) -> bool:
+    """Take the cell's lock without waiting; False when another process holds it (this process's own: True)."""
+    if run_dir in _held:
+        return True
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _held[run_dir] = fd
+    return True
+
+
+def release_cell(run_dir: Path) -> None:
+    """Release the cell's lock once its record is written (no-op when this process does not hold it). The lock
+    file stays: removing it would let a process that opened it a moment before lock a file nobody else sees."""
+    fd = _held.pop(run_dir, None)
+    if fd is not None:
+        os.close(fd)
 
 
 def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, Any]) -> dict[str, Any] | None:
-    """The finished record to keep (the cell is skipped), or None after cleaning the cell for a new attempt.
+    """The finished record to keep (the cell is skipped), a ``busy`` record (not written) when another process runs
+    the cell, or None after locking and cleaning the cell for a new attempt (``release_cell`` when it is recorded).
 
     ``notes`` are what the config's resolvers remarked now (``resolvers.note``): a note the previous record holds
     that no resolver makes any more is dropped from it (a λ that fell back to the config's 0.5 is Table 1's winner
     now, and that winner is 0.5: the same value, the same run).
     """
+    if not lock_cell(ctx.run_dir):
+        print(f"busy {ctx.run_dir}: {BUSY}")
+        hydra_callbacks.record_outcome(ctx.run_dir, "busy", BUSY)
+        if ctx.single:
+            hydra_callbacks.exit_status["code"] = 1
+        return {"status": "busy", "error": BUSY, "metrics": {}}
     previous = read_metrics(ctx.run_dir)
     if previous is not None and previous.get("status") in FINISHED:
         if "config" not in previous:
@@ -40,9 +81,10 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
                 f"skip {ctx.run_dir}: metrics.json says {previous['status']} and its config is the one asked for"
             )
             hydra_callbacks.record_outcome(ctx.run_dir, "skipped", None)
+            release_cell(ctx.run_dir)
             return previous
         shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
         print(f"rerun {ctx.run_dir}: its finished run had another config ({shown})")
     # A new attempt starts from a clean cell: no checkpoint, log or plot of an earlier one survives.
-    clean_cell(ctx.run_dir, keep=(".hydra", f"{ctx.job_name}.log"))
+    clean_cell(ctx.run_dir, keep=(".hydra", f"{ctx.job_name}.log", LOCK_FILE))
     return None

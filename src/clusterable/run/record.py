@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from clusterable import hydra_callbacks
+from clusterable.run.cell import release_cell
 from clusterable.run.context import RunContext
 from clusterable.rundir import (
     is_write_error,
@@ -117,6 +118,7 @@ def finish(
     # An interrupted cell is counted apart in the sweep's summary (it is redone by the same command).
     hydra_callbacks.record_outcome(ctx.run_dir, "interrupted" if error == "interrupted" else payload["status"],
                                    payload["error"])  # fmt: skip
+    release_cell(ctx.run_dir)  # recorded: another process may reuse or redo the cell now
     if error != "interrupted":
         print_summary(ctx.run_dir, payload, ctx.single)
     return payload

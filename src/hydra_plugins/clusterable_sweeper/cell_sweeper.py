@@ -38,7 +38,7 @@ from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
 from clusterable.config import composition_error
-from clusterable.hydra_callbacks import record_outcome
+from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
 
 Grids = dict[str, dict[str, str]]
 
@@ -141,6 +141,9 @@ class CellSweeper(BasicSweeper):
         self._command_line: list[str] = []
 
     def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None
+        if problem := ddp_in_sweep(self.config):  # before any cell runs (a swept trainer: each cell, below)
+            raise CommandLineError(problem)
         self._command_line = list(arguments)  # split_arguments below tells the command line from params by it
         return super().sweep(arguments)
 
@@ -163,13 +166,17 @@ class CellSweeper(BasicSweeper):
         composing = []
         for overrides in super().get_job_batch():
             try:
-                loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
+                cell_config = loader.load_sweep_config(
+                    master_config=self.config, sweep_overrides=list(overrides)
+                )
             except Exception as e:  # Hydra's ConfigCompositionException and its causes
                 cell = ",".join(overrides)
                 reason = composition_error(e)
                 print(f"failed: {cell}: {reason}")  # the summary repeats it on stderr
                 record_outcome(Path(str(self.config.hydra.sweep.dir)), "failed", reason, cell=cell)
                 continue
+            if problem := ddp_in_sweep(cell_config):
+                raise CommandLineError(problem)
             composing.append(overrides)
         return composing
 

@@ -1,0 +1,54 @@
+"""The best checkpoint, written whole or not at all.
+
+Lightning's own save of a local checkpoint goes through an fsspec transaction whose temporary file lives in the
+system's temporary folder and is then moved (copied, across filesystems) onto the run's: on a full disk the copy
+stops midway and leaves a truncated ``best.ckpt`` that the run would later load as the best epoch. Here the
+checkpoint is written to a temporary file beside it and renamed over it (a rename within a folder is atomic): a
+failed write leaves the previous best checkpoint, or none, never half of one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from clusterable.rundir import WRITE_ERRNOS
+
+
+class AtomicCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose every save is a temporary file in the checkpoint folder renamed over the target.
+
+    A failed write raises ``OSError`` naming the checkpoint (``no space left on device writing .../best.ckpt``);
+    torch's own writer says only ``file write failed`` in a ``RuntimeError``, which is turned into ENOSPC when the
+    disk has no space left (else EIO).
+    """
+
+    def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
+        target = Path(filepath)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        try:
+            super()._save_checkpoint(trainer, str(tmp))
+            if trainer.is_global_zero:
+                os.replace(tmp, target)
+        except (OSError, RuntimeError) as e:
+            tmp.unlink(missing_ok=True)
+            if isinstance(e, OSError) and e.errno not in WRITE_ERRNOS:
+                raise
+            if isinstance(e, RuntimeError) and "write" not in str(e).lower():
+                raise  # not a failed write: a bug, with its traceback
+            code = e.errno if isinstance(e, OSError) else _why_not_written(target.parent)
+            raise OSError(code, os.strerror(code), str(target)) from None
+        self._last_checkpoint_saved = filepath  # the file that now holds it, not the temporary one
+
+
+def _why_not_written(folder: Path) -> int:
+    """ENOSPC when ``folder``'s filesystem has no space left for us, else EIO."""
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return errno.EIO
+    return errno.ENOSPC if stats.f_bavail * stats.f_frsize < 1 << 20 else errno.EIO

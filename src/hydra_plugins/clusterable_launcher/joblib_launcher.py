@@ -1,0 +1,161 @@
+"""``hydra/launcher=joblib`` for ``train.py -m``: Hydra's joblib launcher, made to stop on Ctrl-C.
+
+Hydra's own launcher lets Ctrl-C reach its workers in any state: a worker interrupted mid-cell hands the
+``KeyboardInterrupt`` to loky (a traceback) and takes the next cell, an idle one dies, and the launching process may
+kill the workers before they have recorded their cells. Here (stored as ``hydra/launcher=joblib`` in place of
+Hydra's, with the same options):
+
+- each worker turns the first Ctrl-C of a cell into one ``KeyboardInterrupt`` (the run layer records the cell
+  ``interrupted``), ignores Ctrl-C between cells and starts no cell once the sweep is stopping;
+- the launching process, on Ctrl-C (from the terminal, which signals every process of the group, or sent to it
+  alone), passes it on to the workers that run a cell, waits up to ``GRACE_S`` seconds for them to record it (a
+  second Ctrl-C stops waiting), then lets joblib kill every worker and raises ``KeyboardInterrupt``: the sweep's
+  summary is printed and the command exits 130 (``clusterable.cli``); the same command redoes those cells.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
+from hydra.types import TaskFunction
+from hydra_plugins.hydra_joblib_launcher import joblib_launcher
+from hydra_plugins.hydra_joblib_launcher._core import execute_job, process_joblib_cfg
+from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
+from joblib import Parallel, delayed
+from omegaconf import DictConfig, OmegaConf
+
+from clusterable.hydra_callbacks import RECORDS_ENV
+
+log = logging.getLogger(__name__)
+
+# Seconds the launching process waits, after Ctrl-C, for the running cells to record themselves.
+GRACE_S = 15.0
+STOP_FILE = "stop"  # in the launch's control folder: no worker starts a cell once it exists
+# In the control folder: one empty file per worker that runs a cell, named by its process id.
+RUNNING = "running"
+
+
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """A worker's Ctrl-C during a cell: one ``KeyboardInterrupt``, the next ones ignored (the terminal and the
+    launching process may both send one)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def run_cell(
+    idx: int,
+    overrides: Sequence[str],
+    hydra_context: Any,
+    config: DictConfig,
+    task_function: TaskFunction,
+    singleton_state: dict[Any, Any],
+    control: str,
+    records: str | None,
+) -> JobReturn | None:
+    """Run one cell in a worker (Hydra's ``execute_job``); None when the sweep was stopped before or during it."""
+    folder = Path(control)
+    if (folder / STOP_FILE).exists():
+        return None
+    if records:  # a reused worker keeps the environment of the sweep that started it: this sweep's folder
+        os.environ[RECORDS_ENV] = records
+    signal.signal(signal.SIGINT, _interrupt_once)
+    running = folder / RUNNING / str(os.getpid())
+    running.touch()
+    try:
+        return execute_job(idx, overrides, hydra_context, config, task_function, singleton_state)
+    except KeyboardInterrupt:  # the run layer recorded the cell; the launching process stops the sweep
+        return None
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # between cells Ctrl-C is the launching process's
+        running.unlink(missing_ok=True)
+
+
+def _stop_workers(folder: Path) -> None:
+    """Ask the workers that run a cell to record it (SIGINT) and wait until they have, at most ``GRACE_S`` s."""
+    (folder / STOP_FILE).touch()
+    for entry in (folder / RUNNING).iterdir():
+        try:
+            os.kill(int(entry.name), signal.SIGINT)
+        except (ProcessLookupError, ValueError):
+            pass
+    deadline = time.monotonic() + GRACE_S
+    while any((folder / RUNNING).iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+class JoblibLauncher(joblib_launcher.JoblibLauncher):
+    """Hydra's ``JoblibLauncher`` (same options) whose sweep stops on Ctrl-C, its workers included."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        """Run the cells on joblib's workers (Hydra's ``_core.launch``, with ``run_cell`` as the job); on Ctrl-C,
+        stop them as the module says and raise ``KeyboardInterrupt``."""
+        setup_globals()
+        assert self.config is not None and self.task_function is not None and self.hydra_context is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        folder = sweep_dir / f".joblib-{os.getpid()}-{time.time_ns()}"
+        (folder / RUNNING).mkdir(parents=True)
+        joblib_cfg = dict(self.joblib)
+        joblib_cfg["backend"] = "loky"  # as Hydra's: the threading backend is incompatible with Hydra
+        process_joblib_cfg(joblib_cfg)
+        log.info(f"Joblib.Parallel({','.join(f'{k}={v}' for k, v in joblib_cfg.items())}) is launching "
+                 f"{len(job_overrides)} jobs")  # fmt: skip
+        log.info(f"Launching jobs, sweep output dir : {sweep_dir}")
+        for idx, overrides in enumerate(job_overrides):
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+
+        stopping: list[bool] = []
+        singletons = Singleton.get_state()
+
+        def on_ctrl_c(signum: int, frame: Any) -> None:
+            if stopping:  # a second Ctrl-C: stop waiting, joblib kills the workers now
+                raise KeyboardInterrupt
+            stopping.append(True)
+            _stop_workers(folder)
+            raise KeyboardInterrupt  # joblib aborts: it kills every worker, idle ones included
+
+        previous = signal.signal(signal.SIGINT, on_ctrl_c)
+        try:
+            runs = Parallel(**joblib_cfg)(
+                delayed(run_cell)(
+                    initial_job_idx + idx,
+                    overrides,
+                    self.hydra_context,
+                    self.config,
+                    self.task_function,
+                    singletons,
+                    str(folder),
+                    os.environ.get(RECORDS_ENV),
+                )  # fmt: skip
+                for idx, overrides in enumerate(job_overrides)
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            shutil.rmtree(folder, ignore_errors=True)
+        if any(r is None for r in runs):  # a worker alone was interrupted: the sweep stops all the same
+            raise KeyboardInterrupt
+        return runs
+
+
+# Hydra's joblib options for this launcher, stored after Hydra's (imported above) under its name, so that
+# ``hydra/launcher=joblib`` as users type it selects this one. (A node, not a dataclass: Hydra's plugin scan executes
+# this module outside ``sys.modules``, where a dataclass cannot resolve its annotations.)
+ConfigStore.instance().store(
+    group="hydra/launcher",
+    name="joblib",
+    node=OmegaConf.merge(
+        OmegaConf.structured(JobLibLauncherConf), {"_target_": f"{__name__}.{JoblibLauncher.__qualname__}"}
+    ),
+    provider="clusterable",
+)

@@ -1,0 +1,280 @@
+"""Sweeps that survive Ctrl-C, each other and a full disk: a joblib sweep stopped by Ctrl-C (its workers
+included), a cell locked while it runs, ``-m`` with DDP refused before anything runs, and a full disk ending a run in
+one line with no truncated checkpoint left behind.
+
+The slow head (``loss=slow``, tests/helpers/slow_heads.py) sleeps every step and writes its process id to
+``started/`` when it begins training, so a test knows a cell runs, and in which process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers.running import SEARCHPATH, all_metrics, metrics_files
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = ["trainer.enable_progress_bar=false", "evaluator=[classification]", "torch_threads=1"]
+# Four slow cells (about 2 s an epoch each) on two joblib workers.
+JOBLIB_SWEEP = ["-m", SEARCHPATH, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "loss=slow",
+                "seed=0,1,2,3", "name=survive", "trainer.max_epochs=2", *QUICK]  # fmt: skip
+
+
+def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
+    """``train.py *args`` in a subprocess (its own process group, as a shell starts a command), outputs under
+    ``tmp_path / "outputs"``."""
+    outputs = tmp_path / "outputs"
+    env = {
+        **os.environ, "CLUSTERABLE_OUTPUTS": str(outputs), "CLUSTERABLE_DATA": str(outputs / "data"),
+        "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _wait_for_start(tmp_path: Path, proc: subprocess.Popen, timeout: float = 120) -> list[int]:
+    """The process ids of the cells that started training, once one has."""
+    started, deadline = tmp_path / "started", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if started.is_dir() and any(started.iterdir()):
+            return [int(p.name) for p in started.iterdir()]
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("no cell started training")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["sigint-to-main", "ctrl-c-in-terminal"])
+def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resumes(tmp_path, to_group):
+    proc = _start(tmp_path, *JOBLIB_SWEEP)
+    try:
+        _wait_for_start(tmp_path, proc)
+        time.sleep(0.5)  # both workers under way
+        if to_group:  # a terminal's Ctrl-C reaches every process of the command, the workers included
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert time.monotonic() - sent < 20, "Ctrl-C took more than seconds to stop the sweep"
+    assert "Traceback" not in out + err, err
+    (summary,) = [line for line in out.splitlines() if line.startswith("sweep: ")]
+    assert "interrupted" in summary and " 0 ok," in summary, summary
+    workers = [int(p.name) for p in (tmp_path / "started").iterdir()]
+    time.sleep(1)
+    assert workers and not [pid for pid in workers if _alive(pid)], "a worker outlived its sweep"
+    runs = all_metrics(tmp_path / "outputs")
+    assert runs and all(m["status"] == "failed" and m["error"] == "interrupted" for m in runs)
+    assert f"{len(runs)} interrupted" in summary
+    assert not list((tmp_path / "outputs").rglob(".joblib-*")), "the launch's control folder was left behind"
+
+    again = _start(tmp_path, *JOBLIB_SWEEP)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "sweep: 4 ok, 0 failed, 0 skipped (" in out, (out, err)
+    assert sorted(m["status"] for m in all_metrics(tmp_path / "outputs")) == ["ok"] * 4
+
+
+def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train, tmp_path):
+    args = ["-m", SEARCHPATH, "loss=slow", "name=locked", "trainer.max_epochs=3", *QUICK]
+    first = _start(tmp_path, *args)
+    try:
+        (pid,) = _wait_for_start(tmp_path, first)
+        second = train(*args)  # the same cell, while the first process trains it
+        assert second.code == 0 and "Traceback" not in second.out + second.err, second
+        (busy,) = [line for line in second.out.splitlines() if line.startswith("busy ")]
+        assert busy.endswith(": another process runs this cell") and "loss=slow" in busy
+        assert "sweep: 0 ok, 0 failed, 0 skipped, 1 busy (" in second.out
+        out, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0 and "sweep: 1 ok, 0 failed, 0 skipped (" in out, (out, err)
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "ok"
+    cell = metrics_files(train.outputs)[0].parent
+    assert (cell / "checkpoints" / "best.ckpt").exists()  # the first process's checkpoint, never cleaned away
+    assert pid != os.getpid()
+    third = train(*args)  # once it is recorded, the lock is free: a re-run reuses the finished cell
+    assert "sweep: 0 ok, 0 failed, 1 skipped (" in third.out
+
+
+def test_two_concurrent_sweeps_on_one_folder_share_the_cells_without_a_traceback(tmp_path):
+    args = ["-m", SEARCHPATH, "loss=slow", "seed=0,1", "name=shared", "trainer.max_epochs=2", *QUICK]
+    procs = [_start(tmp_path, *args)]
+    _wait_for_start(tmp_path, procs[0])
+    procs.append(_start(tmp_path, *args))
+    results = [p.communicate(timeout=300) for p in procs]
+    for proc, (out, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0 and "Traceback" not in out + err, (out, err)
+    runs = all_metrics(tmp_path / "outputs")
+    assert len(runs) == 2 and all(m["status"] == "ok" for m in runs)
+    # Each cell was trained once: by one sweep, the other found it busy or finished.
+    trained = sum(
+        int(line.split()[1]) for out, _ in results for line in out.splitlines() if line.startswith("sweep:")
+    )
+    assert trained == 2, results
+
+
+def test_the_cell_lock_is_held_until_the_run_is_recorded_and_released_if_the_process_dies(tmp_path):
+    from clusterable.run.cell import lock_cell, release_cell
+
+    cell = tmp_path / "cell"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from clusterable.run.cell import "
+         f"lock_cell; assert lock_cell(Path({str(cell)!r})); print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert not lock_cell(cell)  # another process holds it
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock_cell(cell)  # the kernel released the dead process's lock
+    assert lock_cell(cell)  # this process's own lock: taken again without waiting on itself
+    release_cell(cell)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer=ddp"],
+        ["+trainer.strategy=ddp", "trainer.accelerator=cpu"],
+        ["trainer.devices=2", "trainer.accelerator=cpu"],
+        ["trainer.devices=1,2", "trainer.accelerator=cpu"],  # a swept trainer: refused by its cell
+    ],
+)
+def test_multirun_with_ddp_is_refused_in_one_line_before_anything_runs(train, overrides):
+    result = train("-m", "loss=cce,center", "name=ddp", *QUICK, *overrides)
+    assert result.code == 2, result
+    (line,) = result.error_lines()
+    assert line.startswith("error: -m with DDP (") and "without -m" in line, line
+    assert "Traceback" not in result.out + result.err and "sweep:" not in result.out
+    assert not metrics_files(train.outputs)
+
+
+def test_a_single_ddp_run_is_not_refused_by_the_sweep_check():
+    from omegaconf import OmegaConf
+
+    from clusterable.hydra_callbacks import ddp_in_sweep
+
+    assert ddp_in_sweep(OmegaConf.create({"trainer": {"strategy": "auto", "devices": 1}})) is None
+    slurm = {
+        "trainer": {"strategy": "ddp", "devices": 4},
+        "hydra": {"launcher": {"_target_": "x.SlurmLauncher"}},
+    }
+    assert ddp_in_sweep(OmegaConf.create(slurm)) is None  # each SLURM job starts its own ranks
+    assert ddp_in_sweep(OmegaConf.create({"trainer": {"strategy": "auto", "devices": "0,1"}})) is not None
+    assert ddp_in_sweep(OmegaConf.create({"trainer": {"strategy": "auto", "devices": -1}})) is not None
+
+
+def _full_disk_after(monkeypatch: pytest.MonkeyPatch, saves_ok: int) -> None:
+    """Let ``saves_ok`` checkpoint saves through, then make every save write half its bytes and fail as a full
+    disk does (the file is left truncated, as a real writer leaves it)."""
+    from lightning.fabric.plugins.io import torch_io
+
+    real, calls = torch_io._atomic_save, []
+
+    def save(checkpoint, path):
+        calls.append(path)
+        if len(calls) <= saves_ok:
+            return real(checkpoint, path)
+        real(checkpoint, path)
+        data = Path(path).read_bytes()
+        Path(path).write_bytes(data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch_io, "_atomic_save", save)
+
+
+def test_a_full_disk_ends_the_run_in_one_line_and_leaves_no_truncated_checkpoint(train, monkeypatch):
+    _full_disk_after(monkeypatch, saves_ok=0)
+    result = train(SEARCHPATH, "loss=cce", "trainer.max_epochs=2", *QUICK)
+    assert result.code == 1, result
+    (line,) = result.error_lines()
+    assert line.startswith("error: no space left on device writing ") and line.endswith("best.ckpt"), line
+    assert "Traceback" not in result.out + result.err
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "failed" and m["error"] == line.removeprefix("error: ")
+    run_dir = metrics_files(train.outputs)[0].parent
+    assert not (run_dir / "traceback.txt").exists()
+    assert [
+        p.name for p in (run_dir / "checkpoints").iterdir()
+    ] == []  # neither half a best.ckpt nor a temp file
+
+
+def test_a_full_disk_after_a_good_epoch_keeps_that_epoch_s_checkpoint_whole(train, monkeypatch):
+    _full_disk_after(monkeypatch, saves_ok=1)
+    result = train(SEARCHPATH, "loss=cce", "trainer.max_epochs=4", "checkpoint.monitor=train/loss",
+                   "checkpoint.mode=min", *QUICK)  # fmt: skip
+    assert result.code == 1 and "no space left on device writing" in result.err, result
+    run_dir = metrics_files(train.outputs)[0].parent
+    (ckpt,) = (run_dir / "checkpoints").iterdir()
+    assert (
+        ckpt.name == "best.ckpt" and torch.load(ckpt, weights_only=False)["epoch"] == 0
+    )  # loads: not truncated
+
+
+def test_a_full_disk_in_a_sweep_still_ends_with_the_summary(train, monkeypatch):
+    _full_disk_after(monkeypatch, saves_ok=0)
+    result = train("-m", "loss=cce,center", "name=fulldisk", "trainer.max_epochs=1", *QUICK)
+    assert result.code == 1 and "sweep: 0 ok, 2 failed, 0 skipped (" in result.out, result
+    lines = result.error_lines()  # one a cell: each names its own checkpoint
+    assert len(lines) == 2 and all(" no space left on device writing " in line for line in lines), lines
+    assert "Traceback" not in result.out + result.err
+
+
+def test_nothing_writable_at_all_is_still_one_line(train, monkeypatch):
+    # The checkpoint and metrics.json both fail: the run cannot be recorded, but it says why and exits 1.
+    import clusterable.rundir as rundir
+
+    _full_disk_after(monkeypatch, saves_ok=0)
+
+    def dump(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(rundir.json, "dump", dump)
+    result = train("loss=cce", "trainer.max_epochs=1", *QUICK)
+    assert result.code == 1, result
+    (line,) = result.error_lines()
+    assert line.startswith("error: no space left on device writing ") and "best.ckpt" in line, line
+    assert "Traceback" not in result.out + result.err
+    assert not metrics_files(train.outputs) and not list(train.outputs.rglob(".metrics-*"))
+
+
+def test_an_outcome_record_that_cannot_be_written_does_not_crash_the_cell(tmp_path, monkeypatch):
+    from clusterable import hydra_callbacks
+
+    records = tmp_path / "records"
+    records.mkdir()
+    monkeypatch.setenv(hydra_callbacks.RECORDS_ENV, str(records))
+
+    def write_text(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    hydra_callbacks.record_outcome(tmp_path / "cell", "ok", None)
+    monkeypatch.undo()
+    assert not list(records.iterdir())  # nothing half-written for the summary to read
