@@ -168,9 +168,10 @@ class GaussianCOREL(AttractRepelHead):
 
     @property
     def unbounded(self) -> bool:
-        """Whether the loss is unbounded below (``lam < 0.5``): any runaway of such a run is a result of its grid
+        """Whether the loss is unbounded below (the paper's eq. 6 at ``lam < 0.5``; the authors' code floors its
+        log-sum-exp at 1e-10, which bounds it): any runaway of such a run is a result of its grid
         (``contracts.WatchesDivergence``), also one that passes ``divergence_limit`` inside the first epoch."""
-        return self.lam < 0.5
+        return self.lam < 0.5 and self.formula == "paper"
 
     def divergence(self, history: Sequence[Mapping[str, float]]) -> str | None:
         """One line when the unbounded descent of ``lam < 0.5`` is under way, else None.
@@ -178,7 +179,7 @@ class GaussianCOREL(AttractRepelHead):
         ``history``: the epoch means of ``loss``, ``attract`` and ``repel``, one dict per finished epoch (the last
         is the epoch just finished). See the class docstring for the criterion and what it was measured on.
         """
-        if self.lam >= 0.5 or not history:
+        if not self.unbounded or not history:
             return None
         last = history[-1]
         smallest = min(epoch["attract"] for epoch in history)
