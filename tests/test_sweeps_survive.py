@@ -278,3 +278,11 @@ def test_an_outcome_record_that_cannot_be_written_does_not_crash_the_cell(tmp_pa
     hydra_callbacks.record_outcome(tmp_path / "cell", "ok", None)
     monkeypatch.undo()
     assert not list(records.iterdir())  # nothing half-written for the summary to read
+
+
+def test_a_joblib_launcher_without_workers_is_refused_in_one_line(train):
+    result = train("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=0", "loss=cce,center", *QUICK)
+    assert result.code == 2, result
+    (line,) = result.error_lines()
+    assert line.startswith("error: hydra.launcher.n_jobs must be a number of workers"), line
+    assert "Traceback" not in result.out + result.err and not metrics_files(train.outputs)

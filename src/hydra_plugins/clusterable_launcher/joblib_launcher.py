@@ -34,7 +34,7 @@ from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
 from joblib import Parallel, delayed
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.hydra_callbacks import RECORDS_ENV
+from clusterable.hydra_callbacks import RECORDS_ENV, CommandLineError
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,15 @@ def _stop_workers(folder: Path) -> None:
 
 class JoblibLauncher(joblib_launcher.JoblibLauncher):
     """Hydra's ``JoblibLauncher`` (same options) whose sweep stops on Ctrl-C, its workers included."""
+
+    def setup(self, *, hydra_context: Any, task_function: TaskFunction, config: DictConfig) -> None:
+        """Hydra's setup, with ``n_jobs`` checked before any cell runs (joblib refuses 0 only once it starts)."""
+        n_jobs = self.joblib.get("n_jobs")
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+            raise CommandLineError(
+                f"hydra.launcher.n_jobs must be a number of workers (1 or more, or -1 for one per core), got {n_jobs!r}"
+            )
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Run the cells on joblib's workers (Hydra's ``_core.launch``, with ``run_cell`` as the job); on Ctrl-C,
