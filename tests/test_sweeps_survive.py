@@ -286,3 +286,23 @@ def test_a_joblib_launcher_without_workers_is_refused_in_one_line(train):
     (line,) = result.error_lines()
     assert line.startswith("error: hydra.launcher.n_jobs must be a number of workers"), line
     assert "Traceback" not in result.out + result.err and not metrics_files(train.outputs)
+
+
+def test_a_full_disk_outside_any_run_still_ends_the_sweep_with_its_summary(train, monkeypatch):
+    # Hydra's own files of the second cell cannot be written: the first cell's outcome is still summed up.
+    from hydra.core import utils
+
+    real, calls = utils._save_config, []
+
+    def save_config(cfg, filename, output_dir):
+        calls.append(filename)
+        if calls.count("config.yaml") > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(Path(output_dir) / filename))
+        return real(cfg, filename, output_dir)
+
+    monkeypatch.setattr(utils, "_save_config", save_config)
+    result = train("-m", "loss=cce,center", "name=hydrafull", "trainer.max_epochs=1", *QUICK)
+    assert result.code == 1, result
+    (line,) = result.error_lines()
+    assert line.startswith("error: no space left on device writing ") and "config.yaml" in line, line
+    assert "sweep: 1 ok, 0 failed, 0 skipped (" in result.out and "Traceback" not in result.out + result.err
