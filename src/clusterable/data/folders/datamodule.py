@@ -45,7 +45,7 @@ from clusterable.data.folders.augment import DEFAULT_AUGMENT, Augment, eval_view
 from clusterable.data.folders.image_cache import ImageStore, build_or_open_cache, parse_resize
 from clusterable.data.folders.retrieval_sets import RetrievalSet
 from clusterable.data.folders.validation import class_disjoint_validation
-from clusterable.data.sampling import RANDOM_BATCHES, ClassBalancedBatches, Sampler
+from clusterable.data.sampling import DEFAULT_IMAGES_PER_CLASS, RANDOM_BATCHES, ClassBalancedBatches, Sampler
 from clusterable.data.splits import Split
 
 __all__ = ["ImageBatches", "ImageDataModule"]
@@ -298,7 +298,7 @@ class ImageDataModule(L.LightningDataModule):
         classes disjoint, with their own ids from ``num_classes`` on), each class a colour and a stripe pattern
         plus noise, of sizes between crop and 1.25 crop; In-Shop-like readers also get query / gallery flags."""
         n, crop = self.fake_size, self.crop
-        per_class = max(4, self.sampler.images_per_class)
+        per_class = max(DEFAULT_IMAGES_PER_CLASS, self.sampler.images_per_class or DEFAULT_IMAGES_PER_CLASS)
         k = min(self.num_classes, max(2, n // per_class))
         reader_parts = getattr(getattr(self.reader, "func", self.reader), "parts", ("train", "test"))
         labels = torch.cat([torch.arange(n) % k, self.num_classes + torch.arange(n) % k])

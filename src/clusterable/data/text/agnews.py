@@ -210,6 +210,7 @@ def read_agnews8(
     lemmatiser: Literal["auto", "trained", "lookup"] = "auto",
     cache: bool = True,
     progress: bool = True,
+    allow_pickle: bool = False,
 ) -> Corpus:
     """AGNews-8 as COREL built it (see the module docstring), from the files in ``root``.
 
@@ -231,6 +232,8 @@ def read_agnews8(
             ``trained`` or ``lookup`` (see ``clusterable.data.text.preprocess``).
         cache: read the built corpus from ``<root>/cache`` when it is there, and write it there after a build.
         progress: show tqdm bars (stderr) while the corpus is read and preprocessed.
+        allow_pickle: read the authors' npz although its entries are pickled objects (unpickling a file can run
+            code from it): only for a file you trust. False: such a file is refused in one line naming this option.
 
     Returns:
         A ``Corpus``: ``{"train", "val", "test"}`` with ``inputs`` (N, L) long token ids (PAD-padded to the
@@ -265,7 +268,9 @@ def read_agnews8(
     if kind == "raw":
         documents, labels, notes = _raw_documents(path, per_topic, sample_seed, lemmatiser, progress)
     else:
-        documents, labels, notes = _npz_documents(path, per_topic, sample_seed, lemmatiser, progress)
+        documents, labels, notes = _npz_documents(
+            path, per_topic, sample_seed, lemmatiser, progress, allow_pickle
+        )
     corpus = _assemble(documents, labels, settings, notes)
     corpus.notes.update(
         file=str(path), source=kind, settings=settings, build_seconds=round(time.perf_counter() - start, 1)
@@ -349,10 +354,10 @@ def _raw_documents(
 
 
 def _npz_documents(
-    path: Path, per_topic: int, seed: int, lemmatiser: str, progress: bool
+    path: Path, per_topic: int, seed: int, lemmatiser: str, progress: bool, allow_pickle: bool
 ) -> tuple[list[list[str]], np.ndarray, dict[str, Any]]:
     """The authors' release (unverified layout, see ``agnews_files``): (token lists, labels, notes)."""
-    data = read_npz(path)
+    data = read_npz(path, allow_pickle=allow_pickle)
     topics: list[str | None] = []
     contents: list[str | list[str]] = []
     for topic, content in data:

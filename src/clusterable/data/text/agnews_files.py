@@ -248,7 +248,7 @@ class PickledFileError(DatasetError):
     the user allows it."""
 
 
-def read_npz(path: str | Path, allow_pickle: bool = True) -> list[tuple[str, list[str] | Article]]:
+def read_npz(path: str | Path, allow_pickle: bool = False) -> list[tuple[str, list[str] | Article]]:
     """The entries of the authors' release at ``path``, in order: (the topic's name as stored, the tokens as stored
     or an ``Article`` whose title and description (or text, as the title) the recipe makes a document of).
 
