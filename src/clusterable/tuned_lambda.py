@@ -16,6 +16,11 @@ A Table 2 cell without a winner fails with one line saying which file or entry i
 purpose instead (``tuned_lambda_from=null``: every loss at 0.5; ``loss.lam=...``: one loss at that value). Smoke runs
 (``debug=smoke`` sets ``tuned_lambda_fallback: true``) run at the config's λ instead, so that a Table 2 smoke test
 works on a fresh clone: the run records ``lambda_fallback: true`` in metrics.json and the table says so.
+
+A winner chosen from an incomplete grid (a setting where some of the experiment's λ values never ran: an interrupted
+sweep, or a sub-grid on the command line) is refused in one line, in every mode, unless the run says
+``tuned_lambda_partial=true``: the winners file records, per setting, whether its grid was complete and which λ
+values are missing.
 Importing ``clusterable`` registers the resolver, so the loss configs load anywhere (tests read them directly).
 """
 
@@ -50,6 +55,11 @@ class WinnersMissing(TunedLambdaError):
     ``tuned_lambda_fallback`` covers (a setting whose every λ diverged is a result, never passed over)."""
 
 
+class WinnersFileMissing(WinnersMissing):
+    """Table 1 has not been made in this mode at all: every cell of a Table 2 grid would fail for it, so the sweeper
+    refuses the grid once before any cell runs (``refusal``)."""
+
+
 def winners_name(table: str) -> str:
     """The winners file's name: ``corel/table1`` -> ``corel_table1_lambda.yaml`` (beside ``corel_table1.md``)."""
     return f"{table.replace('/', '_')}_lambda.yaml"
@@ -69,8 +79,9 @@ def write_winners(
     winners: Mapping[tuple[str, str, str], Mapping[str, Any]],
 ) -> Path:
     """Write Table 1's winners: ``winners[(dataset, model, loss)] = {lam, val_acc, runs, candidates}`` where
-    ``lam`` is None when no λ qualified and ``candidates`` maps each λ of the grid to its mean validation accuracy
-    or to ``diverged`` / ``failed``."""
+    ``lam`` is None when no λ qualified and ``candidates`` maps each λ that ran to its mean validation accuracy or
+    to ``diverged`` / ``failed``; with ``complete`` (whether every λ of the experiment's grid ran) and ``missing``
+    (the λ values that did not) when the entry has them."""
     nested: dict[str, dict[str, dict[str, Any]]] = {}
     for (dataset, model, loss), entry in sorted(winners.items()):
         nested.setdefault(dataset, {}).setdefault(model, {})[loss] = {
@@ -82,6 +93,9 @@ def write_winners(
                 for lam, v in sorted(entry["candidates"].items())
             },
         }
+        if "complete" in entry:
+            missing = [float(lam) for lam in sorted(entry.get("missing") or ())]
+            nested[dataset][model][loss].update(complete=bool(entry["complete"]), missing=missing)
     header = (
         f"# Table 1's tuned λ, written by `python scripts/make_tables.py {table}` from the {mode} runs of "
         f"{experiment}.\n# Read by the experiments that set `tuned_lambda_from: {table}` (the λ losses' configs: "
@@ -93,13 +107,15 @@ def write_winners(
     return path
 
 
-def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str, loss: str) -> float:
+def lookup(
+    table: str, outputs: str | Path, mode: str, dataset: str, model: str, loss: str, partial: bool = False
+) -> float:
     """Table 1's winner for one (dataset, model, loss) in ``mode``; ``TunedLambdaError`` (one line) when there is
-    none."""
+    none, or when it was chosen from an incomplete grid and ``partial`` (``tuned_lambda_partial``) is not set."""
     path = winners_file(outputs, table, mode)
     fixed = "or fix λ on purpose: tuned_lambda_from=null (every loss at 0.5) or loss.lam=<λ> (one loss)"
     if not path.is_file():  # the same line for every cell, so that a sweep's summary prints it once
-        raise WinnersMissing(
+        raise WinnersFileMissing(
             f"loss.lam is Table 1's tuned λ (tuned_lambda_from: {table}) but {path} does not exist: run Table 1 "
             f"in this mode ({mode}) first, `python train.py -m experiment={table}` then `python scripts/"
             f"make_tables.py {table}`, {fixed}"
@@ -120,9 +136,16 @@ def lookup(table: str, outputs: str | Path, mode: str, dataset: str, model: str,
             f"{path} has no tuned λ for {setting} (it has: {have}): run {table} on that setting and make its "
             f"table again, {fixed}"
         )
+    if entry.get("complete") is False and not partial:
+        missing = ", ".join(f"{float(v):g}" for v in entry.get("missing") or ()) or "some"
+        raise TunedLambdaError(
+            f"{table}'s λ grid for {setting} is incomplete (λ {missing} never ran; see {path}): run the rest of "
+            f"the grid and make its table again, accept its winner on purpose with tuned_lambda_partial=true, "
+            f"{fixed}"
+        )
     if entry.get("lam") is None:
-        raise TunedLambdaError(f"no λ of {table} qualified for {setting} (every one diverged or failed; see {path}), "
-                               f"{fixed}")  # fmt: skip
+        raise TunedLambdaError(f"no λ of {table} qualified for {setting} (every one that ran diverged or failed; "
+                               f"see {path}), {fixed}")  # fmt: skip
     return float(entry["lam"])
 
 
@@ -136,9 +159,9 @@ def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None)
         raise TunedLambdaError(
             "tuned_lambda_from needs the run's config group choices: run it through train.py"
         )
-    return lookup(
-        table, root.paths.output_dir, root.mode, *(str(choices.get(g)) for g in ("dataset", "model", "loss"))
-    )
+    setting = (str(choices.get(g)) for g in ("dataset", "model", "loss"))
+    partial = bool(root.get("tuned_lambda_partial"))
+    return lookup(table, root.paths.output_dir, root.mode, *setting, partial=partial)
 
 
 def resolve(
@@ -152,10 +175,32 @@ def resolve(
     if table is None:
         return default
     try:
-        return _lookup_for(root, table, choices)
+        lam = _lookup_for(root, table, choices)
     except WinnersMissing:
         if root.get("tuned_lambda_fallback"):
             note("lambda_fallback", True, f"λ: {default:g}, the config's (Table 1's {root.mode} winners are "
                  "missing: tuned_lambda_fallback)")  # fmt: skip
             return default
         raise
+    # Each Table 2 cell says the λ it runs at when it starts (and records it: metrics.json's tuned_lambda).
+    setting = ", ".join(f"{g}={(choices or {}).get(g)}" for g in ("dataset", "model", "loss"))
+    note("tuned_lambda", lam, f"λ: {lam:g}, {table}'s winner for {setting} (tuned_lambda_from)")
+    return lam
+
+
+def refusal(cfg: DictConfig) -> TunedLambdaError | None:
+    """The tuned-λ error the composed config of a cell would fail with, None when it needs no tuned λ or has one:
+    its ``loss.lam`` resolved as the run will resolve it (a smoke cell's fallback included). The sweeper refuses a
+    whole grid on ``WinnersFileMissing`` before any cell runs, so that the line is printed once."""
+    if cfg.get("tuned_lambda_from") is None:
+        return None
+    loss = cfg.get("loss")
+    if not isinstance(loss, DictConfig) or "lam" not in loss:
+        return None  # CCE: no λ
+    try:
+        loss.lam  # noqa: B018  (the access resolves ${tuned_lambda:...})
+    except TunedLambdaError as e:
+        return e
+    except Exception:  # anything else is the cell's own failure, reported when it runs
+        return None
+    return None

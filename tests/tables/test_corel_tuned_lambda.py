@@ -59,12 +59,96 @@ def test_table1_picks_lambda_by_validation_accuracy_and_writes_the_winners(tmp_p
 
     rows = {line.split(" | ")[0].lstrip("| "): line for line in out.splitlines() if line.startswith("| ")}
     assert "λ=0.7 (val 97.00); 2 λ diverged" in rows["Gaussian-COREL"]
-    assert "λ=0.9 (val 93.00)" in rows["Center"] and "failed (every λ)" in rows["Cosine-COREL"]
+    assert "λ=0.9 (val 93.00)" in rows["Center"]
+    # These grids are a few of the experiment's 20 λ: each cell says so, and never "every λ" of what did not run.
+    assert "failed (every λ that ran); grid incomplete (1 of 20 λ ran)" in rows["Cosine-COREL"]
+    assert "grid incomplete (5 of 20 λ ran)" in rows["Gaussian-COREL"]
     assert "Gaussian-COREL FFNN-MNIST: λ = 0.3, 0.4" in out  # the diverged λ values, named
-    assert "- [holds] Gaussian-COREL gains from tuning λ" not in out  # FFNN-Fashion is missing: not checkable
-    # What Table 2's resolver reads back.
-    assert lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel") == 0.7
-    assert lookup("corel/table1", tmp_path, "full", "fashion_mnist", "cnn", "gaussian_corel") == 0.8
+    assert "Center FFNN-MNIST: 0.5, 0.9 (2 of 20; never ran: 0.05, 0.1," in out  # the λ that ran, per setting
+    assert gauss["complete"] is False and 0.05 in gauss["missing"] and 0.7 not in gauss["missing"]
+    # Checked on the settings present (FFNN-MNIST, CNN-Fashion), naming the missing ones.
+    assert "- [holds] Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5) (2 of 2; checked on 2 of 6, " \
+           "no numbers for cnn-mnist, ffnn-fashion_mnist," in out  # fmt: skip
+    # What Table 2's resolver reads back: a winner of an incomplete grid only when it says so.
+    with pytest.raises(TunedLambdaError, match="grid for dataset=mnist, model=ffnn, loss=gaussian_corel is "
+                       "incomplete .*tuned_lambda_partial=true"):  # fmt: skip
+        lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel")
+    assert lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel", partial=True) == 0.7
+    assert (
+        lookup("corel/table1", tmp_path, "full", "fashion_mnist", "cnn", "gaussian_corel", partial=True)
+        == 0.8
+    )
+
+
+GRID = (
+    0.05,
+    0.1,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.35,
+    0.4,
+    0.45,
+    0.5,
+    0.55,
+    0.6,
+    0.65,
+    0.7,
+    0.75,
+    0.8,
+    0.85,
+    0.9,
+    0.95,
+    1.0,
+)
+
+
+def test_a_complete_grid_is_recorded_complete_and_handed_over(tmp_path, make_tables):
+    assert corel.experiment_grid("corel/table1") == GRID  # read from conf/experiment/corel/table1.yaml
+    for lam in GRID:
+        params = {"dataset": "mnist", "model": "ffnn", "loss": "center", "loss.lam": lam, "seed": 0}
+        write_run(tmp_path, "corel/table1", params, {"val/acc": 0.9 + lam / 100})
+    code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
+    assert code == 0 and "incomplete" not in out.lower(), out
+    assert "λ=1 (val 91.00) |" in out
+    entry = yaml.safe_load(winners_file(tmp_path, "corel/table1", "full").read_text())["winners"]["mnist"][
+        "ffnn"
+    ]
+    assert entry["center"]["complete"] is True and entry["center"]["missing"] == []
+    assert lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "center") == 1.0
+
+
+def test_a_sub_grid_is_never_said_to_diverge_at_every_lambda(tmp_path, make_tables):
+    """The issue's repro: `loss=gaussian_corel,center loss.lam=0.1,0.2,0.3` diverges at every λ that ran for
+    Gaussian-COREL; 17 λ never ran, so the table must not say "diverged (every λ)"."""
+    for lam in (0.1, 0.2, 0.3):
+        for loss in ("gaussian_corel", "center"):
+            params = {"dataset": "mnist", "model": "ffnn", "loss": loss, "loss.lam": lam, "seed": 0}
+            diverged = loss == "gaussian_corel"
+            write_run(tmp_path, "corel/table1", params, None if diverged else {"val/acc": 0.9},
+                      diverged_at=1 if diverged else None)  # fmt: skip
+    code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
+    assert code == 0, err
+    assert "diverged (every λ)" not in out
+    assert (
+        "| Gaussian-COREL | diverged (every λ that ran); 3 λ diverged; grid incomplete (3 of 20 λ ran) |"
+        in out
+    )
+    assert (
+        "INCOMPLETE λ grids" in out and "Gaussian-COREL FFNN-MNIST: 0.1, 0.2, 0.3 (3 of 20; never ran:" in out
+    )
+
+
+def test_a_smoke_winner_is_never_below_the_divergence_bound(tmp_path, make_tables):
+    """Smoke runs are too short to diverge: Gaussian-COREL at λ = 0.15 finishing best must not be Table 2's λ."""
+    for lam, acc in ((0.15, 0.5), (0.6, 0.3), (0.9, 0.2)):
+        params = {"dataset": "mnist", "model": "ffnn", "loss": "gaussian_corel", "loss.lam": lam, "seed": 0}
+        write_run(tmp_path, "corel/table1", params, {"val/acc": acc}, mode="smoke", source="fake")
+    code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
+    assert code == 0, err
+    assert "λ=0.6 (val 30.00)" in out and "no λ below 0.5 for Gaussian-COREL is chosen" in out
+    assert lookup("corel/table1", tmp_path, "smoke", "mnist", "ffnn", "gaussian_corel", partial=True) == 0.6
 
 
 def test_figure2_lists_a_diverged_lambda_and_never_plots_it(tmp_path):
@@ -86,7 +170,7 @@ def test_smoke_winners_stay_apart_from_full_ones(tmp_path, make_tables):
     assert code == 0, err
     assert (tmp_path / "tables" / "smoke" / "corel_table1_lambda.yaml").is_file()
     assert not (tmp_path / "tables" / "corel_table1_lambda.yaml").exists()
-    assert lookup("corel/table1", tmp_path, "smoke", "mnist", "ffnn", "gaussian_corel") == 0.7
+    assert lookup("corel/table1", tmp_path, "smoke", "mnist", "ffnn", "gaussian_corel", partial=True) == 0.7
     with pytest.raises(TunedLambdaError, match="corel_table1_lambda.yaml does not exist"):
         lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel")
 
@@ -116,9 +200,13 @@ def test_digits_chain_runs_table2_at_table1_winners(train, make_tables):
     winners = yaml.safe_load(winners_file(train.outputs, "corel/digits_table1", "full").read_text())
     tuned = winners["winners"]["digits"]["ffnn"]["gaussian_corel"]
     assert tuned["lam"] in (0.7, 0.9) and tuned["candidates"][0.3] == "diverged"
+    # Three of the experiment's ten λ ran: Table 2 takes that winner only when told to.
+    assert tuned["complete"] is False and tuned["missing"] == [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0]
+    with pytest.raises(TunedLambdaError, match="is incomplete"):
+        lookup("corel/digits_table1", train.outputs, "full", "digits", "ffnn", "gaussian_corel")
 
     result = train("-m", "experiment=corel/digits_table2", "loss=cce,gaussian_corel", "seed=0",
-                   "trainer.max_epochs=2", *QUICK)  # fmt: skip
+                   "trainer.max_epochs=2", "tuned_lambda_partial=true", *QUICK)  # fmt: skip
     assert result.code == 0, result.err
     runs = {m["config"]["loss"]["_target_"].rsplit(".", 1)[1]: m for m in all_metrics(train.outputs)
             if m["experiment"] == "corel/digits_table2"}  # fmt: skip
@@ -143,14 +231,16 @@ def test_table2_without_table1_fails_with_one_line_that_says_what_to_run(train):
     (m,) = all_metrics(train.outputs)
     assert m["status"] == "failed" and m["error"] == line.removeprefix("error: ")
 
-    # A grid: every COREL cell fails for that one reason, printed once at the end; CCE needs no λ and runs.
+    # A grid: refused once before any cell runs (CCE's included: half a Table 2 is not worth its hours), one line.
     result = train("-m", "experiment=corel/digits_table2", "loss=cce,center,gaussian_corel", "seed=0",
                    "trainer.max_epochs=1", *QUICK)  # fmt: skip
-    assert result.code == 1 and "sweep: 1 ok, 2 failed, 0 skipped" in result.out
+    assert len(result.error_lines()) == 1, result
     (line,) = result.error_lines()
-    first = "dataset=digits,loss=center,model=ffnn,seed=0,trainer.max_epochs=1"  # the cells in order
-    assert line.startswith(f"failed: 2 cells ({first} and 1 more): config: ")
-    assert "corel_digits_table1_lambda.yaml does not exist" in line
+    assert result.code == 2 and line.startswith("error: loss.lam is Table 1's tuned λ"), result
+    assert "corel_digits_table1_lambda.yaml does not exist" in line and line.endswith("(the whole sweep is refused: "
+                                                                                      "no cell ran)")  # fmt: skip
+    assert "failed:" not in result.out + result.err and "Traceback" not in result.out + result.err
+    assert len(all_metrics(train.outputs)) == 1  # the single run's above: no cell of the grid ran
 
 
 @pytest.mark.parametrize("fixed, lam", [("tuned_lambda_from=null", 0.5), ("loss.lam=0.8", 0.8)])
@@ -202,6 +292,11 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
     result = train("-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel",
                    "hydra.sweeper.params.seed=0")  # fmt: skip
     assert result.code == 0 and "sweep: 1 ok, 0 failed, 1 skipped" in result.out, result.out
+    # The cell says the λ it runs at.
+    assert (
+        "λ: 0.7, corel/digits_table1's winner for dataset=digits, model=ffnn, loss=gaussian_corel"
+        in result.out
+    )
     code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert "(λ 0.7)" in out and "the winner of corel/digits_table1" in out and "NOT tuned" not in out
     # A cell that fell back to λ = 0.5 (no winner for Center yet), then Table 1 chooses 0.5: the same run, kept,

@@ -33,6 +33,7 @@ TOP_LEVEL = {
     "trainable": Literal["all", "embedding_layer"],
     "tuned_lambda_fallback": bool,
     "tuned_lambda_from": str | None,
+    "tuned_lambda_partial": bool | None,
     "checkpoint.monitor": str | None,
     "checkpoint.mode": Literal["min", "max"],
     "paths.data_dir": str,

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
+from clusterable.config import CONFIG_DIR
 from clusterable.tables.common import na_note, paper_value, pyplot, save_figure
 from clusterable.tables.report import Cell, Claim, Run, Table, as_text, cells, check, key_of
+from clusterable.tables.report import require_one_config as one_config
 from clusterable.tuned_lambda import winners_name, write_winners
 
 LOSSES = {
@@ -46,6 +49,10 @@ SOURCES = {"table1": "corel/table1", "table2": "corel/table2", "table3_4": "core
 # the text we have; we call a drop of at least this many percentage points "well below".
 WELL_BELOW_POINTS = 5.0
 PAPER = "corel"  # its published numbers: tables/published/corel.yaml
+# The λ below which a loss is unbounded below and its runs diverge (Gaussian-COREL: heads/gaussian_corel.py). A smoke
+# run is too short to diverge there, so in smoke mode such a λ is never chosen: a smoke winner of 0.15 would hand
+# Table 2 a λ its full runs cannot train at.
+DIVERGES_BELOW = {"gaussian_corel": 0.5}
 
 
 def encoder(dataset: str, model: str) -> str:
@@ -63,18 +70,29 @@ def _images(datasets: Iterable[str]) -> list[str]:
 
 @dataclass
 class Tuning:
-    """The λ grid of one (dataset, model, loss): validation accuracy per λ and the λ values whose runs diverged.
+    """The λ grid of one (dataset, model, loss): validation accuracy per λ that ran, the λ values whose runs
+    diverged, the experiment's grid (``grid``: None when unknown) and the λ below which none is chosen (``floor``).
 
-    A λ qualifies when none of its runs diverged and at least one finished; the winner is the qualifying λ with the
-    best mean validation accuracy, ties going to the smaller λ (the paper, "Tuning": λ chosen by validation
-    accuracy).
+    A λ qualifies when none of its runs diverged, at least one finished and it is not below ``floor``; the winner is
+    the qualifying λ with the best mean validation accuracy, ties going to the smaller λ (the paper, "Tuning": λ
+    chosen by validation accuracy). The grid is complete when every λ of ``grid`` ran.
     """
 
     val: dict[float, Cell] = field(default_factory=dict)
     diverged: set[float] = field(default_factory=set)
+    grid: tuple[float, ...] | None = None
+    floor: float | None = None
 
     def qualifying(self) -> dict[float, Cell]:
-        return {lam: c for lam, c in self.val.items() if lam not in self.diverged and c.values}
+        return {
+            lam: c
+            for lam, c in self.val.items()
+            if lam not in self.diverged and c.values and (self.floor is None or lam >= self.floor)
+        }
+
+    def missing(self) -> list[float]:
+        """The λ values of the experiment's grid that never ran ([] when the grid is unknown)."""
+        return sorted(set(self.grid or ()) - set(self.val))
 
     def winner(self) -> tuple[float, Cell] | None:
         """The chosen λ and its accuracies; None when no λ qualifies."""
@@ -90,23 +108,46 @@ class Tuning:
     def record(self) -> dict[str, Any]:
         """The winners file's entry: the winner, its accuracy and runs, and every λ with what it scored."""
         best = self.winner()
-        return {
+        entry = {
             "lam": None if best is None else best[0],
             "val_acc": math.nan if best is None else best[1].mean,
             "runs": 0 if best is None else len(best[1].values),
             "candidates": {lam: self.candidate(lam) for lam in sorted(self.val)},
         }
+        if self.grid is not None:
+            entry.update(complete=not self.missing(), missing=self.missing())
+        return entry
 
 
-def tune_lambda(runs: Iterable[Run]) -> dict[tuple[str, str, str], Tuning]:
-    """Table 1's λ grid per (dataset, model, loss), from the runs of a λ loss (CCE has none)."""
+def experiment_grid(experiment: str) -> tuple[float, ...] | None:
+    """The λ values ``experiment`` sweeps: ``hydra.sweeper.params["loss.lam"]`` of conf/experiment/<experiment>.yaml
+    (None when it sweeps no λ). The grid a setting's λ values are checked against: a sub-grid on the command line or
+    an interrupted sweep leaves some of them out."""
+    path = Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+        values = str(cfg["hydra"]["sweeper"]["params"]["loss.lam"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+    return tuple(sorted(float(v) for v in values.split(",")))
+
+
+def tune_lambda(
+    runs: Iterable[Run], grid: tuple[float, ...] | None = None, smoke: bool = False
+) -> dict[tuple[str, str, str], Tuning]:
+    """Table 1's λ grid per (dataset, model, loss), from the runs of a λ loss (CCE has none), checked against the
+    experiment's ``grid``; in ``smoke`` mode no λ below the loss's ``DIVERGES_BELOW`` is chosen. The runs of a
+    setting must differ in λ and seed alone (``require_one_config``)."""
     out: dict[tuple[str, str, str], Tuning] = {}
+    settings: dict[tuple[str, str, str], list[Run]] = {}
     for run in runs:
         lam = run_lambda(run)
         if lam is None:
             continue
         dataset, model, loss = key_of(run, ("dataset", "model", "loss"))
-        tuning = out.setdefault((dataset, model, loss), Tuning())
+        settings.setdefault((dataset, model, loss), []).append(run)
+        floor = DIVERGES_BELOW.get(loss) if smoke else None
+        tuning = out.setdefault((dataset, model, loss), Tuning(grid=grid, floor=floor))
         cell = tuning.val.setdefault(lam, Cell())
         value = run.metric("val/acc") if run.ok else None
         if run.diverged:
@@ -115,6 +156,8 @@ def tune_lambda(runs: Iterable[Run]) -> dict[tuple[str, str, str], Tuning]:
             cell.failed += 1
         else:
             cell.values.append(value)
+    for (dataset, model, loss), group in settings.items():
+        one_config(group, ("loss.lam",), f"dataset={dataset}, model={model}, loss={loss}")
     return out
 
 
@@ -143,28 +186,28 @@ def _table1(
     runs: list[Run], out_dir: Path, name: str, datasets: dict[str, str], models: dict[str, str], title: str,
     with_paper: bool,
 ) -> Table:  # fmt: skip
-    tuning = tune_lambda(runs)
+    swept = experiment_grid(SOURCES[name])
+    smoke = bool(runs) and runs[0].mode == "smoke"
+    tuning = tune_lambda(runs, swept, smoke)
     path = _write_tuned(runs, tuning, out_dir, name)
     header = ["Loss"] + [f"{datasets[d]} {models[m]} (ours)" for d in datasets for m in models]
     header += ["paper"] if with_paper else []
-    rows, diverged_notes = [], []
+    rows, diverged_notes, ran_notes = [], [], []
     for loss in TUNED:
         row = [LOSSES[loss]]
         for d in datasets:
             for m in models:
                 t = tuning.get((d, encoder(d, m), loss))
-                best = t.winner() if t else None
                 if t is None:
                     row.append("missing")
-                elif best is None:
-                    row.append("diverged (every λ)" if t.diverged else "failed (every λ)")
-                else:
-                    text = f"λ={best[0]:g} (val {100 * best[1].mean:.2f})"
-                    row.append(text + (f"; {len(t.diverged)} λ diverged" if t.diverged else ""))
-                if t and t.diverged:
-                    diverged_notes.append(
-                        f"{LOSSES[loss]} {models[m]}-{datasets[d]}: λ = {_lams(t.diverged)}"
-                    )
+                    continue
+                row.append(_tuning_text(t))
+                where = f"{LOSSES[loss]} {models[m]}-{datasets[d]}"
+                if t.diverged:
+                    diverged_notes.append(f"{where}: λ = {_lams(t.diverged)}")
+                if t.missing():
+                    ran_notes.append(f"{where}: {_lams(t.val)} ({len(t.val)} of {len(t.grid or ())}; never ran: "
+                                     f"{_lams(t.missing())})")  # fmt: skip
         rows.append(row + (["n/a"] if with_paper else []))
 
     def grid(d: str, m: str, loss: str) -> Tuning:
@@ -194,9 +237,16 @@ def _table1(
     lams = sorted({lam for t in tuning.values() for lam in t.val})
     notes = [na_note(PAPER)] if with_paper else []
     notes += [
-        f"λ grid: {_lams(lams) or 'none'}; each setting's λ is the one with the best mean validation accuracy "
-        "(ties to the smaller λ); a λ whose run diverged is never chosen.",
+        f"λ that ran: {_lams(lams) or 'none'} (the experiment's grid: "
+        f"{_lams(swept) if swept is not None else 'unknown'}); each setting's λ is the one with the best mean "
+        "validation accuracy (ties to the smaller λ); a λ whose run diverged is never chosen."
+        + (f" Smoke runs are too short to diverge: no λ below {_bounds()} is chosen." if smoke else ""),
     ]
+    if ran_notes:
+        notes.append(
+            "INCOMPLETE λ grids (marked 'grid incomplete'; their winners are refused by Table 2 unless it runs with "
+            "tuned_lambda_partial=true), the λ that ran per setting: " + "; ".join(ran_notes) + "."
+        )
     if diverged_notes:
         notes.append(
             "Diverged (Gaussian-COREL below λ = 0.5 is unbounded below): " + "; ".join(diverged_notes) + "."
@@ -206,6 +256,28 @@ def _table1(
             f"Winners written to {path}, read by the experiments with tuned_lambda_from: {PAPER}/{name}."
         )
     return Table(title, header, rows, [n for n in notes if n], claims)
+
+
+def _bounds() -> str:
+    return ", ".join(f"{lam:g} for {LOSSES[loss]}" for loss, lam in DIVERGES_BELOW.items())
+
+
+def _tuning_text(t: Tuning) -> str:
+    """A Table 1 cell: the winner and its validation accuracy, or why there is none; how many λ diverged; whether
+    the setting's grid is incomplete (never "every λ" when some λ never ran)."""
+    best = t.winner()
+    missing = t.missing()
+    every = "every λ" if not missing else "every λ that ran"
+    if best is not None:
+        text = f"λ={best[0]:g} (val {100 * best[1].mean:.2f})"
+    elif t.diverged and not (set(t.val) - t.diverged):
+        text = f"diverged ({every})"
+    elif any(c.values for c in t.val.values()):
+        text = f"none above the divergence bound ({every})"  # smoke: only λ below DIVERGES_BELOW finished
+    else:
+        text = f"failed ({every})" if not t.diverged else f"diverged or failed ({every})"
+    text += f"; {len(t.diverged)} λ diverged" if t.diverged else ""
+    return text + (f"; grid incomplete ({len(t.val)} of {len(t.grid or ())} λ ran)" if missing else "")
 
 
 def table1(runs: list[Run], out_dir: Path) -> Table:
@@ -272,6 +344,10 @@ def _lambda_notes(runs: list[Run]) -> list[str]:
     return notes
 
 
+# Table 2's cells may hold runs at several λ: the table says so and leaves such a cell out of its claims (``_mixed``).
+LAMBDA_AXIS = ("loss.lam",)
+
+
 def _mixed(lams: dict[tuple[str, ...], set[float]]) -> list[str]:
     return [f"{'/'.join(k)}: λ {_lams(v)}" for k, v in lams.items() if len(v) > 1]
 
@@ -280,7 +356,7 @@ def _table2(
     runs: list[Run], datasets: dict[str, str], models: dict[str, str], title: str, with_paper: bool,
 ) -> Table:  # fmt: skip
     keys = ("dataset", "model", "loss")
-    acc = cells(runs, keys, "test/acc")
+    acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
     lams = _lambda_cells(runs, keys)
     mixed = set(k for k, v in lams.items() if len(v) > 1)
     header = ["Model", "Loss"]
@@ -352,8 +428,11 @@ def _gaussian_best_claim(pairs: dict[str, tuple[float, float]]) -> Claim:
     """The paper: Gaussian-COREL is the best loss in 4 of the 6 settings, FFNN-MNIST not one of them (``pairs``:
     setting -> (Gaussian-COREL's accuracy, the best other loss's))."""
     text = "Gaussian-COREL is the best loss in at least 4 of the 6 settings, FFNN-MNIST not one of them"
-    if not pairs or any(math.isnan(v) for pair in pairs.values() for v in pair):
-        return Claim(text, None, "numbers missing")
+    missing = [name for name, pair in pairs.items() if any(math.isnan(v) for v in pair)]
+    if not pairs or missing:  # a count over the 6 settings: none can be left out
+        return Claim(
+            text, None, f"numbers missing for {', '.join(missing)}" if missing else "numbers missing"
+        )
     best = [name for name, (g, other) in pairs.items() if g > other]
     holds = len(best) >= 4 and "ffnn-mnist" not in best
     return Claim(text, holds, f"best in {len(best)} of {len(pairs)}: {', '.join(best) or 'none'}")
@@ -383,11 +462,11 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         f"{meth} {name}" for meth in ("K-Means", "GMM") for name in CLUSTER_METRICS.values()
     ]
     table = {
-        (meth, k): cells(runs, keys, f"test/{meth}/{k}")
+        (meth, k): cells(runs, keys, f"test/{meth}/{k}", LAMBDA_AXIS)
         for meth in ("kmeans", "gmm")
         for k in CLUSTER_METRICS
     }
-    test_acc = cells(runs, keys, "test/acc")
+    test_acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
     lams = _lambda_cells(runs, keys)
     rows: list[list[str]] = []
     claims: list[Claim] = []
@@ -448,16 +527,19 @@ def _drop_claim(dataset: str, drops: dict[str, tuple[float, dict[str, float]]]) 
     -> (CCE's drop, {COREL loss: its drop}), in points; the detail prints k-means minus test accuracy)."""
     text = (f"CCE's k-means accuracy on {dataset} falls well below (>= {WELL_BELOW_POINTS:g} points) its test "
             "accuracy while the COREL losses' (Cosine, Gaussian) do not")  # fmt: skip
-    values = [v for c, others in drops.values() for v in (c, *others.values())]
-    if not drops or any(math.isnan(v) for v in values):
+    # Checked on the models whose numbers are there, naming the others.
+    known = {m: d for m, d in drops.items() if not any(math.isnan(v) for v in (d[0], *d[1].values()))}
+    if not known:
         return Claim(text, None, "numbers missing")
     holds = all(
-        c >= WELL_BELOW_POINTS and max(others.values()) < WELL_BELOW_POINTS for c, others in drops.values()
+        c >= WELL_BELOW_POINTS and max(others.values()) < WELL_BELOW_POINTS for c, others in known.values()
     )
     detail = "; ".join(
         f"{m}: CCE {-c:+.1f}, " + ", ".join(f"{COREL[o]} {-v:+.1f}" for o, v in others.items()) + " points"
-        for m, (c, others) in drops.items()
+        for m, (c, others) in known.items()
     )
+    if missing := [m for m in drops if m not in known]:
+        detail += f"; no numbers for {', '.join(missing)}"
     return Claim(text, holds, detail)
 
 

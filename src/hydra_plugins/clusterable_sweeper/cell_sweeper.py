@@ -23,6 +23,11 @@ of ``params``. A key given on the command line replaces it everywhere, its value
 them: ``dataset=agnews8`` runs the text grid alone, ``dataset=mnist`` the image grid on MNIST, and a value no grid
 holds (``dataset=digits``) goes to the first grid that sweeps the key. ``hydra.sweeper.grids.text=null`` drops a
 grid. Without ``grids`` (every other experiment) it is Hydra's basic sweeper.
+
+**A grid that needs Table 1's tuned λ when Table 1 has not been made is refused once**, before any cell runs (one
+line, exit status 2: ``clusterable.tuned_lambda.refusal``), rather than failing cell after cell; a smoke grid runs
+at the configs' λ instead (``tuned_lambda_fallback``), and a winners file without one setting fails that setting's
+cells alone.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from hydra.errors import HydraException
 
 from clusterable.config import composition_error
 from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
+from clusterable.tuned_lambda import WinnersFileMissing, refusal
 
 Grids = dict[str, dict[str, str]]
 
@@ -139,6 +145,7 @@ class CellSweeper(BasicSweeper):
         super().__init__(max_batch_size, params)
         self.grids = checked_grids(grids)
         self._command_line: list[str] = []
+        self._launched = False  # whether a batch has gone to the launcher (then a refusal is per cell)
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
@@ -177,7 +184,14 @@ class CellSweeper(BasicSweeper):
                 continue
             if problem := ddp_in_sweep(cell_config):
                 raise CommandLineError(problem)
+            missing = refusal(cell_config)
+            if isinstance(missing, WinnersFileMissing) and not self._launched:
+                # Every λ cell of the grid would fail for it: say it once and run nothing (CCE's cells included:
+                # half a Table 2 is not worth its hours before Table 1 is made).
+                reason = str(missing).splitlines()[0]  # OmegaConf appends the key and the node's type
+                raise CommandLineError(f"{reason} (the whole sweep is refused: no cell ran)")
             composing.append(overrides)
+        self._launched = self._launched or bool(composing)
         return composing
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
