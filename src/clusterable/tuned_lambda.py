@@ -35,6 +35,7 @@ import yaml
 from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
+from clusterable.config import CONFIG_DIR
 from clusterable.rundir import tables_dir
 
 RESOLVER = "tuned_lambda"
@@ -58,6 +59,31 @@ class WinnersMissing(TunedLambdaError):
 class WinnersFileMissing(WinnersMissing):
     """Table 1 has not been made in this mode at all: every cell of a Table 2 grid would fail for it, so the sweeper
     refuses the grid once before any cell runs (``refusal``)."""
+
+
+class UnknownTable(TunedLambdaError):
+    """``tuned_lambda_from`` names no experiment with a λ grid (a typo such as ``corel/tabel1``): refused in every
+    mode, a smoke run's fallback included, since no Table 1 could ever give its winners."""
+
+
+def experiment_grid(experiment: str) -> tuple[float, ...] | None:
+    """The λ values ``experiment`` sweeps: ``hydra.sweeper.params["loss.lam"]`` of conf/experiment/<experiment>.yaml,
+    sorted (None when it sweeps no λ, or there is no such experiment). The grid a Table 1's settings are checked
+    against: a sub-grid on the command line or an interrupted sweep leaves some of its values out."""
+    path = Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+        values = str(cfg["hydra"]["sweeper"]["params"]["loss.lam"])
+        return tuple(sorted(float(v) for v in values.split(",")))
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+
+
+def tuning_tables() -> list[str]:
+    """The experiments a ``tuned_lambda_from`` may name: those that sweep a λ grid (``experiment_grid``)."""
+    root = Path(CONFIG_DIR) / "experiment"
+    names = (p.relative_to(root).with_suffix("").as_posix() for p in sorted(root.rglob("*.yaml")))
+    return [name for name in names if experiment_grid(name) is not None]
 
 
 def winners_name(table: str) -> str:
@@ -151,9 +177,10 @@ def lookup(
 
 def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None) -> float:
     """Table 1's winner for the run of ``root`` (its dataset, model and loss choices, output folder and mode)."""
-    if not isinstance(table, str) or "/" not in table:
-        raise TunedLambdaError(
-            f"tuned_lambda_from must name a Table 1 such as corel/table1 (or be null), got {table!r}"
+    if not isinstance(table, str) or table not in tuning_tables():
+        raise UnknownTable(
+            f"tuned_lambda_from must name an experiment that tunes λ ({', '.join(tuning_tables())}) or be null, "
+            f"got {table!r}"
         )
     if choices is None:
         raise TunedLambdaError(

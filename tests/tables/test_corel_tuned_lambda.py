@@ -327,3 +327,19 @@ def test_a_single_diverging_run_is_one_error_line_and_exit_1(train):
     assert result.code == 1 and "lam = 0.2 < 0.5 is unbounded below" in line and line.startswith("error: ")
     (m,) = all_metrics(train.outputs)
     assert m["status"] == "diverged" and m["failed_epoch"] == 1
+
+
+def test_a_typo_in_tuned_lambda_from_is_refused_in_one_line_in_smoke_mode_too(train):
+    """A smoke run's fallback covers missing winners, never a Table 1 that does not exist."""
+    typo = ["experiment=corel/digits_table2", "debug=smoke", "tuned_lambda_from=corel/tabel1"]
+    result = train("-m", *typo, "loss=cce,gaussian_corel", "hydra.sweeper.params.seed=0")
+    assert len(result.error_lines()) == 1, result
+    (line,) = result.error_lines()
+    assert result.code == 2 and line == (
+        "error: tuned_lambda_from must name an experiment that tunes λ (corel/digits_table1, corel/table1) or be "
+        "null, got 'corel/tabel1' (the whole sweep is refused: no cell ran)"
+    )
+    assert not all_metrics(train.outputs)
+    result = train(*typo, "loss=gaussian_corel", *QUICK)
+    assert result.code == 1 and len(result.error_lines()) == 1, result
+    assert "got 'corel/tabel1'" in result.error_lines()[0] and "Traceback" not in result.out + result.err

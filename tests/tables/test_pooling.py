@@ -91,3 +91,18 @@ def test_a_truncated_metrics_json_is_named_and_the_table_refused(tmp_path, make_
     code, out, err = make_tables("dml/losses", "--outputs", str(tmp_path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert f"1 metrics.json cannot be read: {bad} (JSONDecodeError)" in err
+
+
+def test_safir_cells_are_one_config_too(tmp_path, make_tables):
+    """The Safir tables group runs by their own cells (``safir.grouped``): the same check, naming the cell."""
+    from .test_safir_tables import knn, run_of
+
+    for seed in (0, 1):
+        path = run_of(tmp_path, "safir/table6_1", model="dml", pl=10, ls=2, seed=seed, metrics=knn(0.9))
+        if seed:  # this seed trained longer
+            path.joinpath("metrics.json").write_text(
+                path.joinpath("metrics.json").read_text().replace('"max_epochs": 100', '"max_epochs": 7')
+            )
+    code, out, err = make_tables("safir/table6_1", "--outputs", str(tmp_path))
+    assert code == 2 and "the 2 runs of the cell mnist dml pl=10 lsdim=2 triplet differ" in err, err
+    assert "trainer.max_epochs (100: 1, 7: 1)" in err

@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from clusterable.config import CONFIG_DIR
 from clusterable.tables.common import na_note, paper_value, pyplot, save_figure
 from clusterable.tables.report import Cell, Claim, Run, Table, as_text, cells, check, key_of
 from clusterable.tables.report import require_one_config as one_config
-from clusterable.tuned_lambda import winners_name, write_winners
+from clusterable.tuned_lambda import experiment_grid, winners_name, write_winners
 
 LOSSES = {
     "cce": "CCE",
@@ -117,19 +115,6 @@ class Tuning:
         if self.grid is not None:
             entry.update(complete=not self.missing(), missing=self.missing())
         return entry
-
-
-def experiment_grid(experiment: str) -> tuple[float, ...] | None:
-    """The λ values ``experiment`` sweeps: ``hydra.sweeper.params["loss.lam"]`` of conf/experiment/<experiment>.yaml
-    (None when it sweeps no λ). The grid a setting's λ values are checked against: a sub-grid on the command line or
-    an interrupted sweep leaves some of them out."""
-    path = Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml"
-    try:
-        cfg = yaml.safe_load(path.read_text()) or {}
-        values = str(cfg["hydra"]["sweeper"]["params"]["loss.lam"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return None
-    return tuple(sorted(float(v) for v in values.split(",")))
 
 
 def tune_lambda(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from clusterable.tables.common import load_npz, published, pyplot, save_figure
-from clusterable.tables.report import Claim, Run, Table, check
+from clusterable.tables.report import Claim, Run, Table, check, require_one_config
 
 PAPER = "safir"  # tables/published/safir.yaml
 SOURCES = {
@@ -96,12 +96,20 @@ def setting(run: Run) -> Setting | None:
                    int(latent_dim), weight, str(run.get("loss/metric", "")))  # fmt: skip
 
 
+# The recorded keys a cell's ``Setting`` is read from: a cell's runs differ in them (and their seed) alone.
+SETTING_AXES = ("dataset.labelled_percent", "loss.latent_dim", "loss.gamma", "loss.alpha")
+
+
 def grouped(runs: list[Run]) -> dict[Setting, list[Run]]:
+    """The runs of each cell (``setting``), which must be one config but for their seed (``require_one_config``)."""
     out: dict[Setting, list[Run]] = {}
     for run in runs:
         key = setting(run)
         if key is not None:
             out.setdefault(key, []).append(run)
+    for key, group in out.items():
+        cell = f"{key.dataset} {key.model} pl={key.pl} lsdim={key.lsdim} {key.metric}".strip()
+        require_one_config(group, SETTING_AXES, f"the cell {cell}")
     return out
 
 

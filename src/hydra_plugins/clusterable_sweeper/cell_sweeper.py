@@ -1,4 +1,4 @@
-"""The sweeper of ``train.py -m``: Hydra's basic sweeper, with two additions.
+"""The sweeper of ``train.py -m``: Hydra's basic sweeper, with three additions.
 
 **A cell that does not compose fails alone** (recorded for the sweep summary with one line) instead of stopping the
 whole grid before it starts. ``-m loss=cce,center loss.lam=0.2`` has a cell (cce, which has no ``lam``) that Hydra
@@ -24,10 +24,10 @@ them: ``dataset=agnews8`` runs the text grid alone, ``dataset=mnist`` the image 
 holds (``dataset=digits``) goes to the first grid that sweeps the key. ``hydra.sweeper.grids.text=null`` drops a
 grid. Without ``grids`` (every other experiment) it is Hydra's basic sweeper.
 
-**A grid that needs Table 1's tuned λ when Table 1 has not been made is refused once**, before any cell runs (one
-line, exit status 2: ``clusterable.tuned_lambda.refusal``), rather than failing cell after cell; a smoke grid runs
-at the configs' λ instead (``tuned_lambda_fallback``), and a winners file without one setting fails that setting's
-cells alone.
+**A grid that needs Table 1's tuned λ when Table 1 has not been made (or names no Table 1) is refused once**,
+before any cell runs (one line, exit status 2: ``clusterable.tuned_lambda.refusal``), rather than failing cell
+after cell; a smoke grid runs at the configs' λ instead of missing winners (``tuned_lambda_fallback``), and a
+winners file without one setting fails that setting's cells alone.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from hydra.errors import HydraException
 
 from clusterable.config import composition_error
 from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
-from clusterable.tuned_lambda import WinnersFileMissing, refusal
+from clusterable.tuned_lambda import UnknownTable, WinnersFileMissing, refusal
 
 Grids = dict[str, dict[str, str]]
 
@@ -185,7 +185,7 @@ class CellSweeper(BasicSweeper):
             if problem := ddp_in_sweep(cell_config):
                 raise CommandLineError(problem)
             missing = refusal(cell_config)
-            if isinstance(missing, WinnersFileMissing) and not self._launched:
+            if isinstance(missing, WinnersFileMissing | UnknownTable) and not self._launched:
                 # Every λ cell of the grid would fail for it: say it once and run nothing (CCE's cells included:
                 # half a Table 2 is not worth its hours before Table 1 is made).
                 reason = str(missing).splitlines()[0]  # OmegaConf appends the key and the node's type
