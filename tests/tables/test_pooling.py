@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterable.tables.report import Run, config_differences, load_runs, seed_note
+from clusterable.tables.report import Run, config_differences, describe, load_runs, seed_note
 
 from .rundirs import write_run
 from .test_dscl_tables import write_row
@@ -106,3 +106,13 @@ def test_safir_cells_are_one_config_too(tmp_path, make_tables):
     code, out, err = make_tables("safir/table6_1", "--outputs", str(tmp_path))
     assert code == 2 and "the 2 runs of the cell mnist dml pl=10 lsdim=2 triplet differ" in err, err
     assert "trainer.max_epochs (100: 1, 7: 1)" in err
+
+
+def test_the_note_says_the_step_budget_the_runs_trained_for(tmp_path):
+    """A step budget is a protocol's length of training (DSCL): the table's note says it, as it says max_epochs."""
+    runs = [
+        Run(tmp_path, {}, {"provenance": {"data_source": "real", "max_epochs": None, "max_steps": steps}})
+        for steps in (300, 5, -1)
+    ]
+    assert describe(runs, "full")[1] == "Full runs (data=real, max_steps=300/5)."
+    assert describe(runs[2:], "full")[1] == "Full runs (data=real)."  # -1: no budget (Lightning's default)

@@ -251,6 +251,10 @@ def describe(runs: Sequence[Run], mode: str) -> tuple[str, str]:
         values.discard(None)
         if values:
             parts.append(f"{label}={'/'.join(sorted(map(str, values)))}")
+    # A step budget is a protocol's length of training too (DSCL's rows): said when a run set one (-1: none).
+    steps = {r.provenance.get("max_steps") for r in runs} - {None, -1}
+    if steps:
+        parts.append(f"max_steps={'/'.join(sorted(map(str, steps)))}")
     limits = sorted({f"trainer.{k}={v}" for r in runs for k, v in (r.provenance.get("limits") or {}).items()})
     parts += limits
     if mode == "full":
