@@ -116,3 +116,20 @@ def test_the_note_says_the_step_budget_the_runs_trained_for(tmp_path):
     ]
     assert describe(runs, "full")[1] == "Full runs (data=real, max_steps=300/5)."
     assert describe(runs[2:], "full")[1] == "Full runs (data=real)."  # -1: no budget (Lightning's default)
+
+
+def test_a_run_that_failed_resolving_its_config_pools_with_the_cell(tmp_path, make_tables):
+    """A Table 2 cell refused for its λ (recorded failed, its config unresolved), then run with
+    tuned_lambda_partial=true: one cell, one failed run, not two configs."""
+    unresolved = {
+        "loss": {"lam": "${tuned_lambda:0.5}"},
+        "mode": "${run_mode:}",
+        "tuned_lambda_partial": None,
+    }
+    params = {"dataset": "mnist", "model": "ffnn", "loss": "center", "seed": 0}
+    write_run(tmp_path / "a", "corel/table2", params, None, config=unresolved)
+    resolved = {"loss": {"lam": 0.7}, "mode": "full", "tuned_lambda_partial": True}
+    write_run(tmp_path / "b", "corel/table2", params, {"test/acc": 0.9}, config=resolved)
+    code, out, err = make_tables("corel/table2", "--outputs", str(tmp_path))
+    assert code == 0, err
+    assert "| FFNN | Center | 90.00 ± 0.00 (1 failed) (λ 0.7) |" in out

@@ -24,8 +24,9 @@ import yaml
 from clusterable.rundir import IGNORED_IN_COMPARISON, find_runs
 
 # Keys of a recorded config that a table's cell may hold several values of: what changes no number a run computes
-# (loggers, paths, progress bars, the CPU threads it used) and the seed, over which a cell averages.
-POOLED = (*IGNORED_IN_COMPARISON, "torch_threads", "seed")
+# (loggers, paths, progress bars, the CPU threads it used; tuned_lambda_partial only lets a λ through, and the λ is
+# recorded as loss.lam) and the seed, over which a cell averages.
+POOLED = (*IGNORED_IN_COMPARISON, "torch_threads", "tuned_lambda_partial", "seed")
 
 
 @dataclass
@@ -61,14 +62,15 @@ class Run:
     @cached_property
     def leaves(self) -> dict[str, str]:
         """The recorded resolved config as ``{dotted key: value as JSON text}``, one entry per leaf (``{}`` for a
-        run that records no config): what ``config_differences`` compares."""
+        run that records no config): what ``config_differences`` compares. A value left unresolved (a run that
+        failed resolving its config records it as written, ``${...}``) is left out: it says nothing to compare."""
         out: dict[str, str] = {}
 
         def walk(node: Any, prefix: str) -> None:
             if isinstance(node, Mapping) and node:
                 for key, value in node.items():
                     walk(value, f"{prefix}{key}.")
-            elif prefix:
+            elif prefix and not (isinstance(node, str) and "${" in node):
                 out[prefix[:-1]] = json.dumps(node, sort_keys=True, default=str)
 
         walk(self.payload.get("config") or {}, "")
