@@ -81,7 +81,7 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
     assert time.monotonic() - sent < 20, "Ctrl-C took more than seconds to stop the sweep"
     assert "Traceback" not in out + err, err
     (summary,) = [line for line in out.splitlines() if line.startswith("sweep: ")]
-    assert "interrupted" in summary and " 0 ok," in summary, summary
+    assert "interrupted" in summary and " 0 ok," in summary, (out, err)
     workers = [int(p.name) for p in (tmp_path / "started").iterdir()]
     time.sleep(1)
     assert workers and not [pid for pid in workers if _alive(pid)], "a worker outlived its sweep"
@@ -89,7 +89,8 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
     assert runs and all(m["status"] == "failed" and m["error"] == "interrupted" for m in runs)
     assert f"{len(runs)} interrupted" in summary
     assert not list((tmp_path / "outputs").rglob(".joblib-*")), "the launch's control folder was left behind"
-
+    if not to_group:
+        return  # the resume is the same either way: checked once
     again = _start(tmp_path, *JOBLIB_SWEEP)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0 and "sweep: 4 ok, 0 failed, 0 skipped (" in out, (out, err)
@@ -100,7 +101,7 @@ def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train,
     args = ["-m", SEARCHPATH, "loss=slow", "name=locked", "trainer.max_epochs=3", *QUICK]
     first = _start(tmp_path, *args)
     try:
-        (pid,) = _wait_for_start(tmp_path, first)
+        _wait_for_start(tmp_path, first)
         second = train(*args)  # the same cell, while the first process trains it
         assert second.code == 0 and "Traceback" not in second.out + second.err, second
         (busy,) = [line for line in second.out.splitlines() if line.startswith("busy ")]
@@ -115,7 +116,6 @@ def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train,
     assert m["status"] == "ok"
     cell = metrics_files(train.outputs)[0].parent
     assert (cell / "checkpoints" / "best.ckpt").exists()  # the first process's checkpoint, never cleaned away
-    assert pid != os.getpid()
     third = train(*args)  # once it is recorded, the lock is free: a re-run reuses the finished cell
     assert "sweep: 0 ok, 0 failed, 1 skipped (" in third.out
 
