@@ -146,7 +146,7 @@ class JoblibLauncher(joblib_launcher.JoblibLauncher):
                     singletons,
                     str(folder),
                     os.environ.get(RECORDS_ENV),
-                )  # fmt: skip
+                )
                 for idx, overrides in enumerate(job_overrides)
             )
         finally:
@@ -164,7 +164,8 @@ ConfigStore.instance().store(
     group="hydra/launcher",
     name="joblib",
     node=OmegaConf.merge(
-        OmegaConf.structured(JobLibLauncherConf), {"_target_": f"{__name__}.{JoblibLauncher.__qualname__}"}
+        OmegaConf.structured(JobLibLauncherConf),
+        {"_target_": "hydra_plugins.clusterable_launcher.joblib_launcher.JoblibLauncher"},
     ),
     provider="clusterable",
 )
