@@ -155,16 +155,6 @@ class NeedsBatchOf(Protocol):
 
 
 @runtime_checkable
-class NeedsBatchOf(Protocol):
-    """A head that learns nothing from a training batch of fewer than ``min_batch_size`` rows (a pair loss needs
-    two rows, a triplet loss an anchor, a positive and a negative): the run refuses a smaller
-    ``dataset.batch_size`` before training (``require_batch_size``), instead of training on a loss that is
-    always 0 and recording the run ``ok``."""
-
-    min_batch_size: int
-
-
-@runtime_checkable
 class ReconstructingHead(Protocol):
     """A head that reconstructs its inputs: ``reconstruct(embeddings (N, D)) -> (N, d)`` (de-noising)."""
 
@@ -252,16 +242,6 @@ class ChecksSplits(Protocol):
     def check_split(self, stage: str, split: Mapping[str, Tensor]) -> None: ...
 
 
-@runtime_checkable
-class ChecksSplits(Protocol):
-    """An evaluator whose options depend on the size of the splits it scores (``ks`` of Recall@K against the
-    gallery): ``check_split(stage, split)`` gets split ``stage``'s per-row tensors (``labels`` (N,), flags such as
-    ``is_query``) as soon as the data is loaded, before training, and raises ``ValueError`` (one line starting
-    with the option's name) for an option that split cannot serve."""
-
-    def check_split(self, stage: str, split: Mapping[str, Tensor]) -> None: ...
-
-
 EVALUATOR_ARGS = ("embeddings", "labels", "context")
 
 
@@ -336,6 +316,14 @@ class HasDataNotes(Protocol):
 
 
 @runtime_checkable
+class NamesParts(Protocol):
+    """A retrieval-set reader that names the parts its lists split the images into: ``("train", "test")``, or
+    In-Shop's ``("train", "query", "gallery")``; the image-folder datamodule's fake source copies them."""
+
+    parts: tuple[str, ...]
+
+
+@runtime_checkable
 class PartiallyLabelled(Protocol):
     """A datamodule that can hide training labels (``dataset.labelled_percent``): ``all_labels(stage) -> (N,)``
     gives every label of split ``stage`` as read, in the split's row order, where its ``labels`` hold ``-1`` for
@@ -365,18 +353,6 @@ def require_evaluator(fn: object, what: str) -> None:
         raise ContractError(
             f"{what}: an evaluator takes (embeddings, labels, context); it lacks {', '.join(missing)}"
         )
-
-
-def require_batch_size(head: object, batch_size: int | None, what: str) -> None:
-    """Raise ``ContractError`` (one line naming ``what``) when ``head`` declares a ``min_batch_size``
-    (``NeedsBatchOf``) above ``batch_size``, the rows of a training batch; None (a dataset without the option)
-    passes."""
-    if batch_size is None or not isinstance(head, NeedsBatchOf) or batch_size >= head.min_batch_size:
-        return
-    raise ContractError(
-        f"dataset.batch_size={batch_size} is too small for {what}: it learns nothing from batches of fewer than "
-        f"{head.min_batch_size} rows; raise dataset.batch_size"
-    )
 
 
 def require_batch_size(head: object, batch_size: int | None, what: str) -> None:

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from clusterable import checks
+from clusterable.contracts import NeedsBatchOf
 from clusterable.heads.semi_supervised import Schedule, SemiSupervisedHead
 
 
@@ -58,7 +59,7 @@ class DML(SemiSupervisedHead):
     def min_batch_size(self) -> int:
         """``contracts.NeedsBatchOf``: DML's loss is its metric loss alone, so the rows that one needs (1 for a
         metric head that declares none: center loss)."""
-        return int(getattr(self.metric, "min_batch_size", 1))
+        return self.metric.min_batch_size if isinstance(self.metric, NeedsBatchOf) else 1
 
     def forward(self, embeddings: Tensor, labels: Tensor, epoch: int = 0, **batch: Any) -> dict[str, Tensor]:
         """``loss = gamma L_S`` and ``supervised = L_S`` for embeddings (N, D), labels (N,) (-1 = unlabelled)."""

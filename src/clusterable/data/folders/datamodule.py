@@ -26,6 +26,7 @@ with scale (0.16, 1), and per-dataset ratio and colour jitter.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import queue
@@ -39,6 +40,7 @@ import lightning as L
 import numpy as np
 import torch
 
+from clusterable.contracts import NamesParts
 from clusterable.data.checks import is_int
 from clusterable.data.errors import DatasetError
 from clusterable.data.folders.augment import DEFAULT_AUGMENT, Augment, eval_views
@@ -300,7 +302,8 @@ class ImageDataModule(L.LightningDataModule):
         n, crop = self.fake_size, self.crop
         per_class = max(DEFAULT_IMAGES_PER_CLASS, self.sampler.images_per_class or DEFAULT_IMAGES_PER_CLASS)
         k = min(self.num_classes, max(2, n // per_class))
-        reader_parts = getattr(getattr(self.reader, "func", self.reader), "parts", ("train", "test"))
+        reader = self.reader.func if isinstance(self.reader, functools.partial) else self.reader
+        reader_parts = reader.parts if isinstance(reader, NamesParts) else ("train", "test")
         labels = torch.cat([torch.arange(n) % k, self.num_classes + torch.arange(n) % k])
         if len(reader_parts) == 3:  # query / gallery: alternate each class's images between the two
             test_parts = ["query" if (i // k) % 2 == 0 else "gallery" for i in range(n)]
