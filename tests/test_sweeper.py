@@ -120,9 +120,18 @@ def test_train_refuses_a_bad_grid_in_one_line(train):
         ("hydra.sweeper.grids.txt=null", "error: hydra.sweeper.grids.txt is not a key of the config"),
         ("hydra.sweeper.param.seed=0", "error: hydra.sweeper.param.seed is not a key of the config"),
         ("hydra.launcher.n_jobs=2", "error: Could not override 'hydra.launcher.n_jobs'"),
+        ("--cfg=job", "error: Only one of --run, --multirun, --cfg"),
     ],
 )
 def test_a_wrong_sweep_setting_is_one_line_before_anything_runs(train, override, message):
     result = train("-m", "experiment=corel/digits_table2", "debug=smoke", override)
     assert result.code == 2 and result.err.startswith(message) and result.err.count("\n") == 1, result
     assert not train.outputs.exists() or not any(train.outputs.rglob("metrics.json"))
+
+
+def test_a_launcher_value_of_the_wrong_type_is_one_line_naming_its_key(train):
+    result = train("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=two", "trainer.max_epochs=1")
+    assert result.code == 2 and result.error_lines() == [
+        "error: Value 'two' of type 'str' could not be converted to Integer (hydra.launcher.n_jobs)"
+    ], result
+    assert "sweep:" not in result.out  # refused before the sweep: no summary of nothing

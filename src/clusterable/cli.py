@@ -65,11 +65,28 @@ def main() -> None:
             raise
         print(f"error: {write_error(e)}", file=sys.stderr)
         sys.exit(1)
-    except (HydraException, OmegaConfBaseException) as e:
-        # A sweep setting refused by the sweeper's constructor (bad grids) is its ValueError's one line.
-        cause = e.__cause__
-        print(f"error: {cause if isinstance(cause, ValueError) else composition_error(e)}", file=sys.stderr)
+    except (HydraException, OmegaConfBaseException) as e:  # a config or sweep setting refused before any run
+        hydra_callbacks.discard_sweep()
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        sys.exit(2)
+    except ValueError as e:  # Hydra's own refusal of its flags together (-m with --cfg)
+        if not str(e).startswith("Only one of --run"):
+            raise
+        hydra_callbacks.discard_sweep()
+        print(f"error: {e}; --cfg job prints one cell's config without -m", file=sys.stderr)
         sys.exit(2)
     finally:  # a sweep Hydra did not finish (Ctrl-C, a full disk) still says what its cells did
         hydra_callbacks.end_sweep()
     sys.exit(hydra_callbacks.exit_status["code"])
+
+
+def _one_line(error: BaseException) -> str:
+    """Hydra's or OmegaConf's error as one line: a sweep setting refused by the sweeper's constructor (bad grids)
+    is its ValueError's message; a value of the wrong type names its key (``Value 'two' of type 'str' could not be
+    converted to Integer (hydra.launcher.n_jobs)``)."""
+    cause = error.__cause__
+    text = str(cause) if isinstance(cause, ValueError) else composition_error(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    key = next((line.removeprefix("full_key: ") for line in lines if line.startswith("full_key: ")), "")
+    first = lines[0] if lines else type(error).__name__
+    return f"{first} ({key})" if key and key not in first else first

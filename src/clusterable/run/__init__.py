@@ -28,7 +28,8 @@ __all__ = ["RunContext", "run"]
 
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
     """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``, or
-    ``diverged``: a head recognised the regime in which its loss is unbounded, a result kept like ``ok``).
+    ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one), or a
+    ``busy`` record, written nowhere, when another process holds the cell's lock.
 
     Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
     """
