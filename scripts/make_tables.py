@@ -8,10 +8,13 @@
     python scripts/make_tables.py safir/table6_1          # also table6_2 ... table6_6, fig6_2, fig6_3, digits6_1 ...
 
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
-the paper's claims checked on our numbers (holds / does not hold). A table is built from runs of one mode only
-(full: real data, whole training; smoke: fake data or a few batches, testing the pipeline) and one data source;
-its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its λ winners, which the Table 2
-runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``).
+the paper's claims checked on our numbers (holds / does not hold), each on the settings whose numbers are there
+(naming the others). A cell averages runs of one config (they differ in their seed and the table's own axes alone);
+the notes say how many runs each configuration has and which runs are not their experiment's protocol. A table is
+built from runs of one mode only (full: real data, whole training; smoke: fake data or a few batches, testing the
+pipeline) and one data source; its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its
+λ winners, which the Table 2 runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``),
+with whether each setting's λ grid was complete.
 
 Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json that cannot be read (each
 one named), the selected runs mix modes or data sources, or the runs of one cell differ in more than their seed
@@ -26,6 +29,7 @@ import os
 import sys
 
 from clusterable.rundir import UnreadableRuns, tables_dir
+from clusterable.tables.protocol import protocol_note
 from clusterable.tables.report import MixedRuns, describe, load_runs, seed_note
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir")
@@ -73,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         table.notes.insert(0, note)
     if seeds := seed_note(runs):
         table.notes.insert(1 if note else 0, seeds)
+    if odd := protocol_note(runs, experiment):  # steps, lr... set on the command line: said under the title
+        table.notes.insert(0, odd)
     paths = table.write(out_dir, f"{paper}_{name}")
     diverged = sum(r.payload.get("status") == "diverged" for r in runs)
     failed = sum(not r.ok for r in runs) - diverged

@@ -133,3 +133,18 @@ def test_a_run_that_failed_resolving_its_config_pools_with_the_cell(tmp_path, ma
     code, out, err = make_tables("corel/table2", "--outputs", str(tmp_path))
     assert code == 0, err
     assert "| FFNN | Center | 90.00 ± 0.00 (1 failed) (λ 0.7) |" in out
+
+
+def test_runs_not_at_their_experiments_protocol_are_named(tmp_path, make_tables):
+    """The short runs alone (no 300-step runs beside them to refuse): the table still says they are not the
+    protocol, the step count the experiment composes for their row (dscl_row=end_to_end: 300) beside theirs."""
+    dscl_digits(tmp_path, 5)
+    code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path))
+    assert code == 0, err
+    (note,) = [
+        line for line in out.splitlines() if line.startswith("> NOT the protocol of experiment dscl/digits: ")
+    ]
+    assert "trainer.max_steps=5 where the experiment says 300 (3 of 3 runs, under " in note
+    dscl_digits(tmp_path / "full", 300)
+    code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path / "full"))
+    assert code == 0 and "trainer.max_steps=" not in out, out
