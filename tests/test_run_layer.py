@@ -96,7 +96,9 @@ def test_only_the_command_line_reads_hydras_runtime() -> None:
     assert readers == ["cli.py"]
 
 
-@pytest.mark.parametrize(("busy", "threads", "said"), [(1.2, 1, True), (0.2, None, False), (None, None, False)])
+@pytest.mark.parametrize(
+    ("busy", "threads", "said"), [(1.2, 1, True), (0.2, None, False), (None, None, False)]
+)
 def test_the_default_cpu_threads_leave_the_busy_cores_alone(monkeypatch, capsys, busy, threads, said) -> None:
     import torch
 
@@ -119,3 +121,31 @@ def test_busy_elsewhere_leaves_this_process_out() -> None:
 
     busy = busy_elsewhere(0.2)
     assert busy is None or 0 <= busy <= (os.cpu_count() or 1) + 0.5
+
+
+def test_boudiafs_selection_rule_is_a_checkpoint_option(tmp_path: Path) -> None:
+    # checkpoint.rule=boudiaf: R@1 rounded, ties to the later epoch, the untrained network a candidate
+    # (callbacks.BoudiafCheckpoint, tested against their code in tests/test_boudiaf_checkpoint.py): wired here.
+    payload = run_in_process(
+        tmp_path, "dataset=digits_zeroshot", "loss=cce", "evaluator=[retrieval]", "validation_evaluators=[retrieval]",
+        "checkpoint.monitor=val/recall@1/cos", "checkpoint.rule=boudiaf",
+    )  # fmt: skip
+    assert payload["status"] == "ok", payload["error"]
+    assert (
+        payload["best_epoch"] in (None, 0, 1) and (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
+    )
+
+
+def test_boudiafs_rule_needs_a_monitor(tmp_path: Path) -> None:
+    payload = run_in_process(tmp_path, "checkpoint.monitor=null", "checkpoint.rule=boudiaf")
+    assert payload["status"] == "failed" and payload["error"] == (
+        "checkpoint.rule=boudiaf selects an epoch by checkpoint.monitor, which is null"
+    )
+
+
+def test_a_config_that_does_not_resolve_never_overwrites_a_finished_run(tmp_path: Path) -> None:
+    assert run_in_process(tmp_path, "loss=cce")["status"] == "ok"
+    payload = run_in_process(tmp_path, "loss=cce", "+protocol.root=${oc.env:CLUSTERABLE_TEST_UNSET_VARIABLE}")
+    assert payload["status"] == "failed" and payload["error"].startswith("config: ")
+    assert payload["error"].endswith("; the cell's finished run is left as it was")
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "ok"

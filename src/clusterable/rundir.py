@@ -25,7 +25,10 @@ LIMITS = {
     "max_time": (None,),
 }
 # Keys that do not change what a run computes: a finished run is reused whatever they are now.
-IGNORED_IN_COMPARISON = ("logger", "paths", "trainer.enable_progress_bar", "trainer.enable_model_summary")
+# tuned_lambda_partial lets Table 2 take a winner from an incomplete λ grid: the λ it ran at is loss.lam.
+IGNORED_IN_COMPARISON = (
+    "logger", "paths", "trainer.enable_progress_bar", "trainer.enable_model_summary", "tuned_lambda_partial",
+)  # fmt: skip
 
 
 def _plain(value: Any) -> Any:
@@ -139,11 +142,30 @@ def config_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str =
         a, b = old.get(key, "<unset>"), new.get(key, "<unset>")
         if _absent(a) and _absent(b):
             continue  # a key added to the config with an empty default (null, {}) computes nothing new
+        if isinstance(a, str) and a == "<unset>" and _is_default(new, key, b):
+            continue  # an option added to a constructor since, at its default: what the old code computed
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             changes += config_changes(a, b, f"{path}.")
         elif a != b:
             changes.append(f"{path}: {a} -> {b}")
     return changes
+
+
+def _is_default(node: Mapping[str, Any], key: str, value: Any) -> bool:
+    """Whether ``value`` is the default of parameter ``key`` of the constructor ``node`` names (``_target_``)."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    try:
+        parameter = inspect.signature(get_object(str(node["_target_"]))).parameters.get(key)
+    except Exception:  # no _target_, or one that no longer imports: not known to be a default
+        return False
+    return (
+        parameter is not None
+        and parameter.default is not inspect.Parameter.empty
+        and parameter.default == value
+    )
 
 
 def _absent(value: Any) -> bool:

@@ -19,9 +19,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable import resolvers
-from clusterable.run.cell import reuse_or_clean
+from clusterable.run.cell import FINISHED, reuse_or_clean
 from clusterable.run.context import RunContext
 from clusterable.run.record import finish, new_payload, recorded
+from clusterable.rundir import read_metrics
 
 __all__ = ["RunContext", "run"]
 
@@ -40,7 +41,11 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
             payload["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
             payload["config"] = OmegaConf.to_container(cfg, resolve=False)
-            return finish(ctx, payload, f"config: {e}".splitlines()[0], rank_zero)
+            error = f"config: {e}".splitlines()[0]
+            # A finished run in the cell is never overwritten by an attempt whose config did not even resolve.
+            finished = (read_metrics(ctx.run_dir) or {}).get("status") in FINISHED
+            kept = "; the cell's finished run is left as it was" if finished else ""
+            return finish(ctx, payload, error + kept, rank_zero, write=not finished)
     if notes:  # what a resolver remarked (COREL's λ fell back to the config's): recorded with the run
         payload.update({key: value for key, (value, _) in notes.items()}, resolver_notes=sorted(notes))
     if rank_zero and (previous := reuse_or_clean(ctx, payload, notes)) is not None:

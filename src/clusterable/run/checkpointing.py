@@ -16,6 +16,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from clusterable.callbacks import BoudiafCheckpoint
 from clusterable.rundir import WRITE_ERRNOS
 
 
@@ -52,3 +53,8 @@ def _why_not_written(folder: Path) -> int:
     except OSError:
         return errno.EIO
     return errno.ENOSPC if stats.f_bavail * stats.f_frsize < 1 << 20 else errno.EIO
+
+
+class AtomicBoudiafCheckpoint(AtomicCheckpoint, BoudiafCheckpoint):
+    """Boudiaf et al.'s model-selection rule (``callbacks.BoudiafCheckpoint``: ``checkpoint.rule: boudiaf``),
+    written atomically like every best checkpoint."""

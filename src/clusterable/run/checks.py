@@ -36,6 +36,7 @@ TOP_LEVEL = {
     "tuned_lambda_partial": bool | None,
     "checkpoint.monitor": str | None,
     "checkpoint.mode": Literal["min", "max"],
+    "checkpoint.rule": Literal["boudiaf"] | None,
     "paths.data_dir": str,
     "paths.output_dir": str,
     # A paper's own settings (sub-batch sizes, step counts, a table's row label, ...), read by its configs and tables.

@@ -55,7 +55,7 @@ class RunContext:
         return cls(
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
             choices=choices,
-            overrides=tuple(hydra.overrides.task),
+            overrides=tuple(OmegaConf.to_container(hydra.overrides.task, resolve=False)),  # as typed
             job_name=str(hydra.job.name),
             single=str(hydra.mode) in ("RUN", "RunMode.RUN"),
             parallel_jobs=jobs,

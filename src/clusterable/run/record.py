@@ -94,9 +94,11 @@ def finish(
     rank_zero: bool,
     loggers: list = (),
     status: str = "failed",
+    write: bool = True,
 ) -> dict[str, Any]:
     """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary.
-    ``error``: the run did not finish, recorded with ``status`` (``failed`` or ``diverged``)."""
+    ``error``: the run did not finish, recorded with ``status`` (``failed`` or ``diverged``). ``write``: False
+    leaves the cell's metrics.json as it is (a finished run of another config that this attempt never replaced)."""
     if error is not None:
         payload.update(status=status, error=error)
     try:
@@ -110,7 +112,8 @@ def finish(
     if not rank_zero:
         return payload
     try:
-        write_metrics(ctx.run_dir, payload)
+        if write:
+            write_metrics(ctx.run_dir, payload)
     except OSError as e:  # nothing could be recorded: the printed line and the sweep's outcome still say why
         if not is_write_error(e):
             raise

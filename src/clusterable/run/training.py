@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from clusterable.config import ConfigError
 from clusterable.run.context import RunContext
 from clusterable.run.parts import Parts
 
@@ -68,9 +69,15 @@ def busy_elsewhere(interval_s: float = 0.25) -> float | None:
 def checkpoint_callback(cfg: DictConfig, run_dir: Path) -> Any:
     """Keeps the epoch that is best by ``checkpoint.monitor`` (none when it is null: the last epoch is tested),
     written atomically: a full disk leaves the previous best checkpoint, never a truncated one."""
-    from clusterable.run.checkpointing import AtomicCheckpoint
+    from clusterable.run.checkpointing import AtomicBoudiafCheckpoint, AtomicCheckpoint
 
     monitor = cfg.checkpoint.monitor
+    if cfg.checkpoint.get("rule") == "boudiaf":
+        if monitor is None:
+            raise ConfigError("checkpoint.rule=boudiaf selects an epoch by checkpoint.monitor, which is null")
+        return AtomicBoudiafCheckpoint(
+            dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode
+        )
     return AtomicCheckpoint(
         dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode,
         save_top_k=1 if monitor else 0,
@@ -120,7 +127,8 @@ def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
             raise RuntimeError(f"checkpoint {path} holds more than tensors and plain values ({found}); it was "
                                "not loaded, since unpickling it could run code from it") from None  # fmt: skip
         module.load_state_dict(state["state_dict"])
-        return int(state["epoch"])
+        # The untrained network, kept by checkpoint.rule=boudiaf when no epoch beat it: no epoch at all.
+        return int(state["epoch"]) if state.get("global_step", 1) > 0 else None
     return trainer.current_epoch - 1 if module.steps_taken else None
 
 
