@@ -85,6 +85,10 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
             return previous
         shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
         print(f"rerun {ctx.run_dir}: its finished run had another config ({shown})")
-    # A new attempt starts from a clean cell: no checkpoint, log or plot of an earlier one survives.
+    # A new attempt starts from a clean cell: no checkpoint, log or plot of an earlier one survives. Hydra opens
+    # the job's log for appending (a busy cell's log is not emptied by a second sweep): emptied here, locked.
     clean_cell(ctx.run_dir, keep=(".hydra", f"{ctx.job_name}.log", LOCK_FILE))
+    log = ctx.run_dir / f"{ctx.job_name}.log"
+    if log.is_file():
+        os.truncate(log, 0)
     return None
