@@ -148,3 +148,17 @@ def test_runs_not_at_their_experiments_protocol_are_named(tmp_path, make_tables)
     dscl_digits(tmp_path / "full", 300)
     code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path / "full"))
     assert code == 0 and "trainer.max_steps=" not in out, out
+
+
+def test_a_table_says_how_it_treats_runs_that_diverged_after_a_good_epoch(tmp_path):
+    from clusterable.tables.report import Run, describe
+
+    kept = Run(tmp_path, {}, {"status": "diverged", "metrics": {"test/acc": 0.9}, "failed_epoch": 3})
+    lost = Run(tmp_path, {}, {"status": "diverged", "metrics": {}, "failed_epoch": 0})
+    _, note = describe(
+        [kept, lost, Run(tmp_path, {}, {"status": "ok", "metrics": {"test/acc": 0.8}})], "full"
+    )
+    assert note == (
+        "1 run(s) diverged after a good epoch: their metrics.json keeps that epoch's metrics, which no cell uses "
+        "(counted with its cell's failed runs)."
+    )

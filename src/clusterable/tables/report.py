@@ -264,6 +264,15 @@ def describe(runs: Sequence[Run], mode: str) -> tuple[str, str]:
     else:
         what = ", ".join(parts) if parts else "debug=smoke: fake data, a few batches"
         note = f"SMOKE RUNS ({what}): the numbers test the pipeline only."
+    # How a table treats a run that diverged after a good epoch: never pooled (a stopped run is not the
+    # protocol's), counted with its cell's failed runs; its own metrics.json keeps that epoch's metrics.
+    kept = sum(r.payload.get("status") == "diverged" and bool(r.payload.get("metrics")) for r in runs)
+    if kept:
+        said = (
+            f"{kept} run(s) diverged after a good epoch: their metrics.json keeps that epoch's metrics, which no "
+            "cell uses (counted with its cell's failed runs)."
+        )
+        note = f"{note} {said}" if note else said
     return suffix, note
 
 
