@@ -69,6 +69,8 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
     except input_errors() as e:
         error = str(e)
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
+        # A second Ctrl-C (the terminal's and the sweep's both reach a worker) must not cut the record short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         finish(ctx, payload, "interrupted", rank_zero, loggers)
         if rank_zero:
             print(f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",

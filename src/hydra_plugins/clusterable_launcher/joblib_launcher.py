@@ -45,10 +45,17 @@ STOP_FILE = "stop"  # in the launch's control folder: no worker starts a cell on
 RUNNING = "running"
 
 
+_interrupted: list[bool] = []  # this worker's cell has had its Ctrl-C
+
+
 def _interrupt_once(signum: int, frame: Any) -> None:
     """A worker's Ctrl-C during a cell: one ``KeyboardInterrupt``, the next ones ignored (the terminal and the
-    launching process may both send one)."""
+    launching process may both send one). The flag, not only the handler, says so: Lightning restores the
+    handler it found (this one) when it tears the trainer down after the first interrupt."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _interrupted:
+        return
+    _interrupted.append(True)
     raise KeyboardInterrupt
 
 
@@ -68,6 +75,7 @@ def run_cell(
         return None
     if records:  # a reused worker keeps the environment of the sweep that started it: this sweep's folder
         os.environ[RECORDS_ENV] = records
+    _interrupted.clear()
     signal.signal(signal.SIGINT, _interrupt_once)
     running = folder / RUNNING / str(os.getpid())
     running.touch()
