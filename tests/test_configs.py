@@ -12,9 +12,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
 from clusterable.config import CONFIG_DIR, ConfigError, build, check_node
-from clusterable.contracts import ClusteringHead, Encoder, HasWordVectors, Head, require, require_evaluator
+from clusterable.contracts import (
+    EVALUATOR_ARGS,
+    ClusteringHead,
+    Encoder,
+    HasWordVectors,
+    Head,
+    require,
+    require_evaluator,
+)
 from clusterable.run.checks import OPTIMIZER_CALL
-from clusterable.run.parts import EVALUATOR_CALL
 from clusterable.tuned_lambda import winners_file, write_winners
 
 CONF = Path(CONFIG_DIR)
@@ -51,7 +58,7 @@ def build_and_step(cfg) -> dict:
     require(head, Head, "loss")
     assert callable(build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL))
     for name, node in (cfg.get("evaluator") or {}).items():
-        require_evaluator(build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL), name)
+        require_evaluator(build(node, f"evaluator.{name}", call_args=EVALUATOR_ARGS), name)
     # In-memory splits hold their inputs; an image dataset's stay in its cache and come in evaluation views.
     batch = next(
         iter(dm.train_dataloader() if "inputs" in splits["train"] else dm.eval_batches("train", "cpu"))
@@ -119,7 +126,7 @@ def test_loss_metric_options(tmp_path, name):
 @pytest.mark.parametrize("name", options("evaluator"))
 def test_evaluator_options(tmp_path, name):
     cfg = composed(tmp_path, f"evaluator=[{name}]")
-    require_evaluator(build(cfg.evaluator[name], f"evaluator.{name}", call_args=EVALUATOR_CALL), name)
+    require_evaluator(build(cfg.evaluator[name], f"evaluator.{name}", call_args=EVALUATOR_ARGS), name)
 
 
 @pytest.mark.parametrize("name", options("optimizer"))

@@ -26,13 +26,20 @@ from hydra.core.global_hydra import GlobalHydra
 from test_docs import CONF, ROOT, _fences, page_files
 
 from clusterable.config import build
-from clusterable.contracts import DataModule, Encoder, Evaluator, Head, require, require_evaluator
+from clusterable.contracts import (
+    EVALUATOR_ARGS,
+    DataModule,
+    Encoder,
+    Evaluator,
+    Head,
+    require,
+    require_evaluator,
+)
 
 GUIDE = ROOT / "docs" / "extend.md"
 FILES = page_files(GUIDE)
 # What each group's part is checked against, and the framework's arguments to its constructor or call.
 CONTRACTS = {"loss": Head, "model": Encoder, "dataset": DataModule, "evaluator": Evaluator}
-EVALUATOR_CALL = ("embeddings", "labels", "context")
 
 
 def _guide_options() -> dict[str, str]:
@@ -106,7 +113,7 @@ def test_the_guide_parts_build_through_the_config_path(guide):
     head = build(cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
                  input_shape=datamodule.input_shape)  # fmt: skip
     require(head, Head, "loss")
-    evaluator = build(cfg.evaluator[options["evaluator"]], "evaluator", call_args=EVALUATOR_CALL)
+    evaluator = build(cfg.evaluator[options["evaluator"]], "evaluator", call_args=EVALUATOR_ARGS)
     require_evaluator(evaluator, "evaluator")
     batch = next(iter(datamodule.train_dataloader()))
     out = head(encoder(batch["inputs"]), batch["labels"], epoch=0, encoder=encoder)

@@ -17,14 +17,13 @@ from sklearn.exceptions import ConvergenceWarning
 from torch import nn
 
 from clusterable.config import ConfigError, build
-from clusterable.contracts import EvalContext, declared_metrics
+from clusterable.contracts import EVALUATOR_ARGS, EvalContext, declared_metrics
 from clusterable.data.memory import InMemoryDataModule
 from clusterable.evaluation.probes import CLASSIFIERS, Probes
 from clusterable.evaluation.runner import evaluate
 from clusterable.heads.cce import CCELoss
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
-from clusterable.run.parts import EVALUATOR_CALL
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 KEYS = [f"{c}/{s}" for c in ("knn", "rf", "mlp") for s in ("acc", "ami")]
@@ -248,7 +247,7 @@ def test_the_config_builds_the_evaluator_with_its_defaults():
     assert set(node) - {"_target_"} == set(defaults)
     for name, default in defaults.items():
         assert node[name] == (list(default) if isinstance(default, tuple) else default), name
-    fn = build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_CALL)
+    fn = build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_ARGS)
     assert fn == Probes() and declared_metrics(fn) == KEYS
     train_x, train_y, test_x, test_y = split_blobs(100, 40)
     out = fn(torch.as_tensor(test_x), torch.as_tensor(test_y), context(train_x, train_y))
@@ -257,7 +256,7 @@ def test_the_config_builds_the_evaluator_with_its_defaults():
 
 def test_the_config_declares_the_chosen_classifiers():
     cfg = compose_probes("evaluator.probes.classifiers=[linear,rf,knn]")
-    fn = build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_CALL)
+    fn = build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_ARGS)
     assert declared_metrics(fn) == ["linear/acc", "linear/ami", "rf/acc", "rf/ami", "knn/acc", "knn/ami"]
 
 
@@ -273,7 +272,7 @@ def test_the_config_declares_the_chosen_classifiers():
 def test_the_config_system_refuses_bad_values(override, match):
     cfg = compose_probes(override)
     with pytest.raises(ConfigError, match=match):
-        build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_CALL)
+        build(cfg.evaluator.probes, "evaluator.probes", call_args=EVALUATOR_ARGS)
 
 
 def test_the_runner_gives_the_probes_the_labels_training_did_not_see():

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable.config import ConfigError, check_node, check_value
+from clusterable.contracts import EVALUATOR_ARGS
 
 # The framework's arguments to the parts it calls later (a partial optimizer gets the parameters, a scheduler the
 # optimizer and the number of steps).
@@ -80,7 +81,7 @@ def check_config(cfg: DictConfig, mode: str) -> None:
     if cfg.get("scheduler"):
         check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)
     for name, node in (cfg.get("evaluator") or {}).items():
-        check_node(node, f"evaluator.{name}", provided=("embeddings", "labels", "context"))
+        check_node(node, f"evaluator.{name}", provided=EVALUATOR_ARGS)
     configured = list(cfg.get("evaluator") or {})
     for name in cfg.validation_evaluators:
         if name not in configured:

@@ -15,10 +15,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from clusterable.config import ConfigError, build, target_of
+from clusterable.contracts import EVALUATOR_ARGS
 from clusterable.run.checks import OPTIMIZER_CALL, SCHEDULER_CALL
 from clusterable.run.context import RunContext
-
-EVALUATOR_CALL = ("embeddings", "labels", "context")
 
 
 @dataclass
@@ -105,7 +104,7 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     require(head, Head, f"loss={ctx.choices.get('loss')}")
     require_batch_size(head, cfg.dataset.get("batch_size"), f"loss={ctx.choices.get('loss')}")
     evaluators = {
-        name: build(node, f"evaluator.{name}", call_args=EVALUATOR_CALL)
+        name: build(node, f"evaluator.{name}", call_args=EVALUATOR_ARGS)
         for name, node in (cfg.get("evaluator") or {}).items()
     }
     for name, fn in evaluators.items():
