@@ -155,6 +155,17 @@ class NeedsBatchOf(Protocol):
 
 
 @runtime_checkable
+class StacksScalars(Protocol):
+    """A head whose number-valued options ``stacked_scalars`` (attribute names, e.g. COREL's ``("lam",)``) may
+    differ between the members of a stacked grid (``clusterable.stacked``): its ``forward`` uses them in arithmetic
+    only (no ``if``, no Python ``float()``), so the stacked step sets each as a per-member 0-d tensor. A head that
+    branches on an option leaves it out (Gaussian-COREL's authors'-code formula tests ``lam == 0.5``): members
+    that differ in it run one by one."""
+
+    stacked_scalars: tuple[str, ...]
+
+
+@runtime_checkable
 class ReconstructingHead(Protocol):
     """A head that reconstructs its inputs: ``reconstruct(embeddings (N, D)) -> (N, d)`` (de-noising)."""
 

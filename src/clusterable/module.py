@@ -174,7 +174,12 @@ class RepresentationModule(L.LightningModule):
             inputs = inputs.contiguous(memory_format=torch.channels_last)
         return self.encoder(inputs)
 
-    def _head(self, batch: dict[str, Tensor], embeddings: Tensor | None = None) -> dict[str, Tensor]:
+    def _head(
+        self, batch: dict[str, Tensor], embeddings: Tensor | None = None, epoch: int | None = None
+    ) -> dict[str, Tensor]:
+        """The head's loss parts on ``batch``; ``epoch`` (default: Lightning's ``current_epoch``) for heads with
+        schedules. The stacked path (``clusterable.stacked``) calls it under ``vmap`` with its own epoch."""
+        epoch = self.current_epoch if epoch is None else epoch
         extra = {k: v for k, v in batch.items() if k not in ("inputs", "labels")}
         if embeddings is None:  # a training step: an EncodingHead embeds the batch its own way (sub-batches)
             encode = self.head.encode if isinstance(self.head, EncodingHead) else None
@@ -183,7 +188,7 @@ class RepresentationModule(L.LightningModule):
             )
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
-            embeddings, batch["labels"], inputs=batch["inputs"], epoch=self.current_epoch, encoder=self.encoder,
+            embeddings, batch["labels"], inputs=batch["inputs"], epoch=epoch, encoder=self.encoder,
             **extra,
         )  # fmt: skip
 
@@ -274,7 +279,8 @@ class RepresentationModule(L.LightningModule):
         was_training = self.training
         self.eval()
         try:
-            out = [self.encoder(batch["inputs"]) for batch in data.eval_batches(stage, self.device)]
+            batches = data.eval_batches(stage, self.device)
+            out = [self.encoder(_as_dtype(batch["inputs"], self.dtype)) for batch in batches]
         finally:
             self.train(was_training)
         split = {k: v.to(self.device) for k, v in data.split(stage).items()}
@@ -338,6 +344,12 @@ def _freeze_all_but_embedding_layer(encoder: nn.Module) -> list[nn.Module]:
     # The leaf modules outside the layer: putting them in eval mode leaves the layer (and its parents' own
     # flags, which no layer reads) alone.
     return [m for m in encoder.modules() if id(m) not in inside and not any(True for _ in m.children())]
+
+
+def _as_dtype(inputs: Tensor, dtype: torch.dtype) -> Tensor:
+    """Pixels or features in the module's precision (float64 under ``trainer.precision=64-true``, which Lightning
+    applies to training batches only); token ids stay integers."""
+    return inputs.to(dtype) if inputs.is_floating_point() else inputs
 
 
 def count_parameters(*modules: nn.Module) -> int:

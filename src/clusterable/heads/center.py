@@ -36,6 +36,9 @@ class CenterLoss(CCELoss):
         centres: (K, D) buffer, initialised to zero.
     """
 
+    # λ and α may differ between the members of a stacked grid (contracts.StacksScalars).
+    stacked_scalars = ("lam", "alpha")
+
     def __init__(
         self,
         num_classes: int,

@@ -32,6 +32,9 @@ class CosineCOREL(AttractRepelHead):
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
     """
 
+    # λ may differ between the members of a stacked grid (contracts.StacksScalars): used in arithmetic only.
+    stacked_scalars = ("lam",)
+
     def __init__(
         self,
         num_classes: int,

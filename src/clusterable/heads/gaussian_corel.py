@@ -102,6 +102,9 @@ class GaussianCOREL(AttractRepelHead):
         raw_gamma: () parameter, gamma itself, with ``learn_gamma`` and ``gamma_parametrization: raw`` only.
     """
 
+    # λ may differ between the members of a stacked grid (contracts.StacksScalars), under the paper's formula.
+    stacked_scalars: tuple[str, ...] = ("lam",)
+
     def __init__(
         self,
         num_classes: int,
@@ -116,6 +119,8 @@ class GaussianCOREL(AttractRepelHead):
         super().__init__(num_classes, embedding_dim, lr)
         self.lam = checks.in_interval("lam", lam, 0, 1)
         self.formula = checks.one_of("formula", formula, FORMULAS)
+        if self.formula != "paper":  # the authors' loss branches on lam == 0.5: no per-member λ tensor there
+            self.stacked_scalars = ()
         self.gamma_parametrization = checks.one_of(
             "gamma_parametrization", gamma_parametrization, GAMMA_PARAMETRIZATIONS
         )

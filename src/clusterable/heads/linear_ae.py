@@ -46,6 +46,7 @@ class LinearAE(nn.Module):
     """
 
     loss_parts = ("loss", "recon", "reg")
+    stacked_scalars = ("lam",)  # may differ between the members of a stacked grid (contracts.StacksScalars)
 
     def __init__(self, arch: Arch, input_shape: Sequence[int], num_classes: int, lam: float = 0.0):
         super().__init__()

@@ -60,6 +60,7 @@ class TensorizedAE(ClusterSpecificHead):
     """
 
     loss_parts = ("loss", "recon", "reg")
+    stacked_scalars = ("lam",)  # may differ between the members of a stacked grid (contracts.StacksScalars)
 
     def __init__(
         self,

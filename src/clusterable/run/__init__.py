@@ -14,6 +14,7 @@ in its resolver, the word vectors in the text dataset, per-sample steps in the m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -24,15 +25,24 @@ from clusterable.run.context import RunContext
 from clusterable.run.record import finish, new_payload, recorded
 from clusterable.rundir import read_metrics
 
-__all__ = ["RunContext", "run"]
+__all__ = ["Prepared", "RunContext", "prepare", "run"]
 
 
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``, or
-    ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one), or a
-    ``busy`` record, written nowhere, when another process holds the cell's lock.
+@dataclass
+class Prepared:
+    """A cell ready to train: its config resolved once (struct), its context and its record under way. The cell
+    is locked and clean (``reuse_or_clean``) and the resolver notes are printed."""
 
-    Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
+    cfg: DictConfig
+    ctx: RunContext
+    payload: dict[str, Any]
+
+
+def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
+    """Resolve the config once, then reuse the cell or lock and clean it: a ``Prepared`` cell to train, or the
+    payload that ends it here (a finished run reused, ``busy``, or a config that does not resolve, recorded).
+
+    Only DDP rank 0 reuses or cleans the cell.
     """
     rank_zero = _is_rank_zero()
     with resolvers.group_choices(ctx.choices), resolvers.collect_notes() as notes:
@@ -52,11 +62,25 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
         return previous
     resolved = OmegaConf.create(payload["config"])
     OmegaConf.set_struct(resolved, True)
-    with recorded(ctx, payload, rank_zero) as loggers:
-        for _, message in notes.values():
-            print(message)
-        _train_and_evaluate(resolved, ctx, payload, loggers, rank_zero)
-    return payload
+    for _, message in notes.values():
+        print(message)
+    return Prepared(resolved, ctx, payload)
+
+
+def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``, or
+    ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one), or a
+    ``busy`` record, written nowhere, when another process holds the cell's lock.
+
+    Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
+    """
+    cell = prepare(cfg, ctx)
+    if not isinstance(cell, Prepared):
+        return cell
+    rank_zero = _is_rank_zero()
+    with recorded(cell.ctx, cell.payload, rank_zero) as loggers:
+        _train_and_evaluate(cell.cfg, cell.ctx, cell.payload, loggers, rank_zero)
+    return cell.payload
 
 
 def _train_and_evaluate(
@@ -91,7 +115,9 @@ def _train_and_evaluate(
         payload["status"] = "ok"
         return
     payload["best_epoch"] = training.restore_best(checkpoint, trainer, parts.module)
-    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(cfg, ctx, parts, trainer)
+    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(
+        cfg, ctx, parts, trainer.callback_metrics
+    )
     for lg in loggers:
         lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=trainer.global_step)
     if diverged is not None:  # recorded diverged, with the best epoch's metrics

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +30,10 @@ class AtomicCheckpoint(ModelCheckpoint):
     """
 
     def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
-        target = Path(filepath)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            super()._save_checkpoint(trainer, str(tmp))
-            if trainer.is_global_zero:
-                os.replace(tmp, target)
-        except (OSError, RuntimeError) as e:
-            tmp.unlink(missing_ok=True)
-            if isinstance(e, OSError) and e.errno not in WRITE_ERRNOS:
-                raise
-            if isinstance(e, RuntimeError) and "write" not in str(e).lower():
-                raise  # not a failed write: a bug, with its traceback
-            code = e.errno if isinstance(e, OSError) else _why_not_written(target.parent)
-            raise OSError(code, os.strerror(code), str(target)) from None
+        def write(tmp: Path) -> None:
+            super(AtomicCheckpoint, self)._save_checkpoint(trainer, str(tmp))
+
+        written_whole(write, Path(filepath), rename=trainer.is_global_zero)
         self._last_checkpoint_saved = filepath  # the file that now holds it, not the temporary one
 
 
@@ -58,3 +49,32 @@ def _why_not_written(folder: Path) -> int:
 class AtomicBoudiafCheckpoint(AtomicCheckpoint, BoudiafCheckpoint):
     """Boudiaf et al.'s model-selection rule (``callbacks.BoudiafCheckpoint``: ``checkpoint.rule: boudiaf``),
     written atomically like every best checkpoint."""
+
+
+def save_checkpoint(state: dict[str, Any], target: Path) -> None:
+    """``torch.save(state)`` to ``target``, whole or not at all: the stacked path's best checkpoint of a member, in
+    the single run's format (``epoch``, ``global_step``, ``state_dict``)."""
+    import torch
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written_whole(lambda tmp: torch.save(state, tmp), target)
+
+
+def written_whole(write: Callable[[Path], None], target: Path, rename: bool = True) -> None:
+    """``write(tmp)`` to a temporary file beside ``target``, then renamed over it (only where ``rename``: DDP's
+    other ranks write nothing). A failed write raises ``OSError`` naming ``target`` (``no space left on device
+    writing .../best.ckpt``); torch's own writer says only ``file write failed`` in a ``RuntimeError``, which is
+    turned into ENOSPC when the disk has no space left (else EIO)."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        if rename:
+            os.replace(tmp, target)
+    except (OSError, RuntimeError) as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno not in WRITE_ERRNOS:
+            raise
+        if isinstance(e, RuntimeError) and "write" not in str(e).lower():
+            raise  # not a failed write: a bug, with its traceback
+        code = e.errno if isinstance(e, OSError) else _why_not_written(target.parent)
+        raise OSError(code, os.strerror(code), str(target)) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +133,12 @@ def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
     return trainer.current_epoch - 1 if module.steps_taken else None
 
 
-def evaluate(cfg: DictConfig, ctx: RunContext, parts: Parts, trainer: Any) -> tuple[dict[str, float], float]:
+def evaluate(
+    cfg: DictConfig, ctx: RunContext, parts: Parts, last_train: Mapping[str, Any]
+) -> tuple[dict[str, float], float]:
     """Every evaluator on every ``eval_stages`` split, the parameter count and the last epoch's training losses
-    (the CSRL paper reports the final training loss as de-noising MSE); and the seconds it took."""
+    ``last_train`` (``train/<part>``: the CSRL paper reports the final training loss as de-noising MSE; other keys
+    are ignored, so a trainer's ``callback_metrics`` will do); and the seconds it took."""
     from clusterable.evaluation.runner import evaluate as run_evaluators
     from clusterable.module import count_parameters
 
@@ -143,5 +147,5 @@ def evaluate(cfg: DictConfig, ctx: RunContext, parts: Parts, trainer: Any) -> tu
         parts.module, parts.datamodule, parts.evaluators, cfg.eval_stages, ctx.run_dir, cfg.seed
     )
     metrics["model/params"] = count_parameters(parts.encoder, parts.head)
-    metrics.update({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")})
+    metrics.update({k: float(v) for k, v in last_train.items() if k.startswith("train/")})
     return metrics, time.perf_counter() - start

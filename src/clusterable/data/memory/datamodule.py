@@ -167,22 +167,24 @@ class TensorBatches:
         return m // self.batch_size if self.drop_last else math.ceil(m / self.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        for idx in self.epoch_rows():
+            yield {"index": idx, **{k: v[idx] for k, v in self.split.items()}}
+
+    def epoch_rows(self) -> list[torch.Tensor]:
+        """The row positions (B,) of each batch of the next epoch, drawn as iterating the epoch would draw them:
+        the one place an epoch's order is made (a stacked grid takes each member's from it,
+        ``clusterable.stacked``)."""
         n = len(self.split["labels"])
         device = self.split["labels"].device
         if self.balanced is not None:  # PK batches: each rank draws its own (seeded by seed + rank)
-            for rows in self.balanced:
-                idx = torch.as_tensor(rows, device=device)
-                yield {"index": idx, **{k: v[idx] for k, v in self.split.items()}}
-            return
+            return [torch.as_tensor(rows, device=device) for rows in self.balanced]
         order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
         if self.world_size > 1 and n > 0:
             padding = self.rows_per_rank * self.world_size - n
             order = torch.cat([order, order.repeat(math.ceil(padding / n))[:padding]])
             order = order[self.rank :: self.world_size]
         order = order.to(device)
-        for b in range(len(self)):
-            idx = order[b * self.batch_size : (b + 1) * self.batch_size]
-            yield {"index": idx, **{k: v[idx] for k, v in self.split.items()}}
+        return [order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(len(self))]
 
 
 class InMemoryDataModule(L.LightningDataModule):

@@ -1,0 +1,276 @@
+"""The training loop of a stack: every member's epochs in one loop, each member's bookkeeping its own.
+
+What a single run's Lightning loop does for its module, done here for M members at once, in the same order
+(``RepresentationModule`` and its callbacks): the epoch's batches in each member's own order (its datamodule's
+``epoch_rows``), one optimizer step per batch (or per row, ``optimizer_steps: per_sample``), the divergence check
+after the last batch, the validation loop, the best epoch by ``checkpoint.monitor``, a clustering head's Lloyd
+step. One host sync an epoch; no Python loop over members in a step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from clusterable.contracts import ClassifyingHead, ClusteringHead, WatchesDivergence
+from clusterable.module import DivergedError
+from clusterable.stacked.members import StackedMembers
+from clusterable.stacked.optim import StackedOptimizer
+
+
+class StackedSplit:
+    """A split of every member: a tensor all members share is kept once (N, ...), one that differs (rows
+    shuffled by each member's seed) is stacked (M, N, ...). ``batch(rows)`` gathers rows (M, B) per member."""
+
+    def __init__(self, splits: Sequence[dict[str, Tensor]], device: torch.device, dtype: torch.dtype):
+        first = splits[0]
+        self.shared: set[str] = set()
+        self.tensors: dict[str, Tensor] = {}
+        for key, value in first.items():
+            value = value.to(device, dtype) if value.is_floating_point() else value.to(device)
+            if all(s[key] is first[key] or torch.equal(s[key], first[key]) for s in splits[1:]):
+                self.tensors[key] = value
+                self.shared.add(key)
+            else:
+                self.tensors[key] = torch.stack(
+                    [
+                        s[key].to(device, dtype) if s[key].is_floating_point() else s[key].to(device)
+                        for s in splits
+                    ]
+                )
+        self.size = len(first["labels"])
+
+    def batch(self, rows: Tensor) -> dict[str, Tensor]:
+        """rows (M, B) -> every key (M, B, ...) plus ``index`` (M, B)."""
+        members = torch.arange(rows.shape[0], device=rows.device)[:, None]
+        out = {k: (v[rows] if k in self.shared else v[members, rows]) for k, v in self.tensors.items()}
+        out["index"] = rows
+        return out
+
+    def chunks(self, size: int, members: int) -> list[tuple[dict[str, Tensor], set[str]]]:
+        """The split in order, ``size`` rows at a time, for evaluation: (batch, the keys shared by all members)."""
+        out = []
+        for start in range(0, self.size, size):
+            stop = min(start + size, self.size)
+            batch = {
+                k: (v[start:stop] if k in self.shared else v[:, start:stop]) for k, v in self.tensors.items()
+            }
+            index = torch.arange(start, stop, device=batch["labels"].device)
+            batch["index"] = index
+            out.append((batch, self.shared | {"index"}))
+        return out
+
+
+@dataclass
+class Settings:
+    """What the members share, from their (equal) configs."""
+
+    max_epochs: int
+    divergence_limit: float
+    per_sample: bool
+    monitor: str | None
+    mode: str
+    validates: bool
+    class_disjoint: bool
+    eval_batch_size: int
+
+
+@dataclass
+class MemberRecord:
+    """What training left for one member: its epoch rows for the log, its best epoch, how it stopped."""
+
+    rows: list[dict[str, float]] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int | None = None
+    best_step: int = 0
+    steps: int = 0
+    diverged: DivergedError | None = None
+    last_train: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class StackTiming:
+    fit_s: float = 0.0
+    train_s: float = 0.0
+    epochs: list[float] = field(default_factory=list)
+    lloyd: list[float] = field(default_factory=list)
+
+
+def fit(
+    stack: StackedMembers,
+    optimizer: StackedOptimizer,
+    loaders: Sequence[Any],
+    train: StackedSplit,
+    val: StackedSplit | None,
+    datamodules: Sequence[Any],
+    settings: Settings,
+    progress: Any = None,
+) -> tuple[list[MemberRecord], dict[str, Tensor], dict[str, Tensor], StackTiming]:
+    """Train every member for ``settings.max_epochs``; returns each member's record and the best epoch's stacked
+    parameters and buffers (the last epoch's without a monitor).
+
+    ``loaders``: each member's training ``TensorBatches`` (its batch order); ``datamodules``: each member's, for a
+    clustering head's Lloyd steps.
+    """
+    m = stack.size
+    device = stack.device
+    records = [MemberRecord() for _ in range(m)]
+    alive = torch.ones(m, dtype=torch.bool, device=device)
+    best_value = torch.full((m,), math.nan, dtype=torch.float64, device=device)
+    best_params = {k: v.detach().clone() for k, v in stack.params.items()}
+    best_buffers = {k: v.clone() for k, v in stack.buffers.items()}
+    clustering = isinstance(stack.modules[0].head, ClusteringHead)
+    timing = StackTiming()
+    start = time.perf_counter()
+    if clustering:
+        _lloyd(stack, datamodules, alive, first=True)
+    steps = 0
+    for epoch in range(settings.max_epochs):
+        if not bool(alive.any()):
+            break
+        epoch_start = time.perf_counter()
+        sums: dict[str, Tensor] = {}
+        count = 0
+        orders = [loader.epoch_rows() for loader in loaders]
+        if len({len(o) for o in orders}) != 1:
+            raise RuntimeError("the members' epochs have different numbers of batches")
+        train_start = time.perf_counter()
+        for b in range(len(orders[0])):
+            rows = torch.stack([o[b] for o in orders]).to(device)
+            units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(rows.shape[1])]
+            for unit in units:
+                out = stack.losses(train.batch(unit), epoch)  # every key gathered per member: (M, B, ...)
+                total = torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum()
+                optimizer.zero_grad()
+                total.backward()
+                optimizer.step(alive)
+                for key, value in out.items():
+                    sums[key] = sums[key] + value.detach() if key in sums else value.detach()
+                count += 1
+        steps += count
+        timing.train_s += time.perf_counter() - train_start
+        means = {f"train/{k}": (v / max(count, 1)).tolist() for k, v in sums.items()}  # one sync an epoch
+        trained = alive.clone()
+        for i in range(m):
+            if not bool(trained[i]):
+                continue
+            records[i].steps += count
+            values = {k: v[i] for k, v in means.items()}
+            error = _divergence(stack.modules[i].head, values, records[i].history, epoch, settings)
+            if error is not None:  # as the single run: the runaway epoch is neither validated nor logged
+                records[i].diverged, alive[i] = error, False
+            else:
+                records[i].last_train = values
+        row_metrics = {k: torch.tensor(v, dtype=torch.float64) for k, v in means.items()}
+        if settings.validates and val is not None:
+            row_metrics.update(_validate(stack, val, epoch, settings))
+        if settings.monitor is not None and settings.monitor in row_metrics:
+            value = row_metrics[settings.monitor].to(device)
+            better = value > best_value if settings.mode == "max" else value < best_value
+            better = (better | best_value.isnan()) & alive  # the first validation is kept, as Lightning's
+            best_value = torch.where(better, value, best_value)
+            _keep_where(best_params, stack.params, better)
+            _keep_where(best_buffers, stack.buffers, better, shared=stack.shared_buffers)
+            for i in better.nonzero().flatten().tolist():
+                records[i].best_epoch, records[i].best_step = epoch, steps
+        for i in range(m):
+            if bool(alive[i]):
+                records[i].rows.append(
+                    {"epoch": epoch, **{k: float(v[i]) for k, v in row_metrics.items()}, "step": steps - 1}
+                )
+        if clustering:
+            lloyd_start = time.perf_counter()
+            _lloyd(stack, datamodules, alive, first=False)
+            timing.lloyd.append(time.perf_counter() - lloyd_start)
+        timing.epochs.append(time.perf_counter() - epoch_start)
+        if progress is not None:
+            progress(epoch, int(alive.sum()))
+    if settings.monitor is None:  # the last epoch is the one tested
+        best_params = {k: v.detach().clone() for k, v in stack.params.items()}
+        best_buffers = dict(stack.buffers)
+        for record in records:
+            record.best_epoch = (len(record.rows) - 1) if record.steps else None
+    timing.fit_s = time.perf_counter() - start
+    return records, best_params, best_buffers, timing
+
+
+def _keep_where(
+    best: dict[str, Tensor], current: dict[str, Tensor], better: Tensor, shared: set = frozenset()
+):
+    for key, value in current.items():
+        if key in shared:
+            continue
+        mask = better.view((-1,) + (1,) * (value.dim() - 1))
+        if best[key].shape != value.shape:  # a cluster state sized after the first Lloyd step
+            best[key] = value.detach().clone()
+            continue
+        best[key] = torch.where(mask, value.detach(), best[key])
+
+
+def _divergence(
+    head: Any, values: dict[str, float], history: list, epoch: int, settings: Settings
+) -> DivergedError | None:
+    """The single run's check (``RepresentationModule._check_epoch``) on one member's epoch means."""
+    watches = isinstance(head, WatchesDivergence)
+    for key, value in values.items():
+        if not math.isfinite(value) or abs(value) > settings.divergence_limit:
+            return DivergedError.beyond_limit(
+                epoch, key, value, settings.divergence_limit, expected=watches and head.unbounded
+            )
+    if watches and values:
+        history.append({k.removeprefix("train/"): v for k, v in values.items()})
+        reason = head.divergence(history)
+        if reason is not None:
+            return DivergedError(epoch, reason, expected=True)
+    return None
+
+
+def _validate(stack: StackedMembers, val: StackedSplit, epoch: int, settings: Settings) -> dict[str, Tensor]:
+    """``val/acc`` and ``val/loss`` per member (M,), as the single run's ``validation_step`` logs them: means
+    over the split weighted by each batch's (labelled) rows."""
+    head = stack.modules[0].head
+    classifying = isinstance(head, ClassifyingHead) and not settings.class_disjoint
+    with_loss = not isinstance(head, ClusteringHead) and not settings.class_disjoint
+    if not (classifying or with_loss):
+        return {}
+    correct = labelled_rows = loss_sum = rows = 0
+    for batch, shared in val.chunks(settings.eval_batch_size, stack.size):
+        out = stack.outputs(batch, epoch, "validate", shared)
+        labels = batch["labels"]
+        if classifying:
+            labelled = labels >= 0
+            hits = (out["logits"].argmax(-1) == labels) & labelled
+            correct = correct + hits.sum(-1).double()
+            labelled_rows = labelled_rows + labelled.sum(-1).double()
+        if with_loss:
+            n = labels.shape[-1]
+            loss_sum = loss_sum + out["loss"].double() * n
+            rows += n
+    metrics = {}
+    if classifying:
+        metrics["val/acc"] = (correct / labelled_rows).cpu()
+    if with_loss:
+        metrics["val/loss"] = (loss_sum / max(rows, 1)).cpu()
+    return metrics
+
+
+def _lloyd(stack: StackedMembers, datamodules: Sequence[Any], alive: Tensor, first: bool) -> None:
+    """A clustering head's k-means++ start (``first``) or Lloyd step, member by member on its own module (once an
+    epoch, as ``callbacks.ClusterUpdates``), then its cluster state restacked."""
+    for i, module in enumerate(stack.modules):
+        if not first and not bool(alive[i]):
+            continue
+        stack.unstack_into(i)
+        embeddings, split = module.embed_split(datamodules[i], "train")
+        split["index"] = torch.arange(len(embeddings), device=embeddings.device)
+        if first:
+            module.head.init_clusters(embeddings, **split)
+        else:
+            module.head.update_clusters(embeddings, **split)
+    stack.restack(buffers_only=True)

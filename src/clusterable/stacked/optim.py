@@ -1,0 +1,155 @@
+"""Adam, AdamW and SGD over stacked parameters (M, ...): M optimizers in one, each member's learning rate and
+weight decay its own.
+
+All three are elementwise, so one update over a stacked tensor is exactly M updates of the members' own tensors.
+The hyperparameters a grid sweeps are tensors with a member axis (``lr`` and ``weight_decay``: (M,), broadcast as
+(M, 1, ...)), never Python floats. The update follows torch's single-tensor implementations op for op
+(``torch/optim/adam.py`` ``_single_tensor_adam``, ``sgd.py`` ``_single_tensor_sgd``), so in float64 a member agrees
+with its single run to rounding. A member that is not ``alive`` keeps its parameters and moments as they are: no
+update reads another member's values, and nothing is reduced across members (no global norm, no ``isfinite`` on
+a sum), so a member that diverged cannot move the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from clusterable.stacked.errors import NotStackable
+
+# The optimizers that have a stacked version, by their config's ``_target_``.
+KINDS = {"torch.optim.Adam": "adam", "torch.optim.AdamW": "adamw", "torch.optim.SGD": "sgd"}
+# Options that change how torch computes an update, not what: every member of a stack takes the stacked update.
+IMPLEMENTATION_OPTIONS = ("fused", "foreach", "capturable", "differentiable", "_target_", "_partial_")
+SHARED_DEFAULTS = {
+    "adam": {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False, "maximize": False},
+    "adamw": {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False, "maximize": False},
+    "sgd": {"momentum": 0.0, "dampening": 0.0, "nesterov": False, "maximize": False},
+}
+DEFAULT_WEIGHT_DECAY = {"adam": 0.0, "adamw": 0.01, "sgd": 0.0}
+
+
+@dataclass
+class Group:
+    """Stacked parameters that share their per-member ``lr`` (M,) and ``weight_decay`` (M,)."""
+
+    params: list[Tensor]
+    lr: Tensor
+    weight_decay: Tensor
+    state: list[dict[str, Tensor]] = field(default_factory=list)
+
+
+class StackedOptimizer:
+    """``kind`` (adam | adamw | sgd) over groups of stacked parameters; ``step(alive)`` moves the alive members.
+
+    Args:
+        kind: ``adam`` (L2 weight decay added to the gradient), ``adamw`` (decoupled decay) or ``sgd``.
+        groups: the parameter groups, each with per-member ``lr`` and ``weight_decay`` of shape (M,).
+        options: the members' shared options: ``betas``, ``eps`` (Adam/AdamW); ``momentum``, ``dampening``,
+            ``nesterov`` (SGD). ``amsgrad`` and ``maximize`` have no stacked version.
+    """
+
+    def __init__(self, kind: str, groups: Sequence[Group], options: Mapping[str, Any]):
+        if kind not in SHARED_DEFAULTS:
+            raise NotStackable(f"optimizer {kind!r} has no stacked version (adam, adamw or sgd)")
+        opts = {**SHARED_DEFAULTS[kind], **options}
+        for flag in ("amsgrad", "maximize"):
+            if opts.get(flag):
+                raise NotStackable(f"optimizer.{flag}=true has no stacked version")
+        self.kind, self.groups, self.options = kind, list(groups), opts
+        self.steps = 0
+
+    def zero_grad(self) -> None:
+        for group in self.groups:
+            for p in group.params:
+                p.grad = None
+
+    @torch.no_grad()
+    def step(self, alive: Tensor | None = None) -> None:
+        """One update of every member where ``alive`` (M,) bool is true (None: all)."""
+        self.steps += 1
+        for group in self.groups:
+            if not group.state:
+                group.state = [{} for _ in group.params]
+            for p, state in zip(group.params, group.state, strict=True):
+                if p.grad is None:
+                    continue
+                shape = (-1,) + (1,) * (p.dim() - 1)
+                lr, decay = group.lr.view(shape), group.weight_decay.view(shape)
+                new = (
+                    self._adam(p, p.grad, state, lr, decay)
+                    if self.kind != "sgd"
+                    else self._sgd(p, p.grad, state, lr, decay)
+                )
+                keep = None if alive is None else alive.view(shape)
+                for name, value in new.items():
+                    old = p if name == "param" else state.get(name)
+                    if keep is not None and old is not None:
+                        value = torch.where(keep, value, old)
+                    if name == "param":
+                        p.copy_(value)
+                    else:
+                        state[name] = value
+
+    def _adam(self, p: Tensor, grad: Tensor, state: dict, lr: Tensor, decay: Tensor) -> dict[str, Tensor]:
+        beta1, beta2 = self.options["betas"]
+        eps = self.options["eps"]
+        param = p
+        if self.kind == "adamw":
+            param = param * (1 - lr * decay)
+        else:
+            grad = grad + param * decay
+        exp_avg = state.get("exp_avg", torch.zeros_like(p)).lerp(grad, 1 - beta1)
+        exp_avg_sq = state.get("exp_avg_sq", torch.zeros_like(p)) * beta2 + (1 - beta2) * grad * grad
+        step = self.steps
+        bias_correction1 = 1 - beta1**step
+        bias_correction2_sqrt = (1 - beta2**step) ** 0.5
+        step_size = lr / bias_correction1
+        denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
+        return {"param": param - step_size * (exp_avg / denom), "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+
+    def _sgd(self, p: Tensor, grad: Tensor, state: dict, lr: Tensor, decay: Tensor) -> dict[str, Tensor]:
+        momentum, dampening = self.options["momentum"], self.options["dampening"]
+        grad = grad + p * decay
+        out: dict[str, Tensor] = {}
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            buf = grad.clone() if buf is None else buf * momentum + (1 - dampening) * grad
+            out["momentum_buffer"] = buf
+            grad = grad + momentum * buf if self.options["nesterov"] else buf
+        out["param"] = p - lr * grad
+        return out
+
+
+def member_options(
+    configs: Sequence[Mapping[str, Any]],
+) -> tuple[str, dict[str, Any], list[float], list[float]]:
+    """From the members' resolved ``optimizer`` nodes: the kind, the options they share, and each member's lr and
+    weight decay. Refused (``NotStackable``, one line) for an optimizer with no stacked version or members that
+    differ in anything but ``lr`` and ``weight_decay``."""
+    target = str(configs[0].get("_target_"))
+    kind = KINDS.get(target)
+    if kind is None:
+        raise NotStackable(f"optimizer {target} has no stacked version ({', '.join(KINDS)})")
+    shared: dict[str, Any] = {}
+    for cfg in configs:
+        if str(cfg.get("_target_")) != target:
+            raise NotStackable("the members use different optimizers")
+        options = {
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in cfg.items()
+            if k not in IMPLEMENTATION_OPTIONS + ("lr", "weight_decay")
+        }
+        unknown = sorted(set(options) - set(SHARED_DEFAULTS[kind]))
+        if unknown:
+            raise NotStackable(f"optimizer.{unknown[0]} has no stacked version")
+        if shared and options != shared:
+            raise NotStackable("the members' optimizers differ in more than lr and weight_decay")
+        shared = options
+    lrs = [float(cfg.get("lr", 1e-3 if kind != "sgd" else 0.0)) for cfg in configs]
+    decays = [float(cfg.get("weight_decay", DEFAULT_WEIGHT_DECAY[kind])) for cfg in configs]
+    return kind, shared, lrs, decays

@@ -1,0 +1,297 @@
+"""Train prepared cells as one stacked model and record each as its own run.
+
+``run_stack(cells)`` is ``run.run`` for a group: each member is assembled as its single run assembles it (its
+seed, its parts, its checks; a member whose parts fail is recorded ``failed`` alone), the members train together
+(``stacked.fit``), and each is then restored to its best epoch as a single-run module, checkpointed, evaluated by
+the single run's evaluation and recorded by the single run's wrapper (``run.record.recorded``): the same files and
+keys, plus ``stacked`` (the group it trained in). A failure of the whole stack (a bug, Ctrl-C) is recorded in
+every member.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from clusterable.run import Prepared
+from clusterable.run.record import recorded
+from clusterable.stacked.errors import NotStackable
+
+# Config keys that may differ between the members of a stack besides the head's declared scalars
+# (``contracts.StacksScalars``, as ``loss.<name>``).
+STACKED_KEYS = ("seed", "optimizer.lr", "optimizer.weight_decay")
+PRECISIONS = {"32-true": torch.float32, "32": torch.float32, "64-true": torch.float64, "64": torch.float64}
+
+
+class Member:
+    """One cell of a stack: its prepared record, its parts once built, its loggers."""
+
+    def __init__(self, cell: Prepared):
+        self.cell, self.parts, self.loggers = cell, None, []
+
+    @property
+    def name(self) -> str:
+        return self.cell.ctx.run_dir.name
+
+
+def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared]:
+    """Train ``cells`` as one stack and record each; returns the cells left unrecorded because they cannot stack
+    after all (``NotStackable`` found once their parts are built: the caller runs them one by one)."""
+    from clusterable.run import training
+
+    members = [Member(cell) for cell in cells]
+    training.quiet_lightning()
+    first = members[0].cell
+    threads = training.cpu_threads(first.cfg, first.ctx)
+    built = []
+    for member in members:
+        member.cell.payload["torch_threads"] = threads
+        error = _build(member)
+        if error is None:
+            built.append(member)
+        else:
+            _record(member, error)
+    if not built:
+        return []
+    try:
+        stack, optimizer, settings, dtype, device = _assemble(built)
+    except NotStackable as e:
+        print(f"stacked: {e}; these {len(built)} cells run one by one")
+        return [m.cell for m in built]
+    group = {
+        "members": len(built), "index": None, "cells": [m.name for m in built],
+        "varies": _varying(built), "device": str(device),
+    }  # fmt: skip
+    print(f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
+          f"{settings.max_epochs} epochs on {device}")  # fmt: skip
+    try:
+        records, best_params, best_buffers, timing = _fit(
+            built, stack, optimizer, settings, dtype, device, progress
+        )
+    except BaseException as e:  # the whole stack failed: every member records it, Ctrl-C included
+        interrupted = isinstance(e, KeyboardInterrupt | SystemExit)
+        for member in built:
+            try:
+                _record(member, KeyboardInterrupt() if interrupted else e)
+            except KeyboardInterrupt:
+                pass
+        if interrupted:
+            raise KeyboardInterrupt from None
+        return []
+    interrupted = False
+    for i, member in enumerate(built):
+        payload = member.cell.payload
+        payload["stacked"] = {**group, "index": i}
+        payload["timing"].update(
+            fit_s=timing.fit_s, epoch_s=sum(timing.epochs) / len(timing.epochs) if timing.epochs else None,
+            steps=records[i].steps, step_s=timing.train_s / records[i].steps if records[i].steps else None,
+            lloyd_s=sum(timing.lloyd) / len(timing.lloyd) if timing.lloyd else None,
+        )  # fmt: skip
+        try:
+            _record(member, None, lambda m=member, i=i: _finish_member(m, i, stack, records[i], best_params,
+                                                                        best_buffers, settings))  # fmt: skip
+        except KeyboardInterrupt:
+            interrupted = True
+            for rest in built[i + 1 :]:
+                try:
+                    _record(rest, KeyboardInterrupt())
+                except KeyboardInterrupt:
+                    pass
+            break
+    if interrupted:
+        raise KeyboardInterrupt
+    return []
+
+
+def _record(member: Member, error: BaseException | None, body: Any = None) -> None:
+    """Record ``member`` through the single run's wrapper: ``error`` raised inside it becomes its status."""
+    with recorded(member.cell.ctx, member.cell.payload) as loggers:
+        loggers.extend(member.loggers)
+        if error is not None:
+            raise error
+        body()
+
+
+def _build(member: Member) -> BaseException | None:
+    """The member's parts, as its single run builds them (its seed first, so its initial parameters are its
+    single run's); the error that refused them, or None."""
+    import lightning as L
+
+    from clusterable.config import build
+    from clusterable.run.checks import check_config
+    from clusterable.run.parts import build_parts, check_monitor
+
+    cfg, ctx, payload = member.cell.cfg, member.cell.ctx, member.cell.payload
+    try:
+        check_config(cfg, payload["mode"])
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+        member.parts = build_parts(cfg, ctx)
+        if member.parts.data_notes is not None:
+            payload["data_notes"] = member.parts.data_notes
+        check_monitor(cfg, ctx, member.parts)
+        for name, node in (cfg.logger or {}).items():
+            member.loggers.append(build(node, f"logger.{name}"))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        return e
+    return None
+
+
+def why_not_stackable(config: dict[str, Any]) -> str | None:
+    """Why a cell's resolved config cannot train in a stack (it runs alone), or None. What the stacked loop does
+    not do: schedules, validation evaluators, Boudiaf's checkpoint rule, a partly frozen encoder, step limits,
+    several devices, mixed precision, image folders and other datasets that are not held in memory."""
+    from clusterable.config import target_of
+    from clusterable.data.memory.datamodule import InMemoryDataModule
+
+    trainer = config.get("trainer") or {}
+    checks = [
+        (config.get("scheduler") is not None, "a learning-rate schedule"),
+        (bool(config.get("validation_evaluators")), "validation evaluators"),
+        ((config.get("checkpoint") or {}).get("rule") is not None, "checkpoint.rule"),
+        (config.get("trainable", "all") != "all", "trainable=embedding_layer"),
+        (bool(config.get("channels_last")), "channels_last"),
+        (trainer.get("max_steps", -1) != -1, "trainer.max_steps"),
+        (str(trainer.get("devices", 1)) not in ("1", "auto"), "several devices"),
+        (str(trainer.get("precision", "32-true")) not in PRECISIONS, f"precision {trainer.get('precision')}"),
+        (trainer.get("accumulate_grad_batches", 1) != 1, "trainer.accumulate_grad_batches"),
+        (trainer.get("gradient_clip_val") is not None, "gradient clipping (a norm over the members)"),
+        (trainer.get("limit_train_batches", 1.0) not in (1, 1.0), "trainer.limit_train_batches"),
+        (trainer.get("limit_val_batches", 1.0) not in (0, 1, 1.0), "trainer.limit_val_batches"),
+        (trainer.get("check_val_every_n_epoch", 1) != 1, "trainer.check_val_every_n_epoch"),
+    ]
+    for failed, what in checks:
+        if failed:
+            return f"{what} has no stacked version"
+    try:
+        dataset = target_of(OmegaConf.create(config["dataset"]), "dataset")
+    except Exception as e:  # a target that does not import: the single run says so in its own words
+        return f"dataset: {e}"
+    if not (isinstance(dataset, type) and issubclass(dataset, InMemoryDataModule)):
+        return f"dataset {getattr(dataset, '__name__', dataset)} is not held in memory"
+    return None
+
+
+def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, torch.device]:
+    """The stacked model, its optimizer and the shared settings; ``NotStackable`` when the built parts cannot
+    stack."""
+    from clusterable.contracts import OwnLearningRate
+    from clusterable.run.parts import validates
+    from clusterable.stacked.fit import Settings
+    from clusterable.stacked.members import StackedMembers
+    from clusterable.stacked.optim import Group, StackedOptimizer, member_options
+
+    cfg = members[0].cell.cfg
+    reason = why_not_stackable(OmegaConf.to_container(cfg))
+    if reason is not None:
+        raise NotStackable(reason)
+    dtype = PRECISIONS[str(cfg.trainer.get("precision", "32-true"))]
+    accelerator = str(cfg.trainer.get("accelerator", "cpu"))
+    wants_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    device = torch.device("cuda" if wants_gpu else "cpu")
+    modules = [m.parts.module.to(device=device, dtype=dtype) for m in members]
+    stack = StackedMembers(modules)
+    kind, shared, lrs, decays = member_options(
+        [OmegaConf.to_container(m.cell.cfg.optimizer) for m in members]
+    )
+    head_lrs = [m.parts.head.lr if isinstance(m.parts.head, OwnLearningRate) else None for m in members]
+
+    def per_member(values: list[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    head_names = {f"module.head.{n}" for n, p in modules[0].head.named_parameters() if p.requires_grad}
+    matrices_only = cfg.weight_decay_on == "matrices"
+    groups: dict[tuple[bool, bool], list] = {}
+    for name, p in stack.params.items():
+        own_lr = name in head_names and head_lrs[0] is not None
+        decayed = not matrices_only or p.dim() > 2  # the member's own tensor has one dimension less
+        groups.setdefault((own_lr, decayed), []).append(p)
+    zero = [0.0] * len(members)
+    own = [float(h) if h is not None else 0.0 for h in head_lrs]
+    optimizer = StackedOptimizer(
+        kind,
+        [Group(params, per_member(own if own_lr else lrs), per_member(decays if decayed else zero))
+         for (own_lr, decayed), params in groups.items()],
+        shared,
+    )  # fmt: skip
+    datamodule = members[0].parts.datamodule
+    settings = Settings(
+        max_epochs=int(cfg.trainer.max_epochs), divergence_limit=float(cfg.divergence_limit),
+        per_sample=cfg.optimizer_steps == "per_sample", monitor=cfg.checkpoint.monitor, mode=cfg.checkpoint.mode,
+        validates=validates(cfg, members[0].parts), class_disjoint=bool(datamodule.class_disjoint),
+        eval_batch_size=int(datamodule.eval_batch_size),
+    )  # fmt: skip
+    return stack, optimizer, settings, dtype, device
+
+
+def _fit(members, stack, optimizer, settings, dtype, device, progress: bool):
+    from clusterable.stacked import fit
+
+    datamodules = [m.parts.datamodule for m in members]
+    train = fit.StackedSplit([d.split("train") for d in datamodules], device, dtype)
+    val = None
+    if settings.validates:
+        val = fit.StackedSplit([d.split("val") for d in datamodules], device, dtype)
+    loaders = [d.train_dataloader() for d in datamodules]
+    report = None
+    if progress:
+        every = max(1, settings.max_epochs // 10)
+        started = time.perf_counter()
+
+        def report(epoch: int, alive: int) -> None:
+            if (epoch + 1) % every == 0 or epoch + 1 == settings.max_epochs:
+                print(f"stacked: epoch {epoch + 1}/{settings.max_epochs}, {alive}/{len(members)} members "
+                      f"training, {time.perf_counter() - started:.0f} s")  # fmt: skip
+
+    return fit.fit(stack, optimizer, loaders, train, val, datamodules, settings, report)
+
+
+def _finish_member(member: Member, index: int, stack: Any, record: Any, best_params: dict, best_buffers: dict,
+                   settings: Any) -> None:  # fmt: skip
+    """Member ``index`` as a single run from here on: its best epoch restored into its own module, checkpointed,
+    evaluated and logged; ``DivergedError`` raised (inside the record) when it diverged."""
+    import lightning as L
+
+    from clusterable.run import training
+    from clusterable.run.checkpointing import save_checkpoint
+
+    cfg, ctx, payload = member.cell.cfg, member.cell.ctx, member.cell.payload
+    if record.diverged is not None and not (settings.monitor and record.best_epoch is not None):
+        raise record.diverged  # nothing learned before the runaway is kept: no metrics
+    module = stack.unstack_into(index, best_params, best_buffers)
+    for lg in member.loggers:
+        for row in record.rows:
+            lg.log_metrics({k: v for k, v in row.items() if k != "step" and not _nan(v)}, step=row["step"])
+    if settings.monitor and record.best_epoch is not None:
+        state = {"epoch": record.best_epoch, "global_step": record.best_step, "state_dict": module.state_dict(),
+                 "pytorch-lightning_version": L.__version__, "stacked": payload["stacked"]}  # fmt: skip
+        save_checkpoint(state, Path(ctx.run_dir) / "checkpoints" / "best.ckpt")
+    payload["best_epoch"] = record.best_epoch
+    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(
+        cfg, ctx, member.parts, record.last_train
+    )
+    for lg in member.loggers:
+        lg.log_metrics({k: v for k, v in payload["metrics"].items() if not _nan(v)}, step=record.steps)
+    if record.diverged is not None:
+        raise record.diverged
+    payload["status"] = "ok"
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _varying(members: Sequence[Member]) -> list[str]:
+    """The config keys whose values differ between the members (what the stack sweeps)."""
+    from clusterable.stacked.grouping import flat
+
+    configs = [flat(OmegaConf.to_container(m.cell.cfg)) for m in members]
+    keys = sorted(set().union(*configs))
+    return [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1 and not k.startswith("logger.")]

@@ -1,0 +1,157 @@
+"""``hydra/launcher=stacked`` for ``train.py -m``: the cells of a grid that differ only in their seed, learning
+rate or a loss weight train as one stacked model in this process (``clusterable.stacked``).
+
+The launcher resolves every cell's config, groups the cells by the rule of ``clusterable.stacked.grouping`` (at
+most ``max_members`` a group) and, group by group: prepares each cell as its single run would (a finished cell is
+skipped, a busy one left alone: ``run.prepare``), trains the rest as one stack and records each as its own run.
+A cell that fits no group, or a group that cannot stack after all, runs exactly as under Hydra's basic launcher.
+Grouping, the summary line and the exit status stay per cell.
+
+Options: ``hydra.launcher.max_members`` (default 40), the most cells one stack trains; fewer where memory is short
+(the stack says so).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from clusterable.hydra_callbacks import CommandLineError
+
+log = logging.getLogger(__name__)
+
+
+class StackedLauncher(Launcher):
+    """Runs a sweep's cells in this process, stacking those that differ only along stacked axes."""
+
+    def __init__(self, max_members: int = 40) -> None:
+        if isinstance(max_members, bool) or not isinstance(max_members, int) or max_members < 1:
+            raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
+                                   f"{max_members!r}")  # fmt: skip
+        self.max_members = max_members
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: Any = None
+
+    def setup(self, *, hydra_context: Any, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from clusterable.stacked.grouping import plan
+
+        setup_globals()
+        assert self.config is not None and self.hydra_context is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        configs = [self._sweep_config(initial_job_idx + i, o) for i, o in enumerate(job_overrides)]
+        groups = plan([_resolved(c) for c in configs], self.max_members)
+        stacks = sum(len(g) > 1 for g in groups)
+        log.info(f"Launching {len(job_overrides)} jobs in this process: {stacks} stacked groups")
+        runs: list[JobReturn | None] = [None] * len(configs)
+        for group in groups:
+            for i in group:
+                log.info(f"\t#{initial_job_idx + i} : {' '.join(filter_overrides(job_overrides[i]))}")
+            if len(group) == 1:
+                runs[group[0]] = self._single(configs[group[0]])
+            else:
+                for i, ret in self._stack([configs[i] for i in group]).items():
+                    runs[group[i]] = ret
+            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return [r for r in runs if r is not None]
+
+    def _sweep_config(self, idx: int, overrides: Sequence[str]) -> DictConfig:
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        with open_dict(sweep_config):
+            sweep_config.hydra.job.id = idx
+            sweep_config.hydra.job.num = idx
+        return sweep_config
+
+    def _single(self, sweep_config: DictConfig) -> JobReturn:
+        """The cell as Hydra's basic launcher runs it."""
+        return run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
+                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")  # fmt: skip
+
+    def _stack(self, sweep_configs: list[DictConfig]) -> dict[int, JobReturn]:
+        """Prepare each cell in its job (run dir, ``.hydra``, log), train those that need it as one stack."""
+        from clusterable.run import Prepared, RunContext, prepare
+        from clusterable.stacked.stack import run_stack
+
+        def prepare_job(cfg: DictConfig) -> Any:
+            return prepare(cfg, RunContext.from_hydra(HydraConfig.get()))
+
+        returns: dict[int, JobReturn] = {}
+        pending: dict[int, Prepared] = {}
+        for i, sweep_config in enumerate(sweep_configs):
+            ret = run_job(hydra_context=self.hydra_context, task_function=prepare_job, config=sweep_config,
+                          job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")  # fmt: skip
+            returns[i] = ret
+            if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
+                pending[i] = ret.return_value
+                ret.return_value = None
+        cells = list(pending.values())
+        if len(cells) == 1:  # the others were finished or busy: the one left runs as a single run
+            i = next(iter(pending))
+            returns[i] = self._single(sweep_configs[i])
+            return returns
+        if cells:
+            alone = {id(c) for c in run_stack(cells)}
+            for i, cell in pending.items():
+                if id(cell) in alone:
+                    returns[i] = self._single(sweep_configs[i])
+                else:
+                    returns[i].return_value = _optimized(cell)
+        return returns
+
+
+def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
+    """The cell's config resolved as its run resolves it (its group choices and output folder set), for grouping;
+    None when it does not resolve (it runs alone, and its run says why)."""
+    from clusterable import resolvers
+
+    config = copy.deepcopy(sweep_config)
+    previous = HydraConfig.instance().cfg
+    HydraConfig.instance().set_config(config)  # for ${hydra:...} (as run_job sets it)
+    try:
+        output_dir = Path(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir))
+        with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
+            config.hydra.runtime.output_dir = os.path.abspath(output_dir)
+        HydraConfig.instance().set_config(config)
+        choices = {k: v for k, v in OmegaConf.to_container(config.hydra.runtime.choices).items()
+                   if not k.startswith("hydra/")}  # fmt: skip
+        task = OmegaConf.create(OmegaConf.to_container(config))
+        with open_dict(task):
+            del task["hydra"]
+        with resolvers.group_choices(choices), resolvers.collect_notes():
+            return OmegaConf.to_container(task, resolve=True, throw_on_missing=True)
+    except Exception:
+        return None
+    finally:
+        HydraConfig.instance().cfg = previous
+
+
+def _optimized(cell: Any) -> float | None:
+    """What ``train.py``'s job returns to Hydra: the run's ``optimized_metric``."""
+    value = cell.payload.get("metrics", {}).get(str(cell.cfg.get("optimized_metric")))
+    return float(value) if isinstance(value, int | float) else None
+
+
+# A node, not a dataclass: Hydra's plugin scan executes this module outside ``sys.modules``.
+ConfigStore.instance().store(
+    group="hydra/launcher",
+    name="stacked",
+    node=OmegaConf.create(
+        {"_target_": "hydra_plugins.clusterable_launcher.stacked_launcher.StackedLauncher", "max_members": 40}
+    ),
+    provider="clusterable",
+)
