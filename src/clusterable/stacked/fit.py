@@ -73,6 +73,7 @@ class Settings:
 
     max_epochs: int
     divergence_limit: float
+    max_batches: int | None  # trainer.limit_train_batches as a count (None: every batch)
     per_sample: bool
     monitor: str | None
     mode: str
@@ -137,7 +138,7 @@ def fit(
         epoch_start = time.perf_counter()
         sums: dict[str, Tensor] = {}
         count = 0
-        orders = [loader.epoch_rows() for loader in loaders]
+        orders = [loader.epoch_rows()[: settings.max_batches] for loader in loaders]
         if len({len(o) for o in orders}) != 1:
             raise RuntimeError("the members' epochs have different numbers of batches")
         train_start = time.perf_counter()

@@ -163,7 +163,7 @@ def why_not_stackable(config: dict[str, Any]) -> str | None:
         (str(trainer.get("precision", "32-true")) not in PRECISIONS, f"precision {trainer.get('precision')}"),
         (trainer.get("accumulate_grad_batches", 1) != 1, "trainer.accumulate_grad_batches"),
         (trainer.get("gradient_clip_val") is not None, "gradient clipping (a norm over the members)"),
-        (trainer.get("limit_train_batches", 1.0) not in (1, 1.0), "trainer.limit_train_batches"),
+        (_fraction(trainer.get("limit_train_batches", 1.0)), "a fraction of the training batches"),
         (trainer.get("limit_val_batches", 1.0) not in (0, 1, 1.0), "trainer.limit_val_batches"),
         (trainer.get("check_val_every_n_epoch", 1) != 1, "trainer.check_val_every_n_epoch"),
     ]
@@ -177,6 +177,16 @@ def why_not_stackable(config: dict[str, Any]) -> str | None:
     if not (isinstance(dataset, type) and issubclass(dataset, InMemoryDataModule)):
         return f"dataset {getattr(dataset, '__name__', dataset)} is not held in memory"
     return None
+
+
+def _fraction(limit: Any) -> bool:
+    """Whether ``trainer.limit_train_batches`` is a fraction below 1 or no batch at all (a count stacks)."""
+    return (isinstance(limit, float) and limit != 1.0) or limit == 0
+
+
+def _batch_count(limit: Any) -> int | None:
+    """``trainer.limit_train_batches`` as Lightning reads it: an int is a count of batches, 1.0 every batch."""
+    return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, torch.device]:
@@ -224,6 +234,7 @@ def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, to
     datamodule = members[0].parts.datamodule
     settings = Settings(
         max_epochs=int(cfg.trainer.max_epochs), divergence_limit=float(cfg.divergence_limit),
+        max_batches=_batch_count(cfg.trainer.get("limit_train_batches", 1.0)),
         per_sample=cfg.optimizer_steps == "per_sample", monitor=cfg.checkpoint.monitor, mode=cfg.checkpoint.mode,
         validates=validates(cfg, members[0].parts), class_disjoint=bool(datamodule.class_disjoint),
         eval_batch_size=int(datamodule.eval_batch_size),

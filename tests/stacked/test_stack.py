@@ -1,0 +1,231 @@
+"""A stacked member is its single run: the same initial parameters and batch order, and in float64 the same
+parameters after 20+ steps (1e-10 relative), the same record, the same files; a member that diverges alone stops
+alone."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+
+from clusterable.config import CONFIG_DIR
+from clusterable.run import Prepared, RunContext, prepare, run
+from clusterable.stacked.stack import run_stack
+
+COMMON = ["torch_threads=1", "logger=none", "trainer.precision=64-true", "trainer.enable_progress_bar=false"]
+# ~20 steps or more in each setting: iris has 90 training rows (6 batches of 16 an epoch).
+COREL = ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=4", "evaluator=[classification]",
+         "checkpoint.monitor=train/loss", "checkpoint.mode=min"]  # fmt: skip
+CSRL = ["experiment=csrl/fig2", "dataset=parallel_lines"]  # the last epoch is tested (no monitor)
+
+
+def _cell(tmp_path: Path, name: str, overrides: list[str]) -> tuple:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("train", overrides=[*COMMON, *overrides], return_hydra_config=True)
+    ctx = RunContext.from_hydra(cfg.hydra, tmp_path / name)
+    del cfg.hydra
+    return cfg, ctx
+
+
+def _without_hydra(body):
+    state = HydraConfig.instance().cfg
+    HydraConfig.instance().cfg = None
+    try:
+        return body()
+    finally:
+        HydraConfig.instance().cfg = state
+
+
+def single(tmp_path: Path, name: str, overrides: list[str]) -> dict:
+    return _without_hydra(lambda: run(*_cell(tmp_path, name, overrides)))
+
+
+def stacked(tmp_path: Path, cells: dict[str, list[str]]) -> dict[str, dict]:
+    def body() -> dict[str, dict]:
+        prepared = [prepare(*_cell(tmp_path, name, o)) for name, o in cells.items()]
+        assert all(isinstance(p, Prepared) for p in prepared)
+        assert run_stack(prepared, progress=False) == []  # every cell stacked
+        return {name: p.payload for name, p in zip(cells, prepared, strict=True)}
+
+    return _without_hydra(body)
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=True)["state_dict"]
+
+
+@pytest.fixture
+def evaluated(monkeypatch: pytest.MonkeyPatch) -> dict[Path, dict[str, torch.Tensor]]:
+    """The weights each run evaluates (its best or last epoch), by run directory: single and stacked runs both
+    hand their restored module to ``training.evaluate``."""
+    from clusterable.run import training
+
+    seen: dict[Path, dict[str, torch.Tensor]] = {}
+    original = training.evaluate
+
+    def spy(cfg, ctx, parts, last_train):
+        seen[Path(ctx.run_dir)] = {k: v.detach().clone() for k, v in parts.module.state_dict().items()}
+        return original(cfg, ctx, parts, last_train)
+
+    monkeypatch.setattr(training, "evaluate", spy)
+    return seen
+
+
+def assert_same_weights(
+    wa: dict[str, torch.Tensor], wb: dict[str, torch.Tensor], rtol: float = 1e-10
+) -> None:
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        torch.testing.assert_close(
+            wb[key], wa[key], rtol=rtol, atol=rtol * max(1.0, float(wa[key].abs().max()))
+        )
+
+
+GRIDS = {
+    "ffnn_cce": [COREL + ["loss=cce", "model.hidden=[16,8]", f"seed={s}"] for s in (0, 1)],
+    "ffnn_center": [
+        COREL + ["loss=center", "model.hidden=[16,8]", f"loss.lam={v}", f"seed={s}"]
+        for v, s in ((0.2, 0), (0.7, 1))
+    ],  # fmt: skip
+    "ffnn_cosine": [
+        COREL + ["loss=cosine_corel", "model.hidden=[16,8]", f"loss.lam={v}"] for v in (0.3, 0.8)
+    ],
+    "ffnn_gaussian": [
+        COREL + ["loss=gaussian_corel", "model.hidden=[16,8]", f"loss.lam={v}", f"optimizer.lr={lr}"]
+        for v, lr in ((0.6, 1e-3), (0.9, 3e-3))
+    ],  # fmt: skip
+    "cnn": [
+        [
+            "dataset=mnist",
+            "dataset.source=fake",
+            "+dataset.fake_size=64",
+            "dataset.batch_size=8",
+            "model=cnn",
+            "model.channels=[2,3,4]",
+            "model.hidden=[8,8]",
+            "loss=cce",
+            "trainer.max_epochs=3",
+            "evaluator=[classification]",
+            "checkpoint.monitor=train/loss",
+            "checkpoint.mode=min",
+            f"seed={s}",
+        ]
+        for s in (0, 1)
+    ],  # fmt: skip
+    "csrl_ae_per_sample": [
+        CSRL + ["loss=ae1", "trainer.max_epochs=2", f"optimizer.lr={lr}", f"seed={s}"]
+        for lr, s in ((0.01, 0), (0.1, 1))
+    ],  # fmt: skip
+    "csrl_ptae_lloyd": [
+        CSRL + ["loss=ptae", "trainer.max_epochs=20", f"optimizer.lr={lr}", "seed=2"] for lr in (0.01, 0.1)
+    ],  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("grid", list(GRIDS))
+def test_each_member_ends_where_its_single_run_ends(tmp_path: Path, grid: str, evaluated: dict) -> None:
+    cells = {f"cell{i}": o for i, o in enumerate(GRIDS[grid])}
+    alone = {name: single(tmp_path / "single", name, o) for name, o in cells.items()}
+    together = stacked(tmp_path / "stacked", cells)
+    for name in cells:
+        a, b = alone[name], together[name]
+        assert a["status"] == b["status"] == "ok", (a["error"], b["error"])
+        assert b["stacked"]["members"] == len(cells) and b["stacked"]["cells"] == list(cells)
+        assert a["best_epoch"] == b["best_epoch"] and a["timing"]["steps"] == b["timing"]["steps"] >= 20
+        assert_same_weights(evaluated[tmp_path / "single" / name], evaluated[tmp_path / "stacked" / name])
+        if (
+            tmp_path / "single" / name / "checkpoints" / "best.ckpt"
+        ).exists():  # loadable as the single run's
+            assert_same_weights(weights(tmp_path / "single" / name), weights(tmp_path / "stacked" / name))
+        for key, value in a["metrics"].items():
+            assert b["metrics"][key] == pytest.approx(value, rel=1e-8, abs=1e-10), key
+        # the same record: the same keys, plus the group it trained in
+        assert set(b) - set(a) == {"stacked"} and set(a) <= set(b)
+        assert set(b["timing"]) == set(a["timing"])
+        on_disk = json.loads((tmp_path / "stacked" / name / "metrics.json").read_text())
+        assert on_disk["status"] == "ok" and on_disk["stacked"]["index"] == list(cells).index(name)
+
+
+def test_a_member_starts_from_its_single_runs_parameters_in_its_batch_order(tmp_path: Path) -> None:
+    """Bitwise: the stacked initial parameters are the members' own, and each member's epoch order is the one its
+    single run's loader draws."""
+    import lightning as L
+
+    from clusterable.run.parts import build_parts
+    from clusterable.stacked.members import StackedMembers
+
+    cells = [COREL + ["loss=center", "model.hidden=[16,8]", f"seed={s}"] for s in (0, 1, 2)]
+    modules, loaders, singles = [], [], []
+    for i, o in enumerate(cells):
+        cfg, ctx = _cell(tmp_path, f"c{i}", o)
+        L.seed_everything(cfg.seed, verbose=False)
+        parts = build_parts(cfg, ctx)
+        modules.append(parts.module)
+        loaders.append(parts.datamodule.train_dataloader())
+        L.seed_everything(cfg.seed, verbose=False)
+        singles.append((build_parts(cfg, ctx), parts.datamodule.train_dataloader()))
+    stack = StackedMembers(modules)
+    for i, (parts, loader) in enumerate(singles):
+        for name, p in parts.module.named_parameters():
+            assert torch.equal(stack.params[f"module.{name}"][i], p.detach()), name
+        for _ in range(2):  # two epochs: each draws a new order from the member's own generator
+            rows = [batch["index"] for batch in loader]
+            assert all(torch.equal(a, b) for a, b in zip(rows, loaders[i].epoch_rows(), strict=True))
+
+
+def test_a_diverged_member_stops_alone_and_moves_nobody(tmp_path: Path) -> None:
+    """Gaussian-COREL at λ = 0.3 runs away in its second epoch on digits: recorded diverged at its epoch, while the members
+    beside it end bitwise where they end beside a member that does not diverge."""
+    base = COMMON + [
+        "dataset=digits",
+        "loss=gaussian_corel",
+        "trainer.max_epochs=3",
+        "evaluator=[classification]",
+    ]
+    with_runaway = {"lam0.3": base + ["loss.lam=0.3"], "lam0.7": base + ["loss.lam=0.7"],
+                    "lam0.9": base + ["loss.lam=0.9"]}  # fmt: skip
+    healthy = {
+        "lam0.6": base + ["loss.lam=0.6"],
+        "lam0.7": base + ["loss.lam=0.7"],
+        "lam0.9": base + ["loss.lam=0.9"],
+    }
+    a = stacked(tmp_path / "a", with_runaway)
+    b = stacked(tmp_path / "b", healthy)
+    assert a["lam0.3"]["status"] == "diverged" and a["lam0.3"]["failed_epoch"] == 1
+    assert "unbounded below" in a["lam0.3"]["error"]
+    for name in ("lam0.7", "lam0.9"):
+        assert a[name]["status"] == b[name]["status"] == "ok"
+        wa, wb = weights(tmp_path / "a" / name), weights(tmp_path / "b" / name)
+        assert all(torch.equal(wa[k], wb[k]) for k in wa)
+        assert a[name]["metrics"] == b[name]["metrics"]
+
+
+def test_member_run_dirs_hold_the_single_runs_files(tmp_path: Path) -> None:
+    def cell(root: str, name: str, *more: str) -> list[str]:
+        return COREL + ["loss=cce", "model.hidden=[16,8]", "logger=csv", f"logger.csv.save_dir={tmp_path / root / name}",
+                        *more]  # fmt: skip
+
+    single(tmp_path / "single", "cell", cell("single", "cell"))
+    stacked(
+        tmp_path / "stacked", {"cell": cell("stacked", "cell"), "other": cell("stacked", "other", "seed=5")}
+    )
+
+    def files(root: Path) -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != ".lock"}
+
+    assert files(tmp_path / "single" / "cell") == files(tmp_path / "stacked" / "cell")
+    assert "csv/metrics.csv" in files(tmp_path / "stacked" / "cell")
+
+    def csv_log(root: Path) -> list[dict[str, str]]:
+        with (root / "csv" / "metrics.csv").open() as f:
+            return list(csv.DictReader(f))
+
+    a, b = csv_log(tmp_path / "single" / "cell"), csv_log(tmp_path / "stacked" / "cell")
+    assert set(a[0]) == set(b[0])
+    losses = [float(r["train/loss"]) for r in a if r["train/loss"]]
+    assert [float(r["train/loss"]) for r in b if r["train/loss"]] == pytest.approx(losses, rel=1e-10)
