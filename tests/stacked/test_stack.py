@@ -179,8 +179,8 @@ def test_a_member_starts_from_its_single_runs_parameters_in_its_batch_order(tmp_
 
 
 def test_a_diverged_member_stops_alone_and_moves_nobody(tmp_path: Path) -> None:
-    """Gaussian-COREL at λ = 0.3 runs away in its second epoch on digits: recorded diverged at its epoch, while the members
-    beside it end bitwise where they end beside a member that does not diverge."""
+    """Gaussian-COREL at λ = 0.3 runs away in its second epoch on digits: recorded diverged at its epoch, while
+    the members beside it end bitwise where they end beside a member that does not diverge."""
     base = COMMON + [
         "dataset=digits",
         "loss=gaussian_corel",
@@ -207,8 +207,8 @@ def test_a_diverged_member_stops_alone_and_moves_nobody(tmp_path: Path) -> None:
 
 def test_member_run_dirs_hold_the_single_runs_files(tmp_path: Path) -> None:
     def cell(root: str, name: str, *more: str) -> list[str]:
-        return COREL + ["loss=cce", "model.hidden=[16,8]", "logger=csv", f"logger.csv.save_dir={tmp_path / root / name}",
-                        *more]  # fmt: skip
+        save_dir = f"logger.csv.save_dir={tmp_path / root / name}"
+        return [*COREL, "loss=cce", "model.hidden=[16,8]", "logger=csv", save_dir, *more]
 
     single(tmp_path / "single", "cell", cell("single", "cell"))
     stacked(
