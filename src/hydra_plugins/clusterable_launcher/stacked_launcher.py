@@ -36,15 +36,17 @@ class StackedLauncher(Launcher):
     """Runs a sweep's cells in this process, stacking those that differ only along stacked axes."""
 
     def __init__(self, max_members: int = 40) -> None:
-        if isinstance(max_members, bool) or not isinstance(max_members, int) or max_members < 1:
-            raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
-                                   f"{max_members!r}")  # fmt: skip
         self.max_members = max_members
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: Any = None
 
     def setup(self, *, hydra_context: Any, task_function: TaskFunction, config: DictConfig) -> None:
+        """Keep Hydra's context; ``max_members`` is checked here, before any cell runs (one line, exit 2)."""
+        members = self.max_members
+        if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+            raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
+                                   f"{members!r}")  # fmt: skip
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:

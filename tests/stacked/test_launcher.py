@@ -1,0 +1,115 @@
+"""``train.py -m hydra/launcher=stacked`` as a user runs it: cells grouped by the stacking rule, each recorded as
+its own run, the summary and exit status per cell, a cell that cannot stack run alone, Ctrl-C and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clusterable.stacked.grouping import plan, stack_key
+
+SWEEP = ["-m", "hydra/launcher=stacked", "dataset=iris", "trainer.max_epochs=2", "logger=none",
+         "evaluator=[classification]", "model.hidden=[8,8]", "trainer.enable_progress_bar=false"]  # fmt: skip
+
+
+def records(outputs: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in outputs.rglob("metrics.json")}
+
+
+def test_cells_that_differ_in_seed_and_lambda_train_as_one_stack(train) -> None:
+    result = train(*SWEEP, "loss=center", "loss.lam=0.3,0.6", "seed=0,1")
+    assert result.code == 0, result.err
+    assert "stacked: 4 cells as one model (loss.lam, seed vary)" in result.out
+    assert "sweep: 4 ok, 0 failed, 0 skipped" in result.out
+    found = records(train.outputs)
+    assert len(found) == 4 and all(v["stacked"]["members"] == 4 for v in found.values())
+    assert sorted(v["stacked"]["index"] for v in found.values()) == [0, 1, 2, 3]
+    assert set(next(iter(found.values()))["stacked"]["varies"]) == {"loss.lam", "seed"}
+
+
+def test_a_cell_that_cannot_stack_runs_alone(train) -> None:
+    result = train(*SWEEP, "loss=cce", "seed=0,1", "+trainer.gradient_clip_val=1.0")
+    assert result.code == 0, result.err
+    assert "stacked:" not in result.out and "sweep: 2 ok" in result.out
+    assert all("stacked" not in r for r in records(train.outputs).values())
+
+
+def test_a_member_whose_config_is_refused_fails_alone(train) -> None:
+    result = train(*SWEEP, "loss=center", "loss.lam=0.5,7", "seed=0")
+    assert result.code == 1
+    found = records(train.outputs)
+    bad = next(v for k, v in found.items() if "loss.lam=7" in k)
+    good = next(v for k, v in found.items() if "loss.lam=0.5" in k)
+    assert bad["status"] == "failed" and "lam" in bad["error"] and "\n" not in bad["error"]
+    assert good["status"] == "ok"
+    assert "sweep: 1 ok, 0 failed" not in result.out and "1 failed" in result.out
+
+
+def test_an_interrupted_stack_is_recorded_and_the_same_command_redoes_only_it(
+    train, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusterable.stacked import fit
+
+    calls = []
+    original = fit.fit
+
+    def interrupt_the_second_stack(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "fit", interrupt_the_second_stack)
+    args = [*SWEEP, "loss=cce,center", "seed=0,1"]
+    first = train(*args)
+    assert first.code == 130
+    assert "sweep: 2 ok, 0 failed, 0 skipped, 2 interrupted" in first.out
+    found = records(train.outputs)
+    assert sorted(v["status"] for v in found.values()) == ["failed", "failed", "ok", "ok"]
+    assert all(v["error"] == "interrupted" for v in found.values() if v["status"] == "failed")
+    again = train(*args)
+    assert again.code == 0 and "sweep: 2 ok, 0 failed, 2 skipped" in again.out
+    assert all(v["status"] == "ok" for v in records(train.outputs).values())
+
+
+def test_max_members_bounds_a_stack_and_is_checked(train) -> None:
+    result = train(*SWEEP, "loss=cce", "seed=0,1,2", "hydra.launcher.max_members=2")
+    assert result.code == 0, result.err
+    sizes = sorted(r["stacked"]["members"] for r in records(train.outputs).values() if "stacked" in r)
+    assert sizes == [2, 2]  # the third cell is a group of one: a single run
+    bad = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.max_members=0")
+    assert bad.code == 2 and bad.err.strip() == (
+        "error: hydra.launcher.max_members must be a number of cells (1 or more), got 0"
+    )
+
+
+def _config(**changes) -> dict:
+    config = {
+        "seed": 0, "optimizer": {"_target_": "torch.optim.Adam", "lr": 0.001},
+        "loss": {"_target_": "clusterable.heads.center.CenterLoss", "lam": 0.5},
+        "dataset": {"_target_": "clusterable.data.memory.datamodule.InMemoryDataModule", "batch_size": 16},
+        "trainer": {"max_epochs": 3}, "logger": {"csv": {"save_dir": "a"}},
+    }  # fmt: skip
+    for key, value in changes.items():
+        node, *path = key.split("__")
+        target = config
+        for part in [node, *path][:-1]:
+            target = target[part]
+        target[[node, *path][-1]] = value
+    return config
+
+
+def test_the_grouping_rule() -> None:
+    same = [_config(seed=1), _config(loss__lam=0.9), _config(loss__alpha=0.9), _config(optimizer__lr=0.1),
+            _config(logger__csv__save_dir="b")]  # fmt: skip
+    assert len({stack_key(c) for c in [_config(), *same]}) == 1
+    other = [_config(trainer__max_epochs=4), _config(dataset__batch_size=8),
+             _config(optimizer___target_="torch.optim.SGD")]  # fmt: skip
+    keys = {stack_key(c) for c in [_config(), *other]}
+    assert len(keys) == 4
+    assert stack_key(_config(scheduler={"_target_": "x"})) is None
+    assert plan([_config(), _config(seed=1), None, _config(seed=2), _config(trainer__max_epochs=9)], 2) == [
+        [0, 1], [2], [3], [4]
+    ]  # fmt: skip
