@@ -113,3 +113,18 @@ def test_the_grouping_rule() -> None:
     assert plan([_config(), _config(seed=1), None, _config(seed=2), _config(trainer__max_epochs=9)], 2) == [
         [0, 1], [2], [3], [4]
     ]  # fmt: skip
+
+
+def test_a_group_larger_than_memory_allows_trains_as_several_stacks(
+    train, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusterable.stacked import stack
+
+    monkeypatch.setattr(stack, "_available_memory", lambda: 1)  # room for one member at a time
+    result = train(*SWEEP, "loss=cce", "seed=0,1")
+    assert result.code == 0, result.err
+    assert (
+        "stacked: memory allows 1 members of ~" in result.out
+        and "the 2 cells train as 2 stacks" in result.out
+    )
+    assert sorted(r["stacked"]["members"] for r in records(train.outputs).values()) == [1, 1]

@@ -59,6 +59,17 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared
             _record(member, error)
     if not built:
         return []
+    bound, why = memory_bound(built)
+    if bound < len(built):
+        print(f"stacked: {why}: the {len(built)} cells train as {math.ceil(len(built) / bound)} stacks")
+    alone: list[Prepared] = []
+    for start in range(0, len(built), bound):
+        alone += _train(built[start : start + bound], progress)
+    return alone
+
+
+def _train(built: list[Member], progress: bool) -> list[Prepared]:
+    """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack."""
     try:
         stack, optimizer, settings, dtype, device = _assemble(built)
     except NotStackable as e:
@@ -72,19 +83,14 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared
           f"{settings.max_epochs} epochs on {device}")  # fmt: skip
     try:
         records, best_params, best_buffers, timing = _fit(
-            built, stack, optimizer, settings, dtype, device, progress
+            built, stack, settings, optimizer, dtype, device, progress
         )
     except BaseException as e:  # the whole stack failed: every member records it, Ctrl-C included
-        interrupted = isinstance(e, KeyboardInterrupt | SystemExit)
+        if isinstance(e, KeyboardInterrupt | SystemExit):
+            _record_interrupted(built)
         for member in built:
-            try:
-                _record(member, KeyboardInterrupt() if interrupted else e)
-            except KeyboardInterrupt:
-                pass
-        if interrupted:
-            raise KeyboardInterrupt from None
+            _record(member, e)
         return []
-    interrupted = False
     for i, member in enumerate(built):
         payload = member.cell.payload
         payload["stacked"] = {**group, "index": i}
@@ -97,16 +103,51 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared
             _record(member, None, lambda m=member, i=i: _finish_member(m, i, stack, records[i], best_params,
                                                                         best_buffers, settings))  # fmt: skip
         except KeyboardInterrupt:
-            interrupted = True
-            for rest in built[i + 1 :]:
-                try:
-                    _record(rest, KeyboardInterrupt())
-                except KeyboardInterrupt:
-                    pass
-            break
-    if interrupted:
-        raise KeyboardInterrupt
+            _record_interrupted(built[i + 1 :])
     return []
+
+
+def _record_interrupted(members: Sequence[Member]) -> None:
+    """Ctrl-C: every member recorded ``interrupted`` (the same command redoes them), then KeyboardInterrupt."""
+    for member in members:
+        try:
+            _record(member, KeyboardInterrupt())
+        except KeyboardInterrupt:
+            pass
+    raise KeyboardInterrupt
+
+
+def memory_bound(members: Sequence[Member]) -> tuple[int, str]:
+    """How many of ``members`` one stack may hold, and why: half the free memory of the device they train on
+    (the GPU's, else the machine's available memory) over an estimate of one member's share: its parameters
+    with their gradients, Adam's two moments, the best epoch's copy and the update's temporaries (6x), its
+    buffers twice, and its batch's activations (batch rows x input size x 16, a rough allowance)."""
+    module = members[0].parts.module
+    params = sum(p.numel() * p.element_size() for p in module.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in module.buffers())
+    data = members[0].parts.datamodule
+    rows = data.batch_size if data.batch_size > 0 else len(data.split("train")["labels"])
+    per_member = 6 * params + 2 * buffers + 16 * 4 * rows * math.prod(data.input_shape)
+    accelerator = str(members[0].cell.cfg.trainer.get("accelerator", "cpu"))
+    if accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
+        free = torch.cuda.mem_get_info()[0]
+    else:
+        free = _available_memory()
+    bound = max(1, int(free // 2 // max(per_member, 1)))
+    return min(
+        bound, len(members)
+    ), f"memory allows {bound} members of ~{per_member / 2**20:.0f} MB each ({free / 2**30:.1f} GiB free)"
+
+
+def _available_memory() -> int:
+    """The machine's available memory in bytes (``MemAvailable``), or 8 GiB where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 8 * 2**30
 
 
 def _record(member: Member, error: BaseException | None, body: Any = None) -> None:
@@ -242,7 +283,7 @@ def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, to
     return stack, optimizer, settings, dtype, device
 
 
-def _fit(members, stack, optimizer, settings, dtype, device, progress: bool):
+def _fit(members, stack, settings, optimizer, dtype, device, progress: bool):
     from clusterable.stacked import fit
 
     datamodules = [m.parts.datamodule for m in members]
