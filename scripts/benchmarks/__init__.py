@@ -29,6 +29,7 @@ from . import (
     resnet50_training,
     retrieval_eval,
     sc_partition,
+    stacked_steps,
     startup,
     text,
     train_overhead,
@@ -39,6 +40,7 @@ from . import (
 MODULES: tuple[ModuleType, ...] = (
     train_overhead, train_overhead_digits, vae_epoch, startup, clustering_eval, probes, per_sample_ae,
     cluster_heads, retrieval_eval, sc_partition, pairwise_losses, image_pipeline, resnet50_training, dscl, text,
+    stacked_steps,
 )  # fmt: skip
 
 

@@ -41,6 +41,10 @@ class Group:
     lr: Tensor
     weight_decay: Tensor
     state: list[dict[str, Tensor]] = field(default_factory=list)
+    uniform_lr: bool = (
+        True  # every member's lr is the same: the update takes it as a Python number, as torch's
+    )
+    decays: bool = False  # some member has weight decay
 
 
 class StackedOptimizer:
@@ -70,59 +74,72 @@ class StackedOptimizer:
 
     @torch.no_grad()
     def step(self, alive: Tensor | None = None) -> None:
-        """One update of every member where ``alive`` (M,) bool is true (None: all)."""
+        """One update of every member where ``alive`` (M,) bool is true (None: all), in place.
+
+        Every member is updated (elementwise: no member reads another's values), then the members that are not
+        alive get back the parameters they had when they stopped: a diverged member's NaN stays in its own slice
+        and it does not move, at the cost of copying its rows only.
+        """
         self.steps += 1
+        dead = None if alive is None or bool(alive.all()) else (~alive).nonzero().flatten()
         for group in self.groups:
             if not group.state:
                 group.state = [{} for _ in group.params]
+                group.uniform_lr = bool((group.lr == group.lr[0]).all())
+                group.decays = bool(group.weight_decay.any())
             for p, state in zip(group.params, group.state, strict=True):
+                if dead is not None and (
+                    "frozen_rows" not in state or not torch.equal(state["frozen_rows"], dead)
+                ):
+                    state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()
                 if p.grad is None:
                     continue
                 shape = (-1,) + (1,) * (p.dim() - 1)
                 lr, decay = group.lr.view(shape), group.weight_decay.view(shape)
-                new = (
-                    self._adam(p, p.grad, state, lr, decay)
-                    if self.kind != "sgd"
-                    else self._sgd(p, p.grad, state, lr, decay)
-                )
-                keep = None if alive is None else alive.view(shape)
-                for name, value in new.items():
-                    old = p if name == "param" else state.get(name)
-                    if keep is not None and old is not None:
-                        value = torch.where(keep, value, old)
-                    if name == "param":
-                        p.copy_(value)
-                    else:
-                        state[name] = value
+                if self.kind == "sgd":
+                    self._sgd(p, p.grad, state, group, lr, decay)
+                else:
+                    self._adam(p, p.grad, state, group, lr, decay)
+                if dead is not None:
+                    p.index_copy_(0, dead, state["frozen"])
 
-    def _adam(self, p: Tensor, grad: Tensor, state: dict, lr: Tensor, decay: Tensor) -> dict[str, Tensor]:
+    def _adam(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor) -> None:
+        """torch's ``_single_tensor_adam`` (AdamW: ``decoupled_weight_decay``), op for op."""
         beta1, beta2 = self.options["betas"]
-        eps = self.options["eps"]
-        param = p
-        if self.kind == "adamw":
-            param = param * (1 - lr * decay)
+        if group.decays:
+            if self.kind == "adamw":
+                p.mul_(1 - lr * decay)
+            else:
+                grad = grad.add(p * decay)
+        if "exp_avg" not in state:
+            state["exp_avg"], state["exp_avg_sq"] = torch.zeros_like(p), torch.zeros_like(p)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias_correction1 = 1 - beta1**self.steps
+        bias_correction2_sqrt = (1 - beta2**self.steps) ** 0.5
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.options["eps"])
+        if group.uniform_lr:  # a Python number, as torch's own step
+            p.addcdiv_(exp_avg, denom, value=-float(group.lr[0]) / bias_correction1)
         else:
-            grad = grad + param * decay
-        exp_avg = state.get("exp_avg", torch.zeros_like(p)).lerp(grad, 1 - beta1)
-        exp_avg_sq = state.get("exp_avg_sq", torch.zeros_like(p)) * beta2 + (1 - beta2) * grad * grad
-        step = self.steps
-        bias_correction1 = 1 - beta1**step
-        bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-        step_size = lr / bias_correction1
-        denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
-        return {"param": param - step_size * (exp_avg / denom), "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+            p.add_(exp_avg.div(denom).mul_(-lr / bias_correction1))
 
-    def _sgd(self, p: Tensor, grad: Tensor, state: dict, lr: Tensor, decay: Tensor) -> dict[str, Tensor]:
+    def _sgd(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor) -> None:
+        """torch's ``_single_tensor_sgd``, op for op."""
         momentum, dampening = self.options["momentum"], self.options["dampening"]
-        grad = grad + p * decay
-        out: dict[str, Tensor] = {}
+        if group.decays:
+            grad = grad.add(p * decay)
         if momentum != 0:
             buf = state.get("momentum_buffer")
-            buf = grad.clone() if buf is None else buf * momentum + (1 - dampening) * grad
-            out["momentum_buffer"] = buf
-            grad = grad + momentum * buf if self.options["nesterov"] else buf
-        out["param"] = p - lr * grad
-        return out
+            if buf is None:
+                buf = state["momentum_buffer"] = grad.detach().clone()
+            else:
+                buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+            grad = grad.add(buf, alpha=momentum) if self.options["nesterov"] else buf
+        if group.uniform_lr:
+            p.add_(grad, alpha=-float(group.lr[0]))
+        else:
+            p.add_(grad * -lr)
 
 
 def member_options(
