@@ -4,7 +4,7 @@ Two cells share a stack when their resolved configs are equal once the stacked a
 (a paper's repetitions), ``optimizer.lr`` and ``optimizer.weight_decay`` (elementwise in Adam, AdamW and SGD:
 per-member tensors), and the loss options its head declares (``contracts.StacksScalars``: COREL's ``loss.lam``,
 the autoencoders' ``loss.lam``). Loggers and progress bars never matter. A cell whose config cannot stack at all
-(``stack.why_not_stackable``) is a group of its own and runs as a single run; so is a group of one.
+(``why_not_stackable``) is a group of its own and runs as a single run; so is a group of one.
 """
 
 from __future__ import annotations
@@ -13,9 +13,55 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from clusterable.stacked.stack import STACKED_KEYS, why_not_stackable
+import torch
+from omegaconf import OmegaConf
 
 IGNORED_PREFIXES = ("logger.", "trainer.enable_progress_bar")
+
+# Config keys that may differ between the members of a stack besides the head's declared scalars
+# (``contracts.StacksScalars``, as ``loss.<name>``).
+STACKED_KEYS = ("seed", "optimizer.lr", "optimizer.weight_decay")
+PRECISIONS = {"32-true": torch.float32, "32": torch.float32, "64-true": torch.float64, "64": torch.float64}
+
+
+def why_not_stackable(config: dict[str, Any]) -> str | None:
+    """Why a cell's resolved config cannot train in a stack (it runs alone), or None. What the stacked loop does
+    not do: schedules, validation evaluators, Boudiaf's checkpoint rule, a partly frozen encoder, step limits,
+    several devices, mixed precision, image folders and other datasets that are not held in memory."""
+    from clusterable.config import target_of
+    from clusterable.data.memory.datamodule import InMemoryDataModule
+
+    trainer = config.get("trainer") or {}
+    checks = [
+        (config.get("scheduler") is not None, "a learning-rate schedule"),
+        (bool(config.get("validation_evaluators")), "validation evaluators"),
+        ((config.get("checkpoint") or {}).get("rule") is not None, "checkpoint.rule"),
+        (config.get("trainable", "all") != "all", "trainable=embedding_layer"),
+        (bool(config.get("channels_last")), "channels_last"),
+        (trainer.get("max_steps", -1) != -1, "trainer.max_steps"),
+        (str(trainer.get("devices", 1)) not in ("1", "auto"), "several devices"),
+        (str(trainer.get("precision", "32-true")) not in PRECISIONS, f"precision {trainer.get('precision')}"),
+        (trainer.get("accumulate_grad_batches", 1) != 1, "trainer.accumulate_grad_batches"),
+        (trainer.get("gradient_clip_val") is not None, "gradient clipping (a norm over the members)"),
+        (_fraction(trainer.get("limit_train_batches", 1.0)), "a fraction of the training batches"),
+        (trainer.get("limit_val_batches", 1.0) not in (0, 1, 1.0), "trainer.limit_val_batches"),
+        (trainer.get("check_val_every_n_epoch", 1) != 1, "trainer.check_val_every_n_epoch"),
+    ]
+    for failed, what in checks:
+        if failed:
+            return f"{what} has no stacked version"
+    try:
+        dataset = target_of(OmegaConf.create(config["dataset"]), "dataset")
+    except Exception as e:  # a target that does not import: the single run says so in its own words
+        return f"dataset: {e}"
+    if not (isinstance(dataset, type) and issubclass(dataset, InMemoryDataModule)):
+        return f"dataset {getattr(dataset, '__name__', dataset)} is not held in memory"
+    return None
+
+
+def _fraction(limit: Any) -> bool:
+    """Whether ``trainer.limit_train_batches`` is a fraction below 1 or no batch at all (a count stacks)."""
+    return (isinstance(limit, float) and limit != 1.0) or limit == 0
 
 
 def flat(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -22,11 +22,7 @@ from omegaconf import OmegaConf
 from clusterable.run import Prepared
 from clusterable.run.record import recorded
 from clusterable.stacked.errors import NotStackable
-
-# Config keys that may differ between the members of a stack besides the head's declared scalars
-# (``contracts.StacksScalars``, as ``loss.<name>``).
-STACKED_KEYS = ("seed", "optimizer.lr", "optimizer.weight_decay")
-PRECISIONS = {"32-true": torch.float32, "32": torch.float32, "64-true": torch.float64, "64": torch.float64}
+from clusterable.stacked.grouping import PRECISIONS, flat, why_not_stackable
 
 
 class Member:
@@ -185,46 +181,6 @@ def _build(member: Member) -> BaseException | None:
     return None
 
 
-def why_not_stackable(config: dict[str, Any]) -> str | None:
-    """Why a cell's resolved config cannot train in a stack (it runs alone), or None. What the stacked loop does
-    not do: schedules, validation evaluators, Boudiaf's checkpoint rule, a partly frozen encoder, step limits,
-    several devices, mixed precision, image folders and other datasets that are not held in memory."""
-    from clusterable.config import target_of
-    from clusterable.data.memory.datamodule import InMemoryDataModule
-
-    trainer = config.get("trainer") or {}
-    checks = [
-        (config.get("scheduler") is not None, "a learning-rate schedule"),
-        (bool(config.get("validation_evaluators")), "validation evaluators"),
-        ((config.get("checkpoint") or {}).get("rule") is not None, "checkpoint.rule"),
-        (config.get("trainable", "all") != "all", "trainable=embedding_layer"),
-        (bool(config.get("channels_last")), "channels_last"),
-        (trainer.get("max_steps", -1) != -1, "trainer.max_steps"),
-        (str(trainer.get("devices", 1)) not in ("1", "auto"), "several devices"),
-        (str(trainer.get("precision", "32-true")) not in PRECISIONS, f"precision {trainer.get('precision')}"),
-        (trainer.get("accumulate_grad_batches", 1) != 1, "trainer.accumulate_grad_batches"),
-        (trainer.get("gradient_clip_val") is not None, "gradient clipping (a norm over the members)"),
-        (_fraction(trainer.get("limit_train_batches", 1.0)), "a fraction of the training batches"),
-        (trainer.get("limit_val_batches", 1.0) not in (0, 1, 1.0), "trainer.limit_val_batches"),
-        (trainer.get("check_val_every_n_epoch", 1) != 1, "trainer.check_val_every_n_epoch"),
-    ]
-    for failed, what in checks:
-        if failed:
-            return f"{what} has no stacked version"
-    try:
-        dataset = target_of(OmegaConf.create(config["dataset"]), "dataset")
-    except Exception as e:  # a target that does not import: the single run says so in its own words
-        return f"dataset: {e}"
-    if not (isinstance(dataset, type) and issubclass(dataset, InMemoryDataModule)):
-        return f"dataset {getattr(dataset, '__name__', dataset)} is not held in memory"
-    return None
-
-
-def _fraction(limit: Any) -> bool:
-    """Whether ``trainer.limit_train_batches`` is a fraction below 1 or no batch at all (a count stacks)."""
-    return (isinstance(limit, float) and limit != 1.0) or limit == 0
-
-
 def _batch_count(limit: Any) -> int | None:
     """``trainer.limit_train_batches`` as Lightning reads it: an int is a count of batches, 1.0 every batch."""
     return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
@@ -342,8 +298,6 @@ def _nan(value: Any) -> bool:
 
 def _varying(members: Sequence[Member]) -> list[str]:
     """The config keys whose values differ between the members (what the stack sweeps)."""
-    from clusterable.stacked.grouping import flat
-
     configs = [flat(OmegaConf.to_container(m.cell.cfg)) for m in members]
     keys = sorted(set().union(*configs))
     return [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1 and not k.startswith("logger.")]
