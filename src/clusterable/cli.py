@@ -60,15 +60,16 @@ def main() -> None:
         hydra_callbacks.discard_sweep()
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    # Before OSError: a missing config option (`hydra/launcher=stack`) is a HydraException that is an OSError too.
+    except (HydraException, OmegaConfBaseException) as e:  # a config or sweep setting refused before any run
+        hydra_callbacks.discard_sweep()
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        sys.exit(2)
     except OSError as e:  # a full disk or an unwritable file outside any run (Hydra's own files, the sweep's)
         if not is_write_error(e):
             raise
         print(f"error: {write_error(e)}", file=sys.stderr)
         sys.exit(1)
-    except (HydraException, OmegaConfBaseException) as e:  # a config or sweep setting refused before any run
-        hydra_callbacks.discard_sweep()
-        print(f"error: {_one_line(e)}", file=sys.stderr)
-        sys.exit(2)
     except ValueError as e:  # Hydra's own refusal of its flags together (-m with --cfg)
         if not str(e).startswith("Only one of --run"):
             raise

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections.abc
 import difflib
 import inspect
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -230,6 +231,12 @@ def composition_error(error: BaseException) -> str:
             f"+{key}=... adds a new key)"
         )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    missing = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
+    if missing and "Available options in" in text:  # an option of a group Hydra itself holds (hydra/launcher)
+        start = next(i for i, line in enumerate(lines) if line.startswith("Available options in"))
+        options = [line for line in lines[start + 1 :] if not line.startswith(("Config search path", "provider="))]
+        group, name = missing.groups()
+        return f"{group}={name}: no such option of {group}; options: {', '.join(options)}"
     return "; ".join(
         line for line in lines if not line.startswith(("full_key", "object_type", "reference_type"))
     )

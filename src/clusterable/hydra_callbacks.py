@@ -28,6 +28,8 @@ from omegaconf import DictConfig
 RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
 # The launching process's exit status, read by ``clusterable.cli.main`` after Hydra returns.
 exit_status = {"code": 0}
+# Outcomes this process could not write (a full disk), by records folder: the summary counts them all the same.
+_unwritten: dict[str, list[dict[str, Any]]] = {}
 # The sweep under way in this process, so that one Hydra does not finish (Ctrl-C) still ends with its summary.
 _sweeps: list[SweepSummary] = []
 STATUSES = ("ok", "diverged", "failed", "skipped", "busy", "interrupted")
@@ -84,6 +86,9 @@ def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | No
         path.with_suffix(".tmp").replace(path)
     except OSError:
         path.with_suffix(".tmp").unlink(missing_ok=True)
+        # Kept in memory instead: a cell of this process (basic or stacked launcher) is still counted, and a
+        # failure on a full disk still makes the exit status 1.
+        _unwritten.setdefault(folder, []).append(record)
 
 
 class OutputFolderCheck(Callback):
@@ -136,6 +141,7 @@ class SweepSummary(Callback):
                 outcomes.append(json.loads(path.read_text()))
             except (OSError, ValueError):  # cut short (a full disk, a killed job): that cell goes uncounted
                 continue
+        outcomes += _unwritten.pop(str(self.records), [])
         shutil.rmtree(self.records, ignore_errors=True)
         os.environ.pop(RECORDS_ENV, None)
         counts = {s: sum(o["status"] == s for o in outcomes) for s in STATUSES}

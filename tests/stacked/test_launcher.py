@@ -128,3 +128,11 @@ def test_a_group_larger_than_memory_allows_trains_as_several_stacks(
         and "the 2 cells train as 2 stacks" in result.out
     )
     assert sorted(r["stacked"]["members"] for r in records(train.outputs).values()) == [1, 1]
+
+
+def test_a_launcher_that_does_not_exist_is_one_line(train) -> None:
+    result = train("-m", "hydra/launcher=stack", "loss=cce", "seed=0,1")
+    assert result.code == 2 and result.err.strip() == (
+        "error: hydra/launcher=stack: no such option of hydra/launcher; options: basic, joblib, stacked, "
+        "submitit_local, submitit_slurm"
+    )

@@ -74,7 +74,8 @@ def written_whole(write: Callable[[Path], None], target: Path, rename: bool = Tr
         tmp.unlink(missing_ok=True)
         if isinstance(e, OSError) and e.errno not in WRITE_ERRNOS:
             raise
-        if isinstance(e, RuntimeError) and "write" not in str(e).lower():
-            raise  # not a failed write: a bug, with its traceback
         code = e.errno if isinstance(e, OSError) else _why_not_written(target.parent)
+        # torch's writer on a full disk says "file write failed" or "unexpected pos ..." (its zip container)
+        if isinstance(e, RuntimeError) and "write" not in str(e).lower() and code != errno.ENOSPC:
+            raise  # not a failed write: a bug, with its traceback
         raise OSError(code, os.strerror(code), str(target)) from None
