@@ -114,7 +114,8 @@ def fit(
     progress: Any = None,
 ) -> tuple[list[MemberRecord], dict[str, Tensor], dict[str, Tensor], StackTiming]:
     """Train every member for ``settings.max_epochs``; returns each member's record and the best epoch's stacked
-    parameters and buffers (the last epoch's without a monitor).
+    parameters and buffers (the last epoch's without a monitor). A clustering head's k-means++ start
+    (``init_clusters``) has run before.
 
     ``loaders``: each member's training ``TensorBatches`` (its batch order); ``datamodules``: each member's, for a
     clustering head's Lloyd steps.
@@ -129,8 +130,6 @@ def fit(
     clustering = isinstance(stack.modules[0].head, ClusteringHead)
     timing = StackTiming()
     start = time.perf_counter()
-    if clustering:
-        _lloyd(stack, datamodules, alive, first=True)
     steps = 0
     for epoch in range(settings.max_epochs):
         if not bool(alive.any()):
@@ -259,6 +258,12 @@ def _validate(stack: StackedMembers, val: StackedSplit, epoch: int, settings: Se
     if with_loss:
         metrics["val/loss"] = (loss_sum / max(rows, 1)).cpu()
     return metrics
+
+
+def init_clusters(stack: StackedMembers, datamodules: Sequence[Any]) -> None:
+    """A clustering head's k-means++ start, member by member, before the first epoch (``ClusterUpdates``)."""
+    if isinstance(stack.modules[0].head, ClusteringHead):
+        _lloyd(stack, datamodules, torch.ones(stack.size, dtype=torch.bool), first=True)
 
 
 def _lloyd(stack: StackedMembers, datamodules: Sequence[Any], alive: Tensor, first: bool) -> None:

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 from clusterable.run import Prepared
 from clusterable.run.record import recorded
 from clusterable.stacked.errors import NotStackable
+from clusterable.stacked.fit import init_clusters
 from clusterable.stacked.grouping import PRECISIONS, flat, why_not_stackable
 
 
@@ -68,6 +69,9 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
     """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack."""
     try:
         stack, optimizer, settings, dtype, device = _assemble(built)
+        splits = _splits(built, settings, dtype, device)
+        init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
+        _probe(stack, splits[0], built)
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
@@ -78,9 +82,7 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
     print(f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
           f"{settings.max_epochs} epochs on {device}")  # fmt: skip
     try:
-        records, best_params, best_buffers, timing = _fit(
-            built, stack, settings, optimizer, dtype, device, progress
-        )
+        records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
     except BaseException as e:  # the whole stack failed: every member records it, Ctrl-C included
         if isinstance(e, KeyboardInterrupt | SystemExit):
             _record_interrupted(built)
@@ -239,14 +241,49 @@ def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, to
     return stack, optimizer, settings, dtype, device
 
 
-def _fit(members, stack, settings, optimizer, dtype, device, progress: bool):
+def _splits(members: Sequence[Member], settings: Any, dtype: torch.dtype, device: torch.device) -> tuple:
+    """The members' training and validation splits, stacked where they differ (``fit.StackedSplit``)."""
+    from clusterable.stacked.fit import StackedSplit
+
+    datamodules = [m.parts.datamodule for m in members]
+    train = StackedSplit([d.split("train") for d in datamodules], device, dtype)
+    val = StackedSplit([d.split("val") for d in datamodules], device, dtype) if settings.validates else None
+    return train, val
+
+
+def _probe(stack: Any, train: Any, members: Sequence[Member]) -> None:
+    """One stacked forward and backward on the first rows, undone (buffers, RNG, gradients): a head or encoder
+    that does not run under ``vmap`` (Python control flow on a tensor, an op without a batching rule) is
+    ``NotStackable`` here, before training, and its cells run alone. A batch the head refuses (``BatchError``)
+    is not the stack's business: the real batches decide."""
+    from clusterable.contracts import BatchError
+
+    data = members[0].parts.datamodule
+    rows = max(1, min(data.batch_size if data.batch_size > 0 else train.size, train.size))
+    if members[0].cell.cfg.optimizer_steps == "per_sample":
+        rows = 1
+    index = torch.arange(rows, device=stack.device).expand(stack.size, rows)
+    buffers = {k: v.clone() for k, v in stack.buffers.items()}
+    rng = torch.get_rng_state()
+    try:
+        stack.losses(train.batch(index), epoch=0)["loss"].sum().backward()
+    except BatchError:
+        pass
+    except Exception as e:  # noqa: BLE001  (whatever vmap refuses; the single run reports a real bug itself)
+        first = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        raise NotStackable(f"{type(members[0].parts.head).__name__} does not run stacked ({first})") from None
+    finally:
+        for key, value in buffers.items():
+            stack.buffers[key].copy_(value)
+        torch.set_rng_state(rng)
+        for p in stack.params.values():
+            p.grad = None
+
+
+def _fit(members, stack, settings, optimizer, splits, progress: bool):
     from clusterable.stacked import fit
 
     datamodules = [m.parts.datamodule for m in members]
-    train = fit.StackedSplit([d.split("train") for d in datamodules], device, dtype)
-    val = None
-    if settings.validates:
-        val = fit.StackedSplit([d.split("val") for d in datamodules], device, dtype)
     loaders = [d.train_dataloader() for d in datamodules]
     report = None
     if progress:
@@ -258,7 +295,7 @@ def _fit(members, stack, settings, optimizer, dtype, device, progress: bool):
                 print(f"stacked: epoch {epoch + 1}/{settings.max_epochs}, {alive}/{len(members)} members "
                       f"training, {time.perf_counter() - started:.0f} s")  # fmt: skip
 
-    return fit.fit(stack, optimizer, loaders, train, val, datamodules, settings, report)
+    return fit.fit(stack, optimizer, loaders, *splits, datamodules, settings, report)
 
 
 def _finish_member(member: Member, index: int, stack: Any, record: Any, best_params: dict, best_buffers: dict,
