@@ -369,8 +369,8 @@ def require_evaluator(fn: object, what: str) -> None:
 def require_batch_size(head: object, batch_size: int | None, what: str) -> None:
     """Raise ``ContractError`` (one line naming ``what``) when ``head`` declares a ``min_batch_size``
     (``NeedsBatchOf``) above ``batch_size``, the rows of a training batch; None (a dataset without the option)
-    passes."""
-    if batch_size is None or not isinstance(head, NeedsBatchOf) or batch_size >= head.min_batch_size:
+    and -1 (the whole split as one batch) pass."""
+    if batch_size in (None, -1) or not isinstance(head, NeedsBatchOf) or batch_size >= head.min_batch_size:
         return
     raise ContractError(
         f"dataset.batch_size={batch_size} is too small for {what}: it learns nothing from batches of fewer than "
