@@ -234,7 +234,9 @@ def composition_error(error: BaseException) -> str:
     missing = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
     if missing and "Available options in" in text:  # an option of a group Hydra itself holds (hydra/launcher)
         start = next(i for i, line in enumerate(lines) if line.startswith("Available options in"))
-        options = [line for line in lines[start + 1 :] if not line.startswith(("Config search path", "provider="))]
+        options = [
+            line for line in lines[start + 1 :] if not line.startswith(("Config search path", "provider="))
+        ]
         group, name = missing.groups()
         return f"{group}={name}: no such option of {group}; options: {', '.join(options)}"
     return "; ".join(
