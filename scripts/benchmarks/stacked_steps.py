@@ -107,7 +107,7 @@ def _stacked_step_s(build: Callable, batch: dict, members: int, device: torch.de
         loss = stack.losses(data, epoch=0)["loss"]
         opt.zero_grad()
         torch.where(alive, loss, torch.zeros_like(loss)).sum().backward()
-        opt.step(alive)
+        opt.step()
         cuda_sync()
 
     step()

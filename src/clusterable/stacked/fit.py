@@ -138,18 +138,25 @@ def fit(
         sums: dict[str, Tensor] = {}
         count = 0
         orders = [loader.epoch_rows()[: settings.max_batches] for loader in loaders]
-        if len({len(o) for o in orders}) != 1:
-            raise RuntimeError("the members' epochs have different numbers of batches")
+        sizes = [len(rows) for rows in orders[0]]
+        if any([len(rows) for rows in o] != sizes for o in orders):
+            raise RuntimeError("the members' epochs have different batches")
+        # The epoch's rows (M, rows an epoch) on the device once; a batch is a slice of it (no per-member loop).
+        epoch_rows = torch.stack([torch.cat(o) for o in orders]).to(device) if sizes else None
+        # Who is dead changes only between epochs: computed here, so that a step never syncs with the device.
+        dead = (~alive).nonzero().flatten() if not bool(alive.all()) else None
         train_start = time.perf_counter()
-        for b in range(len(orders[0])):
-            rows = torch.stack([o[b] for o in orders]).to(device)
-            units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(rows.shape[1])]
+        offset = 0
+        for size in sizes:
+            rows = epoch_rows[:, offset : offset + size]
+            offset += size
+            units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(size)]
             for unit in units:
                 out = stack.losses(train.batch(unit), epoch)  # every key gathered per member: (M, B, ...)
                 total = torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum()
                 optimizer.zero_grad()
                 total.backward()
-                optimizer.step(alive)
+                optimizer.step(dead)
                 for key, value in out.items():
                     sums[key] = sums[key] + value.detach() if key in sums else value.detach()
                 count += 1

@@ -5,9 +5,10 @@ All three are elementwise, so one update over a stacked tensor is exactly M upda
 The hyperparameters a grid sweeps are tensors with a member axis (``lr`` and ``weight_decay``: (M,), broadcast as
 (M, 1, ...)), never Python floats. The update follows torch's single-tensor implementations op for op
 (``torch/optim/adam.py`` ``_single_tensor_adam``, ``sgd.py`` ``_single_tensor_sgd``), so in float64 a member agrees
-with its single run to rounding. A member that is not ``alive`` keeps its parameters and moments as they are: no
-update reads another member's values, and nothing is reduced across members (no global norm, no ``isfinite`` on
-a sum), so a member that diverged cannot move the others.
+with its single run to rounding. A dead member (one that diverged) keeps its parameters as they were when it
+stopped (its moments, in its own slice, no longer matter): no update reads another member's values, and nothing
+is reduced across members (no global norm, no ``isfinite`` on a sum), so a member that diverged cannot move the
+others.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Group:
 
 
 class StackedOptimizer:
-    """``kind`` (adam | adamw | sgd) over groups of stacked parameters; ``step(alive)`` moves the alive members.
+    """``kind`` (adam | adamw | sgd) over groups of stacked parameters; ``step(dead)`` moves all but the dead members.
 
     Args:
         kind: ``adam`` (L2 weight decay added to the gradient), ``adamw`` (decoupled decay) or ``sgd``.
@@ -73,24 +74,23 @@ class StackedOptimizer:
                 p.grad = None
 
     @torch.no_grad()
-    def step(self, alive: Tensor | None = None) -> None:
-        """One update of every member where ``alive`` (M,) bool is true (None: all), in place.
+    def step(self, dead: Tensor | None = None) -> None:
+        """One update of every member, in place; the members ``dead`` (their indices, long) stay where they are.
 
-        Every member is updated (elementwise: no member reads another's values), then the members that are not
-        alive get back the parameters they had when they stopped: a diverged member's NaN stays in its own slice
-        and it does not move, at the cost of copying its rows only.
+        Every member is updated (elementwise: no member reads another's values), then the dead ones get back the
+        parameters they had when they stopped: a diverged member's NaN stays in its own slice and it does not
+        move, at the cost of copying its rows only. Nothing here waits for the device: pass the same ``dead``
+        tensor until it changes (its rows are kept by identity).
         """
         self.steps += 1
-        dead = None if alive is None or bool(alive.all()) else (~alive).nonzero().flatten()
         for group in self.groups:
-            if not group.state:
+            if not group.state:  # the hyperparameters read once, on the host
                 group.state = [{} for _ in group.params]
                 group.uniform_lr = bool((group.lr == group.lr[0]).all())
+                group.first_lr = float(group.lr[0])
                 group.decays = bool(group.weight_decay.any())
             for p, state in zip(group.params, group.state, strict=True):
-                if dead is not None and (
-                    "frozen_rows" not in state or not torch.equal(state["frozen_rows"], dead)
-                ):
+                if dead is not None and state.get("frozen_rows") is not dead:
                     state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()
                 if p.grad is None:
                     continue
@@ -120,7 +120,7 @@ class StackedOptimizer:
         bias_correction2_sqrt = (1 - beta2**self.steps) ** 0.5
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.options["eps"])
         if group.uniform_lr:  # a Python number, as torch's own step
-            p.addcdiv_(exp_avg, denom, value=-float(group.lr[0]) / bias_correction1)
+            p.addcdiv_(exp_avg, denom, value=-group.first_lr / bias_correction1)
         else:
             p.add_(exp_avg.div(denom).mul_(-lr / bias_correction1))
 
@@ -137,7 +137,7 @@ class StackedOptimizer:
                 buf.mul_(momentum).add_(grad, alpha=1 - dampening)
             grad = grad.add(buf, alpha=momentum) if self.options["nesterov"] else buf
         if group.uniform_lr:
-            p.add_(grad, alpha=-float(group.lr[0]))
+            p.add_(grad, alpha=-group.first_lr)
         else:
             p.add_(grad * -lr)
 
