@@ -35,10 +35,18 @@ def test_fig8_leaves_stacked_runs_out_and_says_so(tmp_path) -> None:
                             config=csrl_task("clustering"))  # fmt: skip
             if seed == 1:  # trained stacked: its epoch time is its stack's
                 payload = json.loads((run / "metrics.json").read_text())
-                payload["stacked"] = {"members": 15, "index": 0, "cells": [], "varies": ["seed"], "device": "cpu"}
+                payload["stacked"] = {
+                    "members": 15,
+                    "index": 0,
+                    "cells": [],
+                    "varies": ["seed"],
+                    "device": "cpu",
+                }
                 (run / "metrics.json").write_text(json.dumps(payload))
     runs, _ = load_runs(tmp_path, "csrl/autoencoders", "full")
     table = csrl.fig8(runs, tmp_path / "tables")
     text = table.markdown()
     assert "| parallel lines | ms per epoch | 500.00 ± 0.00 |" in text  # the one single run of each model
-    assert any(n.startswith("2 runs trained stacked (hydra/launcher=stacked) are left out") for n in table.notes)
+    assert any(
+        n.startswith("2 runs trained stacked (hydra/launcher=stacked) are left out") for n in table.notes
+    )
