@@ -270,7 +270,7 @@ def _probe(stack: Any, train: Any, members: Sequence[Member]) -> None:
     except BatchError:
         pass
     except Exception as e:  # noqa: BLE001  (whatever vmap refuses; the single run reports a real bug itself)
-        first = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        first = f"{type(e).__name__}: {e}".splitlines()[0].split(". ")[0][:160]  # vmap's first sentence
         raise NotStackable(f"{type(members[0].parts.head).__name__} does not run stacked ({first})") from None
     finally:
         for key, value in buffers.items():
