@@ -56,6 +56,7 @@ class StackedLauncher(Launcher):
         assert self.config is not None and self.hydra_context is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        print(f"stacked: grouping {len(job_overrides)} cells (each config composed and resolved once)")
         configs = [self._sweep_config(initial_job_idx + i, o) for i, o in enumerate(job_overrides)]
         groups = plan([_resolved(c) for c in configs], self.max_members)
         stacks = sum(len(g) > 1 for g in groups)
