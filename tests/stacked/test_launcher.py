@@ -45,7 +45,7 @@ def test_cells_that_cannot_stack_run_alone(train, overrides: list[str], said: st
     assert (
         (said in result.out and "these 2 cells run one by one" in result.out)
         if said
-        else "stacked:" not in result.out
+        else "as one model" not in result.out
     )
     assert all("stacked" not in r for r in records(train.outputs).values())
 

@@ -47,9 +47,12 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared
     first = members[0].cell
     threads = training.cpu_threads(first.cfg, first.ctx)
     built = []
-    for member in members:
+    for i, member in enumerate(members):
         member.cell.payload["torch_threads"] = threads
-        error = _build(member)
+        try:
+            error = _build(member)
+        except KeyboardInterrupt:  # every member not recorded yet is recorded interrupted
+            _record_interrupted([*built, *members[i:]])
         if error is None:
             built.append(member)
         else:
@@ -75,6 +78,9 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
+    except BaseException as e:  # noqa: BLE001  (a bug, Ctrl-C: every member records it)
+        _record_all(built, e)
+        return []
     group = {
         "members": len(built), "index": None, "cells": [m.name for m in built],
         "varies": _varying(built), "device": str(device),
@@ -83,11 +89,8 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
           f"{settings.max_epochs} epochs on {device}")  # fmt: skip
     try:
         records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
-    except BaseException as e:  # the whole stack failed: every member records it, Ctrl-C included
-        if isinstance(e, KeyboardInterrupt | SystemExit):
-            _record_interrupted(built)
-        for member in built:
-            _record(member, e)
+    except BaseException as e:  # noqa: BLE001  (the whole stack failed: every member records it)
+        _record_all(built, e)
         return []
     for i, member in enumerate(built):
         payload = member.cell.payload
@@ -103,6 +106,14 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
         except KeyboardInterrupt:
             _record_interrupted(built[i + 1 :])
     return []
+
+
+def _record_all(members: Sequence[Member], error: BaseException) -> None:
+    """The whole stack failed: each member recorded with ``error`` (Ctrl-C: ``interrupted``, then raised)."""
+    if isinstance(error, KeyboardInterrupt | SystemExit):
+        _record_interrupted(members)
+    for member in members:
+        _record(member, error)
 
 
 def _record_interrupted(members: Sequence[Member]) -> None:
