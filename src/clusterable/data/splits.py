@@ -10,6 +10,17 @@ from __future__ import annotations
 import torch
 
 Split = dict[str, torch.Tensor]
+
+
+class SplitsWithNotes(dict):
+    """A reader's splits (``{"train": Split, ...}``) with ``notes`` on what reading them did (the files read and
+    their checksums): ``InMemoryDataModule`` keeps them as its ``notes``, recorded as ``data_notes``."""
+
+    def __init__(self, splits: dict[str, Split], notes: dict):
+        super().__init__(splits)
+        self.notes = notes
+
+
 SPLITS = ("train", "val", "test")
 
 

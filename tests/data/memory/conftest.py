@@ -40,9 +40,13 @@ def tiny_split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
-def write_idx_dataset(root: Path, variant: str, compress: bool = False) -> dict[str, np.ndarray]:
-    """Write ``variant``'s four idx-ubyte files under ``root`` in torchvision's layout; return the arrays."""
-    raw = root / RAW_SUBDIR[variant]
+def write_idx_dataset(
+    root: Path, variant: str, compress: bool = False, flat: bool = False
+) -> dict[str, np.ndarray]:
+    """Write ``variant``'s four idx-ubyte files under ``root`` in torchvision's layout (``flat``: in ``root``
+    itself, as the datasets are published and Debian's ``dataset-fashion-mnist`` installs them); return the
+    arrays."""
+    raw = root if flat else root / RAW_SUBDIR[variant]
     raw.mkdir(parents=True, exist_ok=True)
     train_x, train_y = tiny_split(N_TRAIN, seed=1)
     test_x, test_y = tiny_split(N_TEST, seed=2)

@@ -285,9 +285,16 @@ class InMemoryDataModule(L.LightningDataModule):
             raise ValueError(f"labelled_percent must be in (0, 100], got {labelled_percent!r}")
         self.labelled_percent = float(labelled_percent)
         self.splits: dict[str, Split] = {}
+        self._reader_notes: dict | None = None
         # The labels as read of each split whose labels were hidden (only "train"): kept out of the split's dict
         # because a batch carries every tensor of it to the loss head, which must not see them.
         self._unmasked: dict[str, torch.Tensor] = {}
+
+    @property
+    def notes(self) -> dict | None:
+        """What reading the data did (``contracts.HasDataNotes``), when the reader says it: MNIST's files and
+        their SHA-256 (``splits.SplitsWithNotes``); None otherwise."""
+        return self._reader_notes
 
     def prepare_data(self) -> None:
         self.load()
@@ -312,6 +319,7 @@ class InMemoryDataModule(L.LightningDataModule):
                     splits = self.reader()
                 except ValueError as e:  # the reader's own argument, named as the config has it
                     raise ValueError(f"reader.{e}") from None
+                self._reader_notes = getattr(splits, "notes", None)  # the files read and their checksums
             self._check(splits)
             n_train = len(splits["train"]["labels"])
             if self.num_classes > n_train:

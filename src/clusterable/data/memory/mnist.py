@@ -13,19 +13,19 @@ missing, truncated or garbled file fails at once with one line naming it (``Data
 from __future__ import annotations
 
 import gzip
-import math
 import os
 import shutil
-import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import torch
 from torchvision import datasets
 
 from clusterable.data.errors import CorruptFileError, DatasetNotFoundError, last_line
 from clusterable.data.memory.download import DOWNLOAD_TIMEOUT_S, socket_timeout
-from clusterable.data.splits import Split, split_off
+from clusterable.data.memory.idx_files import IMAGES_MAGIC, LABELS_MAGIC, find_flat, idx_dims, read_idx
+from clusterable.data.splits import Split, SplitsWithNotes, split_off
 
 __all__ = [
     "CorruptFileError",
@@ -33,6 +33,7 @@ __all__ = [
     "check_files",
     "ensure_files",
     "expected_files",
+    "load_files",
     "raw_folder",
     "read_mnist",
 ]
@@ -40,12 +41,6 @@ __all__ = [
 VARIANTS: dict[str, type[datasets.MNIST]] = {"mnist": datasets.MNIST, "fashion_mnist": datasets.FashionMNIST}
 DISPLAY_NAMES = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 
-# The idx format (torchvision's ``read_sn3_pascalvincent_tensor``): a big-endian int32 magic number whose third
-# byte is the element type (0x08: unsigned byte) and fourth the number of dimensions, then one big-endian int32
-# per dimension, then the elements.
-IMAGES_MAGIC = 0x00000803  # unsigned bytes, 3 dims: N, rows, cols
-LABELS_MAGIC = 0x00000801  # unsigned bytes, 1 dim: N
-IMAGE_SIZE = (28, 28)
 # The two (images, labels) pairs torchvision reads (its ``_load_data``): the training and the test set.
 PAIRS = (
     ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -118,43 +113,105 @@ def check_files(raw: str | Path, variant: str = "mnist") -> None:
             )
 
 
+def load_files(
+    root: str | Path, variant: str = "mnist", download: bool = True, system_root: str | Path | None = None
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``variant``'s four idx arrays (uint8, by file name) and the record of the files read (``{"files": {name:
+    {"path", "sha256"}}}``), from the first place that has them:
+
+    1. ``root`` in torchvision's layout (``<root>/FashionMNIST/raw``: the files, or their archives, unpacked
+       there; also where a download goes);
+    2. ``root`` itself in the flat layout (``<root>/train-images-idx3-ubyte.gz``, ...);
+    3. ``system_root`` in the flat layout (Debian's ``dataset-fashion-mnist``: ``/usr/share/datasets/
+       fashion-mnist``), read only: an archive is unpacked in memory;
+    4. torchvision's download into 1., when ``download``.
+
+    ``root`` is ``dataset.root``, by default ``$CLUSTERABLE_DATA/<dataset>`` or ``data/<dataset>``
+    (``paths.data_dir``). Raises ``DatasetNotFoundError`` naming every place searched, ``CorruptFileError``
+    naming a bad file.
+    """
+    names = expected_files(variant)
+    display = DISPLAY_NAMES[variant]
+    raw = raw_folder(root, variant)
+    in_torchvision_layout = any((raw / n).is_file() or (raw / f"{n}.gz").is_file() for n in names)
+    if not in_torchvision_layout:
+        for folder in (Path(root), system_root):
+            flat = find_flat(folder, names)
+            if flat is not None:
+                system = folder is system_root
+                fix = "reinstall its package" if system else "replace it"
+                return _read_all(flat, display, fix)
+    try:
+        ensure_files(root, variant, download)
+    except DatasetNotFoundError as e:
+        if system_root is None:
+            raise
+        raise DatasetNotFoundError(
+            f"{e} Also searched (flat layout): {Path(root).resolve()}, {Path(system_root)} (on Debian or Ubuntu: "
+            f"apt-get install dataset-{variant.replace('_', '-')})"
+        ) from None
+    return _read_all({n: raw / n for n in names}, display, "replace it")
+
+
+def _read_all(
+    paths: dict[str, Path], display: str, fix: str
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    arrays, files = {}, {}
+    for name, path in paths.items():
+        magic = IMAGES_MAGIC if "images" in name else LABELS_MAGIC
+        arrays[name], digest = read_idx(path, magic, display, fix)
+        files[name] = {"path": str(path.resolve()), "sha256": digest}
+    for images, labels in PAIRS:
+        if len(arrays[images]) != len(arrays[labels]):
+            raise CorruptFileError(
+                f"{display} files {paths[images].resolve()} and {paths[labels].resolve()} do not match: "
+                f"{len(arrays[images]):,} images, {len(arrays[labels]):,} labels; {fix}"
+            )
+    return arrays, {"files": files}
+
+
 def read_mnist(
     root: str | Path,
     variant: str = "mnist",
     val_size: int = 5000,
     split_seed: int = 0,
     download: bool = True,
-) -> dict[str, Split]:
+    system_root: str | Path | None = None,
+) -> SplitsWithNotes:
     """Read MNIST or Fashion-MNIST as COREL does: train minus a validation hold-out, and the test set.
 
     Args:
-        root: folder holding ``MNIST/raw`` (or ``FashionMNIST/raw``) as torchvision lays it out.
+        root: folder holding ``MNIST/raw`` (or ``FashionMNIST/raw``) as torchvision lays it out, or the four
+            files themselves (``load_files`` says where else it looks, in which order).
         variant: ``"mnist"`` or ``"fashion_mnist"``.
         val_size: number of training images held out for validation (stratified by label, seeded).
         split_seed: seed of the validation hold-out; the same seed always gives the same split.
         download: try torchvision's download when the files are missing.
+        system_root: a system folder holding the four files in the flat layout, searched after ``root`` and
+            never written (Debian's ``dataset-fashion-mnist``: ``/usr/share/datasets/fashion-mnist``).
 
     Returns:
         ``{"train", "val", "test"}`` splits with ``inputs`` (N, 1, 28, 28) float32 in [0, 1] and
-        ``labels`` (N,) long; 55,000 / 5,000 / 10,000 images with the defaults.
+        ``labels`` (N,) long; 55,000 / 5,000 / 10,000 images with the defaults. ``notes``: the files read, each
+        with its SHA-256 (recorded in metrics.json as ``data_notes``).
 
     Raises:
         ValueError: a bad ``variant`` or ``val_size`` (the message starts with the parameter's name).
         DatasetNotFoundError: the files are missing and could not be downloaded.
         CorruptFileError: a file or archive is truncated or garbled (see ``ensure_files``).
     """
-    cls = _dataset_class(variant)
+    _dataset_class(variant)
     if isinstance(val_size, bool) or not isinstance(val_size, int) or val_size < 1:
         raise ValueError(
             f"val_size must be a positive integer (a count of training images), got {val_size!r}"
         )
-    ensure_files(root, variant, download)
-    train_set, test_set = cls(str(root), train=True), cls(str(root), train=False)
-    train = _to_split(train_set.data, train_set.targets)
+    arrays, notes = load_files(root, variant, download, system_root)
+    (train_images, train_labels), (test_images, test_labels) = ((arrays[x], arrays[y]) for x, y in PAIRS)
+    train = _to_split(train_images, train_labels)
     if val_size >= len(train["labels"]):
         raise ValueError(f"val_size must be in [1, {len(train['labels']) - 1}], got {val_size}")
     train, val = split_off(train, val_size, seed=split_seed)
-    return {"train": train, "val": val, "test": _to_split(test_set.data, test_set.targets)}
+    return SplitsWithNotes({"train": train, "val": val, "test": _to_split(test_images, test_labels)}, notes)
 
 
 def _dataset_class(variant: str) -> type[datasets.MNIST]:
@@ -213,16 +270,10 @@ def _decompress_archives(raw: Path, names: list[str], display_name: str = "MNIST
 
 
 def _idx_dims(path: Path, magic: int, display_name: str) -> tuple[int, ...]:
-    """The dims in the header of the idx file ``path``, after checking its magic number and size.
-
-    ``magic`` is the expected magic number (``IMAGES_MAGIC`` or ``LABELS_MAGIC``); for images, the rows and
-    columns must be ``IMAGE_SIZE``.
-    """
-    ndim = magic & 0xFF
-    header = 4 * (1 + ndim)
-    size = path.stat().st_size
+    """The dims in the header of the idx file ``path``, after checking its magic number and size
+    (``idx_files.idx_dims``); only the header is read."""
     with open(path, "rb") as f:
-        head = f.read(header)
+        head = f.read(4 * (1 + (magic & 0xFF)))
 
     def corrupt(what: str) -> CorruptFileError:
         return CorruptFileError(
@@ -230,28 +281,7 @@ def _idx_dims(path: Path, magic: int, display_name: str) -> tuple[int, ...]:
             f"({_how_to_redownload(path.parent, path.name)})"
         )
 
-    kind = "images" if magic == IMAGES_MAGIC else "labels"
-    if len(head) < 4:
-        raise corrupt(f"it has {size:,} bytes, too few for an idx header (empty or truncated?)")
-    found = struct.unpack(">I", head[:4])[0]
-    if found != magic:
-        raise corrupt(
-            f"magic number 0x{found:08X}, expected 0x{magic:08X} for idx {kind} "
-            f"(unsigned bytes, {ndim} dim{'s' if ndim > 1 else ''}: is it another file?)"
-        )
-    if len(head) < header:
-        raise corrupt(f"it has {size:,} bytes, fewer than its {header}-byte header (truncated?)")
-    dims = struct.unpack(f">{ndim}I", head[4:])
-    if magic == IMAGES_MAGIC and dims[1:] != IMAGE_SIZE:
-        raise corrupt(
-            f"its header gives images of {dims[1]}x{dims[2]} pixels, expected "
-            f"{IMAGE_SIZE[0]}x{IMAGE_SIZE[1]} (garbled header or another dataset's file?)"
-        )
-    promised = header + math.prod(dims)
-    if size != promised:
-        why = "truncated?" if size < promised else "extra bytes at the end, or a garbled header?"
-        raise corrupt(f"header promises {promised:,} bytes, the file has {size:,} ({why})")
-    return dims
+    return idx_dims(head, path.stat().st_size, magic, corrupt)
 
 
 def _how_to_redownload(raw: Path, *names: str) -> str:

@@ -27,7 +27,7 @@ from sklearn.datasets import load_digits, load_iris
 from clusterable.arrays import first_per_class
 from clusterable.data.memory import mnist
 from clusterable.data.memory.synthetic import full_splits
-from clusterable.data.splits import Split
+from clusterable.data.splits import Split, SplitsWithNotes
 
 PENGUIN_FEATURES = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g")
 PENGUIN_LABELS = {"Adelie": 0, "Gentoo": 1, "Chinstrap": 2}  # authors' code
@@ -193,6 +193,7 @@ def read_mnist_subset(
     test_per_class: int | None = None,
     scale: float = 1.0,
     pad_to: int | None = None,
+    system_root: str | Path | None = None,
 ) -> dict[str, Split]:
     """The paper's MNIST subset: the TEST split's first ``per_class`` images of each class, in file order.
 
@@ -207,22 +208,24 @@ def read_mnist_subset(
     zero-pad the 28x28 images to ``pad_to`` x ``pad_to`` (the authors pad Fashion-MNIST to 32x32 for their CNN
     VAE), ``inputs`` (N, pad_to^2); None: as they are.
 
+    ``system_root``: a system folder with the four files in the flat layout, searched after ``root``, never written
+    (``mnist.load_files``: Debian's ``dataset-fashion-mnist``). The notes name the files read and their SHA-256.
+
     Raises ``clusterable.data.errors.DatasetNotFoundError`` (a FileNotFoundError) naming the files and the
     folder when they are missing and cannot be downloaded, and ``clusterable.data.errors.CorruptFileError``
     naming a truncated or garbled file (see ``mnist.ensure_files``).
     """
     if train_file not in ("train", "test"):
         raise ValueError(f"train_file must be 'train' or 'test', got {train_file!r}")
-    # mnist.ensure_files: the same .gz unpacking, download, corruption checks and messages as read_mnist.
-    mnist.ensure_files(root, variant, download)
-    cls = mnist.VARIANTS[variant]  # a valid variant: ensure_files checked it
+    # mnist.load_files: the same places, .gz unpacking, download, corruption checks and messages as read_mnist.
+    files, notes = mnist.load_files(root, variant, download, system_root)
 
     def arrays(train: bool) -> tuple[np.ndarray, np.ndarray]:
-        data = cls(str(root), train=train)
-        return data.data.numpy(), data.targets.numpy()
+        images, labels = mnist.PAIRS[0 if train else 1]
+        return files[images].numpy(), files[labels].numpy()
 
     held = None if test_per_class is None or train_file == "test" else arrays(False)
-    return _image_subset(
+    splits = _image_subset(
         arrays(train_file == "train"),
         held,
         classes,
@@ -234,3 +237,4 @@ def read_mnist_subset(
         noise_seed,
         pad_to,
     )
+    return SplitsWithNotes(splits, notes)
