@@ -1,13 +1,13 @@
 """MNIST and Fashion-MNIST under the COREL protocol (Kenyon-Dean et al. 2019, "Experimental design", Datasets).
 
 The 60,000 training images minus a seeded, stratified hold-out of ``val_size`` (5,000 in the paper) for
-validation, and the 10,000 test images. The idx-ubyte files are read through torchvision, so the on-disk
-layout is torchvision's: ``<root>/MNIST/raw/train-images-idx3-ubyte`` (``<root>/FashionMNIST/raw/...``).
+validation, and the 10,000 test images. ``load_files`` finds the four idx-ubyte files (torchvision's layout
+``<root>/FashionMNIST/raw/...``, the flat one in ``root``, then a read-only system folder such as Debian's
+``/usr/share/datasets/fashion-mnist``) and reads them (``idx_files.read_idx``), recording each file's SHA-256.
 
-``ensure_files`` is the one way every MNIST reader gets at the files: it unpacks ``.gz`` archives, downloads
-what is missing (when allowed) and checks each file's idx header and size before torchvision reads it, so a
-missing, truncated or garbled file fails at once with one line naming it (``DatasetNotFoundError``,
-``CorruptFileError``), not minutes later with a bare ``AssertionError`` from inside torchvision.
+``ensure_files`` is how the torchvision layout gets its files: it unpacks ``.gz`` archives, downloads what is
+missing (when allowed) and checks each file's idx header and size, so a missing, truncated or garbled file fails
+at once with one line naming it (``DatasetNotFoundError``, ``CorruptFileError``).
 """
 
 from __future__ import annotations
