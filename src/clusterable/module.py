@@ -49,6 +49,25 @@ class DivergedError(RuntimeError):
         return cls(epoch, f"{key} {what}", expected)
 
 
+def epoch_divergence(
+    head: nn.Module, values: dict[str, float], history: list[dict[str, float]], epoch: int, limit: float
+) -> DivergedError | None:
+    """The ``DivergedError`` of a training epoch whose loss ran away, or None: a part of ``values`` (``train/<part>``
+    epoch means) not finite or beyond ``±limit``, or a ``WatchesDivergence`` head recognising its runaway from
+    ``history`` (the epochs' means so far, this one appended here). The one check of a single run and of every
+    member of a stacked one."""
+    watches = isinstance(head, WatchesDivergence)
+    for key, value in values.items():
+        if not math.isfinite(value) or abs(value) > limit:
+            return DivergedError.beyond_limit(epoch, key, value, limit, expected=watches and head.unbounded)
+    if watches and values:
+        history.append({k.removeprefix("train/"): v for k, v in values.items()})
+        reason = head.divergence(history)
+        if reason is not None:
+            return DivergedError(epoch, reason, expected=True)
+    return None
+
+
 class RepresentationModule(L.LightningModule):
     """``encoder(x) -> (N, D)`` embeddings; ``head(embeddings, labels, **batch) -> {"loss": ..., ...}``.
 
@@ -250,21 +269,11 @@ class RepresentationModule(L.LightningModule):
         self._checked = True
         self._means = {f"train/{k}": v / max(self._steps, 1) for k, v in self._sums.items()}
         values = {k: float(v) for k, v in self._means.items()}  # one host sync an epoch
-        watches = isinstance(self.head, WatchesDivergence)
-        for key, value in values.items():
-            if not math.isfinite(value) or abs(value) > self.divergence_limit:
-                raise DivergedError.beyond_limit(
-                    self.current_epoch,
-                    key,
-                    value,
-                    self.divergence_limit,
-                    expected=watches and self.head.unbounded,
-                )
-        if watches and values:
-            self._history.append({k.removeprefix("train/"): v for k, v in values.items()})
-            reason = self.head.divergence(self._history)
-            if reason is not None:
-                raise DivergedError(self.current_epoch, reason, expected=True)
+        diverged = epoch_divergence(
+            self.head, values, self._history, self.current_epoch, self.divergence_limit
+        )
+        if diverged is not None:
+            raise diverged
 
     @torch.no_grad()
     def embed_split(self, data: DataModule, stage: str) -> tuple[Tensor, dict[str, Tensor]]:

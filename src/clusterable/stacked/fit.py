@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clusterable.contracts import ClassifyingHead, ClusteringHead, WatchesDivergence
-from clusterable.module import DivergedError
+from clusterable.contracts import ClassifyingHead, ClusteringHead
+from clusterable.module import DivergedError, epoch_divergence
 from clusterable.stacked.members import StackedMembers
 from clusterable.stacked.optim import StackedOptimizer
 
@@ -169,7 +169,9 @@ def fit(
                 continue
             records[i].steps += count
             values = {k: v[i] for k, v in means.items()}
-            error = _divergence(stack.modules[i].head, values, records[i].history, epoch, settings)
+            error = epoch_divergence(
+                stack.modules[i].head, values, records[i].history, epoch, settings.divergence_limit
+            )
             if error is not None:  # as the single run: the runaway epoch is neither validated nor logged
                 records[i].diverged, alive[i] = error, False
             else:
@@ -218,24 +220,6 @@ def _keep_where(
             best[key] = value.detach().clone()
             continue
         best[key] = torch.where(mask, value.detach(), best[key])
-
-
-def _divergence(
-    head: Any, values: dict[str, float], history: list, epoch: int, settings: Settings
-) -> DivergedError | None:
-    """The single run's check (``RepresentationModule._check_epoch``) on one member's epoch means."""
-    watches = isinstance(head, WatchesDivergence)
-    for key, value in values.items():
-        if not math.isfinite(value) or abs(value) > settings.divergence_limit:
-            return DivergedError.beyond_limit(
-                epoch, key, value, settings.divergence_limit, expected=watches and head.unbounded
-            )
-    if watches and values:
-        history.append({k.removeprefix("train/"): v for k, v in values.items()})
-        reason = head.divergence(history)
-        if reason is not None:
-            return DivergedError(epoch, reason, expected=True)
-    return None
 
 
 def _validate(stack: StackedMembers, val: StackedSplit, epoch: int, settings: Settings) -> dict[str, Tensor]:
