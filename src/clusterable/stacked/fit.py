@@ -53,7 +53,7 @@ class StackedSplit:
         out["index"] = rows
         return out
 
-    def chunks(self, size: int, members: int) -> list[tuple[dict[str, Tensor], set[str]]]:
+    def chunks(self, size: int) -> list[tuple[dict[str, Tensor], set[str]]]:
         """The split in order, ``size`` rows at a time, for evaluation: (batch, the keys shared by all members)."""
         out = []
         for start in range(0, self.size, size):
@@ -231,8 +231,8 @@ def _validate(stack: StackedMembers, val: StackedSplit, epoch: int, settings: Se
     if not (classifying or with_loss):
         return {}
     correct = labelled_rows = loss_sum = rows = 0
-    for batch, shared in val.chunks(settings.eval_batch_size, stack.size):
-        out = stack.outputs(batch, epoch, "validate", shared)
+    for batch, shared in val.chunks(settings.eval_batch_size):
+        out = stack.validation_outputs(batch, epoch, shared)
         labels = batch["labels"]
         if classifying:
             labelled = labels >= 0

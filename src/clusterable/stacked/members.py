@@ -37,15 +37,17 @@ class _Call(nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, batch: dict[str, Tensor], epoch: int, what: str) -> dict[str, Tensor]:
+    def forward(self, batch: dict[str, Tensor], epoch: int, train: bool) -> dict[str, Tensor]:
         module = self.module
-        if what == "train":
+        if train:
             return module._head(batch, epoch=epoch)
         embeddings = module._encode(batch["inputs"])
         out = {"encoder_output": embeddings}
-        if isinstance(module.head, ClassifyingHead) and what == "validate":
+        if isinstance(module.head, ClassifyingHead):
             out["logits"] = module.head.logits(embeddings)
-        if not isinstance(module.head, ClusteringHead) and what == "validate":
+        if not isinstance(
+            module.head, ClusteringHead
+        ):  # a clustering head's loss needs the training assignment
             out["loss"] = module._head(batch, embeddings, epoch=epoch)["loss"]
         return out
 
@@ -55,8 +57,6 @@ class StackedMembers:
 
     Args:
         modules: the members' modules, built as their single runs build them; ``modules[0]`` is the template.
-        randomness: ``vmap``'s: ``different`` draws each member's dropout masks on its own (the masks match the
-            single run's in distribution only).
 
     Attributes:
         params: name -> (M, ...) trainable parameters (leaves with ``requires_grad``).
@@ -65,12 +65,11 @@ class StackedMembers:
         scalars: name -> (M,) the head's declared scalars.
     """
 
-    def __init__(self, modules: Sequence[nn.Module], randomness: str = "different"):
+    def __init__(self, modules: Sequence[nn.Module]):
         if not modules:
             raise ValueError("a stack needs at least one member")
         self.modules = list(modules)
         self.template = _Call(self.modules[0])
-        self.randomness = randomness
         head = self.modules[0].head
         if isinstance(head, EncodingHead):
             raise NotStackable(f"{type(head).__name__} embeds its batches its own way (EncodingHead)")
@@ -165,8 +164,10 @@ class StackedMembers:
             for name, value in saved.items():
                 setattr(head, name, value)
 
+    # vmap's randomness="different": each member draws its own dropout masks (they match its single run's in
+    # distribution only).
     def _vmapped(
-        self, batch: dict[str, Tensor], shared: set[str], epoch: int, what: str
+        self, batch: dict[str, Tensor], shared: set[str], epoch: int, train: bool
     ) -> dict[str, Tensor]:
         """``template(batch)`` for every member: batch tensors (M, B, ...) except the ``shared`` keys (B, ...)."""
         shared_buffers = {k: v for k, v in self.buffers.items() if k in self.shared_buffers}
@@ -177,12 +178,12 @@ class StackedMembers:
                 return functional_call(
                     self.template,
                     {**params, **buffers, **shared_buffers},
-                    (member_batch | common, epoch, what),
+                    (member_batch | common, epoch, train),
                 )
 
         stacked = {k: v for k, v in batch.items() if k not in shared}
         common = {k: v for k, v in batch.items() if k in shared}
-        return vmap(one, in_dims=(0, 0, 0, 0, None), randomness=self.randomness)(
+        return vmap(one, in_dims=(0, 0, 0, 0, None), randomness="different")(
             self.params, stacked_buffers, self.scalars, stacked, common
         )
 
@@ -191,18 +192,19 @@ class StackedMembers:
     ) -> dict[str, Tensor]:
         """Each member's loss parts (M,) on its own batch (training mode)."""
         self.modules[0].train()
-        return self._vmapped(batch, set(shared), epoch, "train")
+        return self._vmapped(batch, set(shared), epoch, train=True)
 
     @torch.no_grad()
-    def outputs(
-        self, batch: dict[str, Tensor], epoch: int, what: str, shared: set[str] = frozenset()
+    def validation_outputs(
+        self, batch: dict[str, Tensor], epoch: int, shared: set[str] = frozenset()
     ) -> dict:
-        """Evaluation-mode outputs per member: ``encoder_output`` (M, B, D), and for ``validate`` the ``logits``
-        (M, B, K) of a classifying head and the ``loss`` (M,) of a head whose loss is defined on new points."""
+        """Evaluation-mode outputs per member, as the single run's ``validation_step`` computes them:
+        ``encoder_output`` (M, B, D), the ``logits`` (M, B, K) of a classifying head and the ``loss`` (M,) of a
+        head whose loss is defined on new points."""
         was = self.modules[0].training
         self.modules[0].eval()
         try:
-            return self._vmapped(batch, set(shared), epoch, what)
+            return self._vmapped(batch, set(shared), epoch, train=False)
         finally:
             self.modules[0].train(was)
 

@@ -36,16 +36,22 @@ DEFAULT_WEIGHT_DECAY = {"adam": 0.0, "adamw": 0.01, "sgd": 0.0}
 
 @dataclass
 class Group:
-    """Stacked parameters that share their per-member ``lr`` (M,) and ``weight_decay`` (M,)."""
+    """Stacked parameters that share their per-member ``lr`` (M,) and ``weight_decay`` (M,); what the update needs
+    of them on the host is read once, here (no step waits for the device)."""
 
     params: list[Tensor]
     lr: Tensor
     weight_decay: Tensor
-    state: list[dict[str, Tensor]] = field(default_factory=list)
-    uniform_lr: bool = (
-        True  # every member's lr is the same: the update takes it as a Python number, as torch's
-    )
-    decays: bool = False  # some member has weight decay
+    state: list[dict[str, Tensor]] = field(init=False)
+    uniform_lr: bool = field(init=False)  # one lr for all: the update takes it as a Python number, as torch's
+    first_lr: float = field(init=False)
+    decays: bool = field(init=False)  # some member has weight decay
+
+    def __post_init__(self) -> None:
+        self.state = [{} for _ in self.params]
+        self.uniform_lr = bool((self.lr == self.lr[0]).all())
+        self.first_lr = float(self.lr[0])
+        self.decays = bool(self.weight_decay.any())
 
 
 class StackedOptimizer:
@@ -84,11 +90,6 @@ class StackedOptimizer:
         """
         self.steps += 1
         for group in self.groups:
-            if not group.state:  # the hyperparameters read once, on the host
-                group.state = [{} for _ in group.params]
-                group.uniform_lr = bool((group.lr == group.lr[0]).all())
-                group.first_lr = float(group.lr[0])
-                group.decays = bool(group.weight_decay.any())
             for p, state in zip(group.params, group.state, strict=True):
                 if dead is not None and state.get("frozen_rows") is not dead:
                     state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()

@@ -71,8 +71,8 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared
 def _train(built: list[Member], progress: bool) -> list[Prepared]:
     """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack."""
     try:
-        stack, optimizer, settings, dtype, device = _assemble(built)
-        splits = _splits(built, settings, dtype, device)
+        stack, optimizer, settings = _assemble(built)
+        splits = _splits(built, settings, stack.dtype, stack.device)
         init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
         _probe(stack, splits[0], built)
     except NotStackable as e:
@@ -83,10 +83,10 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
         return []
     group = {
         "members": len(built), "index": None, "cells": [m.name for m in built],
-        "varies": _varying(built), "device": str(device),
+        "varies": _varying(built), "device": str(stack.device),
     }  # fmt: skip
     print(f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
-          f"{settings.max_epochs} epochs on {device}")  # fmt: skip
+          f"{settings.max_epochs} epochs on {stack.device}")  # fmt: skip
     try:
         records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
     except BaseException as e:  # noqa: BLE001  (the whole stack failed: every member records it)
@@ -199,7 +199,7 @@ def _batch_count(limit: Any) -> int | None:
     return int(limit) if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
-def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, torch.device]:
+def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any]:
     """The stacked model, its optimizer and the shared settings; ``NotStackable`` when the built parts cannot
     stack."""
     from clusterable.contracts import OwnLearningRate
@@ -249,7 +249,7 @@ def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any, torch.dtype, to
         validates=validates(cfg, members[0].parts), class_disjoint=bool(datamodule.class_disjoint),
         eval_batch_size=int(datamodule.eval_batch_size),
     )  # fmt: skip
-    return stack, optimizer, settings, dtype, device
+    return stack, optimizer, settings
 
 
 def _splits(members: Sequence[Member], settings: Any, dtype: torch.dtype, device: torch.device) -> tuple:

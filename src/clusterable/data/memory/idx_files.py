@@ -94,12 +94,3 @@ def idx_dims(head: bytes, size: int, magic: int, corrupt) -> tuple[int, ...]:
         why = "truncated?" if size < promised else "extra bytes at the end, or a garbled header?"
         raise corrupt(f"header promises {promised:,} bytes, the file has {size:,} ({why})")
     return dims
-
-
-def sha256_of(path: Path) -> str:
-    """The SHA-256 of the file at ``path``, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
