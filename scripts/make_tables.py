@@ -6,6 +6,7 @@
     python scripts/make_tables.py csrl/fig2 --mode smoke
     python scripts/make_tables.py dscl/digits             # also dscl/table1, dscl/table2, dscl/table3
     python scripts/make_tables.py safir/table6_1          # also table6_2 ... table6_6, fig6_2, fig6_3, digits6_1 ...
+    python scripts/make_tables.py cross/fashion           # every clustering loss of the five papers on one recipe
 
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
 the paper's claims checked on our numbers (holds / does not hold), each on the settings whose numbers are there
@@ -32,7 +33,7 @@ from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.tables.protocol import protocol_note
 from clusterable.tables.report import MixedRuns, describe, load_runs, seed_note
 
-PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir")
+PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.configs import composed, sweep_cells
 from hydra import compose, initialize_config_dir
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
 from clusterable.config import CONFIG_DIR, ConfigError, build, check_node
@@ -29,16 +29,6 @@ CONF = Path(CONFIG_DIR)
 
 def options(group: str) -> list[str]:
     return sorted(str(p.relative_to(CONF / group).with_suffix("")) for p in (CONF / group).rglob("*.yaml"))
-
-
-def composed(tmp_path: Path, *overrides: str):
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.hydra.runtime.output_dir = str(tmp_path)
-        cfg.hydra.job.num = 0
-    HydraConfig.instance().set_config(cfg)  # so ${hydra:...} resolves as in a real run
-    return cfg
 
 
 def build_and_step(cfg) -> dict:
@@ -154,19 +144,6 @@ def test_logger_options(tmp_path, name):
 @pytest.mark.parametrize("name", options("debug"))
 def test_debug_options_with_default_run(tmp_path, name):
     build_and_step(composed(tmp_path, f"debug={name}"))
-
-
-def sweep_cells(cfg) -> list[list[str]]:
-    """The cells of an experiment's sweep (its params, and its grids if it has any), as the sweeper expands them,
-    seeds left out: a list of override lists."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from hydra_plugins.clusterable_sweeper.cell_sweeper import checked_grids, expand
-
-    parser = OverridesParser.create()
-    params = {k: v for k, v in cfg.hydra.sweeper.params.items() if k != "seed"}
-    parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
-    return expand(parsed, checked_grids(cfg.hydra.sweeper.get("grids")), [], parser)
 
 
 def covering(cells: list[list[str]]) -> list[list[str]]:

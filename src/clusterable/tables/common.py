@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,27 @@ def cell_text(cell: Cell | None, digits: int = 3, sci: bool = False) -> str:
         out = f"{cell.mean:.3g} ± {cell.sem:.2g}"
         return out + (f" ({cell.failed} failed)" if cell.failed else "")
     return cell.text(digits=digits, spread="sem")
+
+
+def ranked_column(column: Sequence[Cell | None], scale: float = 1.0, digits: int = 2) -> list[str]:
+    """A column's texts (mean ± std, ``Cell.text``) with the best mean in bold (``**...**``; higher is better) and
+    † after each mean that is below the best by more than the two cells' standard deviations added: a difference
+    beyond the seed spread. ``None`` (no such number for that row) reads "—"; a cell without values is never
+    ranked."""
+    present = [c for c in column if c is not None and c.values]
+    best = max(present, key=lambda c: c.mean) if present else None
+    out = []
+    for cell in column:
+        if cell is None:
+            out.append("—")
+        elif best is None or not cell.values:
+            out.append(cell.text(scale, digits))
+        elif cell.mean == best.mean:
+            out.append(f"**{cell.text(scale, digits)}**")
+        else:
+            beyond = best.mean - cell.mean > best.std + cell.std
+            out.append(cell.text(scale, digits) + (" †" if beyond else ""))
+    return out
 
 
 def metric_text(run: Run, key: str, digits: int = 3) -> str:

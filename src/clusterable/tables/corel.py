@@ -319,7 +319,7 @@ def _with_lambda(text: str, lams: set[float] | None) -> str:
     return text if not lams else f"{text} (λ {_lams(lams)})"
 
 
-def _lambda_notes(runs: list[Run]) -> list[str]:
+def lambda_notes(runs: list[Run]) -> list[str]:
     """Where Table 2's λ came from: Table 1's winners (``tuned_lambda_from``), the config's λ where a smoke run found
     no winners (``lambda_fallback``), or a value set on purpose."""
     recorded = [r for r in runs if r.payload.get("config")]
@@ -409,7 +409,7 @@ def _table2(
                    for d, m in (("agnews8", "cnn"), ("mnist", "ffnn"))), lt),
         ]  # fmt: skip
     notes = [na_note(PAPER)] if with_paper else []
-    notes += _lambda_notes(runs)
+    notes += lambda_notes(runs)
     if mixed:
         notes.append("Runs at different λ in one cell (no claim uses them; remove the runs you do not want): "
                      + "; ".join(_mixed({k: lams[k] for k in mixed})) + ".")  # fmt: skip
@@ -511,7 +511,7 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         )
     notes = notes + ["Acc is Hungarian-matched; k = the number of classes; silhouette on a seeded sample of 2,000 "
                      "test points."]  # fmt: skip
-    notes += _lambda_notes([r for r in runs if r.get("dataset") in datasets])
+    notes += lambda_notes([r for r in runs if r.get("dataset") in datasets])
     if any(d in TEXT_DATASETS for d in datasets):
         notes.append(_TEXT_NOTE)
     return Table(title, header, rows, [n for n in notes if n], claims)

@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -381,6 +382,7 @@ class Table:
     notes: list[str] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
+    claims_of: str = "the paper"  # whose claims ``claims`` are: "the papers" for a table across papers
 
     def markdown(self) -> str:
         lines = [f"### {self.title}", "", "| " + " | ".join(self.header) + " |"]
@@ -388,7 +390,9 @@ class Table:
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         lines += [""] + [f"> {n}" for n in self.notes]
         if self.claims:
-            lines += ["", "Claims of the paper, checked on our numbers:"] + [c.line() for c in self.claims]
+            lines += ["", f"Claims of {self.claims_of}, checked on our numbers:"] + [
+                c.line() for c in self.claims
+            ]
         if self.figures:
             lines += [""] + [f"Figure: {p}" for p in self.figures]
         return "\n".join(lines)
@@ -396,7 +400,8 @@ class Table:
     def latex(self) -> str:
         def esc(s: str) -> str:
             s = s.replace("±", r"$\pm$").replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
-            return s.replace("✓", r"$\checkmark$").replace("✗", r"$\times$")
+            s = s.replace("✓", r"$\checkmark$").replace("✗", r"$\times$").replace("†", r"$^\dagger$")
+            return re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", s)  # markdown's bold (a column's best)
 
         cols = "l" * len(self.header)
         body = [" & ".join(esc(c) for c in self.header) + r" \\ \midrule"]
@@ -409,7 +414,7 @@ class Table:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(self.header)
-        w.writerows(self.rows)
+        w.writerows([c.replace("**", "") for c in row] for row in self.rows)  # no markdown in a CSV cell
         return buf.getvalue()
 
     def write(self, out_dir: Path, stem: str) -> list[Path]:
