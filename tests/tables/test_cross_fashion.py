@@ -75,3 +75,17 @@ def test_the_cross_table_runs_end_to_end_on_fake_data(train, make_tables) -> Non
     assert (tables / "cross_fashion_tsne.png").stat().st_size > 10_000
     assert "\\textbf{" in (tables / "cross_fashion.tex").read_text()
     assert "**" not in (tables / "cross_fashion.csv").read_text()
+
+
+def test_a_claim_counts_a_gap_only_beyond_the_seed_spread() -> None:
+    key = "test/recall@1/cos"
+    close, low, high = Cell([0.84, 0.85]), Cell([0.70, 0.71]), Cell([0.85, 0.86])
+
+    def verdict(a: Cell, b: Cell, strict: bool) -> bool | None:
+        return cross._versus("claim", key, [(a, b, "x")], strict=strict).holds
+
+    assert verdict(close, high, strict=False) is True  # 1 point below, within the spread: it matches
+    assert verdict(low, high, strict=False) is False  # 15 points below: it does not
+    assert verdict(high, close, strict=True) is False  # above, but within the spread: not above
+    assert verdict(high, low, strict=True) is True
+    assert verdict(Cell(), high, strict=True) is None  # no numbers: cannot check
