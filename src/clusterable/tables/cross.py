@@ -59,8 +59,7 @@ def fashion(runs: list[Run], out_dir: Path) -> Table:
     columns = {}
     for key, (_, scale, digits) in METRICS.items():
         shown = [
-            table[key].get((loss,), Cell()) if key != "test/acc" or loss in CLASSIFYING else None
-            for loss in LOSSES
+            _cell(table, key, loss) if key != "test/acc" or loss in CLASSIFYING else None for loss in LOSSES
         ]
         columns[key] = ranked_column(shown, scale, digits)
     header = ["Loss", "Paper", *(h for h, _, _ in METRICS.values()), "seeds"]
@@ -68,7 +67,7 @@ def fashion(runs: list[Run], out_dir: Path) -> Table:
     for i, (loss, (label, paper)) in enumerate(LOSSES.items()):
         lams = {run_lambda(r) for r in runs if r.ok and r.get("loss") == loss} - {None}
         label += f" (λ {', '.join(f'{lam:g}' for lam in sorted(lams))})" if lams else ""
-        seeds = len(table["test/kmeans/acc"].get((loss,), Cell()).values)
+        seeds = len(_cell(table, "test/kmeans/acc", loss).values)
         rows.append([label, paper, *(columns[key][i] for key in METRICS), str(seeds)])
 
     notes = [
@@ -105,11 +104,6 @@ def _recipe(runs: list[Run]) -> str:
 
 def _cell(table: dict[str, dict[tuple[str, ...], Cell]], key: str, loss: str) -> Cell:
     return table[key].get((loss,), Cell())
-
-
-def _mean(table: dict[str, dict[tuple[str, ...], Cell]], key: str, loss: str) -> float:
-    cell = _cell(table, key, loss)
-    return cell.mean if cell.values else math.nan
 
 
 def _versus(text: str, key: str, pairs: list[tuple[Cell, Cell, str]], strict: bool) -> Claim:
