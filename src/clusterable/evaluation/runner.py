@@ -20,6 +20,7 @@ from clusterable.contracts import (
     Evaluator,
     PartiallyLabelled,
     RepresentingHead,
+    declared_metrics,
 )
 
 
@@ -135,17 +136,37 @@ def check_splits(
                 raise EvaluatorError(f"evaluator.{name}: {e}") from None
 
 
+def check_distinct_keys(evaluators: Mapping[str, Evaluator]) -> None:
+    """Refuse, before any training, two evaluators that declare the same key (``metric_names``): one would
+    overwrite the other's number in metrics.json (two ``clustering`` nodes, raw and l2-normalised, both give
+    ``kmeans/acc``). ``EvaluatorError`` naming both."""
+    owner: dict[str, str] = {}
+    for name, fn in evaluators.items():
+        for key in declared_metrics(fn) or ():
+            _claim_key(owner, key, name)
+
+
+def _claim_key(owner: dict[str, str], key: str, name: str) -> None:
+    if owner.setdefault(key, name) != name:
+        raise EvaluatorError(
+            f"evaluator.{owner[key]} and evaluator.{name} both return {key!r}, and one would overwrite the other's "
+            "number: keep one of them in a run"
+        )
+
+
 def call_evaluators(
     evaluators: Mapping[str, Evaluator], embeddings: torch.Tensor, labels: torch.Tensor, context: EvalContext
 ) -> dict[str, float]:
     """``{"{stage}/{key}": value}`` of every evaluator on one split; an evaluator's ValueError becomes an
-    ``EvaluatorError`` naming it."""
+    ``EvaluatorError`` naming it, as does a key that two evaluators return."""
     metrics: dict[str, float] = {}
+    owner: dict[str, str] = {}  # an evaluator that declares no keys is checked here, once it has scored
     for name, fn in evaluators.items():
         try:
             scores = fn(embeddings, labels, context)
         except ValueError as e:
             raise EvaluatorError(f"evaluator.{name}: {e}") from None
         for key, value in scores.items():
+            _claim_key(owner, key, name)
             metrics[f"{context.stage}/{key}"] = float(value)
     return metrics

@@ -90,7 +90,7 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
         require_batch_size,
         require_evaluator,
     )
-    from clusterable.evaluation.runner import check_splits
+    from clusterable.evaluation.runner import check_distinct_keys, check_splits
     from clusterable.module import RepresentationModule
 
     datamodule = build_data(cfg, ctx)
@@ -109,6 +109,7 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     }
     for name, fn in evaluators.items():
         require_evaluator(fn, f"evaluator.{name}")
+    check_distinct_keys(evaluators)  # two evaluators returning one key would overwrite each other's numbers
     check_splits(evaluators, datamodule, cfg.eval_stages, cfg.validation_evaluators)  # ks against the gallery
     module = RepresentationModule(
         encoder, head, build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL), cfg.divergence_limit,
