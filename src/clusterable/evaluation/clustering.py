@@ -128,6 +128,8 @@ class ClusterMetrics:
         l2_normalize: divide each embedding by its l2 norm before ``kmeans`` and ``gmm`` (a zero row stays
             zero): DSCL's NMI "without SC" (Law et al. 2017). Not before ``sc``, whose Algorithm 2
             centres the embeddings as they are.
+        key_prefix: put before every key (``"l2/"`` gives ``l2/kmeans/acc``), so that two clustering nodes in
+            one run, raw and l2-normalised (``evaluator=[clustering,clustering_l2]``), keep their numbers apart.
     Raises:
         ValueError: an option out of range, when built (the message starts with its name).
     """
@@ -143,6 +145,7 @@ class ClusterMetrics:
     kmeans_backend: Literal["sklearn", "torch"] = "sklearn"
     ami: bool = True
     l2_normalize: bool = False
+    key_prefix: str = ""
 
     def __post_init__(self) -> None:
         methods = self.methods
@@ -171,18 +174,22 @@ class ClusterMetrics:
             )
         if not isinstance(self.l2_normalize, bool):
             raise ValueError(f"l2_normalize must be true or false, got {self.l2_normalize!r}")
+        if not isinstance(self.key_prefix, str) or any(c.isspace() for c in self.key_prefix):
+            raise ValueError(
+                f"key_prefix must be a string without spaces (e.g. 'l2/'), got {self.key_prefix!r}"
+            )
         # A tuple: the config's list arrives as an OmegaConf ListConfig, and a frozen evaluator holds no list.
         object.__setattr__(self, "methods", tuple(str(m) for m in methods))
 
     def metric_names(self) -> list[str]:
-        """The keys ``__call__`` returns, in its order (no stage prefix): ``{method}/{name}`` for name in acc,
-        ari, nmi, ami (if ``ami``), v_measure, silhouette, for every method."""
+        """The keys ``__call__`` returns, in its order (no stage prefix): ``{key_prefix}{method}/{name}`` for name
+        in acc, ari, nmi, ami (if ``ami``), v_measure, silhouette, for every method."""
         names = ("acc", "ari", "nmi", *(("ami",) if self.ami else ()), "v_measure", "silhouette")
-        return [f"{method}/{name}" for method in self.methods for name in names]
+        return [f"{self.key_prefix}{method}/{name}" for method in self.methods for name in names]
 
     def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
-        """``{f"{method}/{name}": float}`` for name in acc (Hungarian), ari, nmi, ami (if ``ami``), v_measure,
-        silhouette. The silhouette is always that of the embeddings as given (Euclidean, whatever
+        """``{f"{key_prefix}{method}/{name}": float}`` for name in acc (Hungarian), ari, nmi, ami (if ``ami``),
+        v_measure, silhouette. The silhouette is always that of the embeddings as given (Euclidean, whatever
         ``l2_normalize``, and for ``sc`` too), so that the methods' silhouettes compare.
 
         Args:
@@ -241,4 +248,4 @@ class ClusterMetrics:
                     out[f"{method}/ami"] = float(metrics.adjusted_mutual_info_score(y, pred))
                 out[f"{method}/v_measure"] = float(metrics.v_measure_score(y, pred))
                 out[f"{method}/silhouette"] = _silhouette(distances, pred[sample])
-        return out
+        return {f"{self.key_prefix}{key}": value for key, value in out.items()}

@@ -45,6 +45,7 @@ METRICS = {
     "test/kmeans/nmi": ("NMI", 100, 1),
     "test/kmeans/ari": ("ARI", 100, 1),
     "test/kmeans/silhouette": ("silhouette", 1, 3),
+    "test/l2/kmeans/acc": ("k-means acc, l2", 100, 1),
     "test/recall@1/cos": ("R@1", 100, 1),
     "test/map@r/cos": ("MAP@R", 100, 1),
     "test/acc": ("test acc", 100, 1),
@@ -73,9 +74,9 @@ def fashion(runs: list[Run], out_dir: Path) -> Table:
     notes = [
         _recipe(runs),
         "Test split: k-means with k = the number of classes on the raw representations (Hungarian accuracy, NMI, "
-        "ARI; silhouette of the k-means clusters on a 2,000-row sample, Euclidean); R@1 and MAP@R by cosine "
-        "similarity; test acc is the head's own prediction (— for heads without a classifier). In %, but the "
-        "silhouette.",
+        "ARI; silhouette of the k-means clusters on a 2,000-row sample, Euclidean); k-means acc, l2: the same on "
+        "the l2-normalised representations; R@1 and MAP@R by cosine similarity; test acc is the head's own "
+        "prediction (— for heads without a classifier). In %, but the silhouette.",
         "Bold: the best mean of the column. †: below it by more than the two standard deviations added (a gap "
         "beyond the seed spread); an unmarked value is within the seed spread of the best. The claims below are "
         "judged the same way: a gap within the spread is no difference.",
