@@ -99,6 +99,10 @@ def _umask() -> int:
             ["optimizer_steps=per_sample", "trainer.devices=2"],
             "optimizer_steps=per_sample runs on one device, not 2",
         ),
+        (
+            ["evaluator=[clustering,clustering_l2]", "evaluator.clustering_l2.key_prefix="],
+            "evaluator.clustering and evaluator.clustering_l2 both return 'kmeans/acc'",
+        ),
     ],
 )
 def test_every_mistake_is_one_line_before_training(train, overrides, message):

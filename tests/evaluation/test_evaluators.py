@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from torch import nn
@@ -34,7 +33,7 @@ from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "evaluator"
-EVALUATORS = ["classification", "clustering", "latent_plot"]
+EVALUATORS = ["classification", "clustering", "clustering_l2", "latent_plot"]
 KEYS = ["acc", "ari", "nmi", "ami", "v_measure", "silhouette"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -147,6 +146,24 @@ def test_cluster_metrics_without_ami_leave_the_key_out_and_say_so():
     assert "kmeans/ami" not in evaluator.metric_names() and isinstance(evaluator, DeclaresMetrics)
 
 
+def test_the_l2_node_scores_the_normalised_rows_under_its_own_keys():
+    # Two classes along two directions, each at lengths 1 and 10: raw k-means splits them by length, the
+    # normalised rows by direction.
+    rng = np.random.default_rng(0)
+    directions = np.array([[1.0, 0.0], [0.0, 1.0]])
+    y = np.arange(200) % 2
+    x = directions[y] * np.where(np.arange(200) % 4 < 2, 1.0, 10.0)[:, None] + rng.normal(0, 0.05, (200, 2))
+    x = x.astype(np.float32)
+    ctx = eval_context(x, y)
+    raw = ClusterMetrics(methods=["kmeans"])(x, y, ctx)
+    l2 = ClusterMetrics(methods=["kmeans"], l2_normalize=True, key_prefix="l2/")
+    scores = l2(x, y, ctx)
+    assert list(scores) == l2.metric_names() and all(k.startswith("l2/kmeans/") for k in scores)
+    assert scores["l2/kmeans/acc"] == 1.0 and raw["kmeans/acc"] < 0.8
+    plain = ClusterMetrics(methods=["kmeans"], l2_normalize=True)(x, y, ctx)
+    assert {f"l2/{k}": v for k, v in plain.items()} == scores  # the prefix changes the keys alone
+
+
 @pytest.mark.parametrize(
     "option,value",
     [
@@ -160,6 +177,8 @@ def test_cluster_metrics_without_ami_leave_the_key_out_and_say_so():
         ("gmm_n_init", 0),
         ("gmm_max_iter", 0),
         ("num_threads", 0),
+        ("key_prefix", "l2 /"),
+        ("key_prefix", 2),
     ],
 )
 def test_cluster_metrics_rejects_options_out_of_range_naming_them(option, value):
@@ -312,14 +331,20 @@ def test_latent_plot_rejects_options_out_of_range_naming_them(option, value):
 # ---- configs and the contract ------------------------------------------------------------------------------
 
 
+def evaluator_node(name: str):
+    """The node ``conf/evaluator/{name}.yaml`` composes to (its defaults merged: clustering_l2 extends clustering)."""
+    with initialize_config_dir(config_dir=str(CONF.parent), version_base="1.3"):
+        return compose(overrides=[f"+evaluator=[{name}]"]).evaluator[name]
+
+
 def evaluator_target(name: str):
     """The class or function a ``conf/evaluator/{name}.yaml`` names."""
-    return hydra.utils.get_object(OmegaConf.load(CONF / f"{name}.yaml")._target_)
+    return hydra.utils.get_object(evaluator_node(name)._target_)
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONF.glob("*.yaml")))
 def test_every_evaluator_takes_embeddings_labels_context_and_states_its_options_once(name):
-    target, node = evaluator_target(name), OmegaConf.load(CONF / f"{name}.yaml")
+    target, node = evaluator_target(name), evaluator_node(name)
     keys = set(node) - {"_target_", "_partial_"}
     if dataclasses.is_dataclass(target):
         # An evaluator with options: a frozen dataclass whose fields are the options, each with a default and a
@@ -346,7 +371,7 @@ def test_every_evaluator_takes_embeddings_labels_context_and_states_its_options_
 def test_evaluator_yaml_instantiates_and_runs(tmp_path, name):
     # Several evaluators are selected at once, so each config sits under its own name in the group.
     assert (CONF / f"{name}.yaml").read_text().splitlines()[0] == f"# @package evaluator.{name}"
-    evaluate_fn = hydra.utils.instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
+    evaluate_fn = hydra.utils.instantiate(evaluator_node(name))
     target = evaluator_target(name)
     assert isinstance(evaluate_fn, target) if dataclasses.is_dataclass(target) else evaluate_fn.func is target
     x, y = blobs(n=60, dim=4)
@@ -354,7 +379,8 @@ def test_evaluator_yaml_instantiates_and_runs(tmp_path, name):
     out = evaluate_fn(torch.as_tensor(x), torch.as_tensor(y), ctx)
     assert isinstance(out, dict) and all(isinstance(v, float) for v in out.values())
     expected = {"classification": {"acc"}, "latent_plot": {"pca/explained_variance"}}
-    assert set(out) == expected.get(name, {f"{m}/{k}" for m in ("kmeans", "gmm") for k in KEYS})
+    prefix = "l2/" if name == "clustering_l2" else ""
+    assert set(out) == expected.get(name, {f"{prefix}{m}/{k}" for m in ("kmeans", "gmm") for k in KEYS})
     if isinstance(evaluate_fn, DeclaresMetrics):
         assert list(out) == evaluate_fn.metric_names()
 
