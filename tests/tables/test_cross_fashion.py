@@ -45,6 +45,9 @@ def test_every_loss_of_the_table_builds_on_the_shared_recipe(tmp_path) -> None:
         assert (features.shape[1] == 500) == isinstance(head, RepresentingHead), cell
         loss = losses[cells.index(cell)]
         assert isinstance(head, ClassifyingHead) == (loss in cross.CLASSIFYING), f"{loss}: test acc column"
+        assert isinstance(head, RepresentingHead) == (loss in cross.LATENT_HEADS), (
+            f"{loss}: its own latent layer"
+        )
 
 
 def test_a_column_bolds_its_best_and_marks_gaps_beyond_the_seed_spread() -> None:

@@ -305,7 +305,7 @@ def run_lambda(run: Run) -> float | None:
         return None
 
 
-def _lambda_cells(runs: list[Run], keys: tuple[str, ...]) -> dict[tuple[str, ...], set[float]]:
+def lambda_cells(runs: list[Run], keys: tuple[str, ...]) -> dict[tuple[str, ...], set[float]]:
     """The λ values of the finished runs of each cell (one value per cell unless runs at several λ were mixed)."""
     out: dict[tuple[str, ...], set[float]] = {}
     for run in runs:
@@ -315,7 +315,7 @@ def _lambda_cells(runs: list[Run], keys: tuple[str, ...]) -> dict[tuple[str, ...
     return out
 
 
-def _with_lambda(text: str, lams: set[float] | None) -> str:
+def with_lambda(text: str, lams: set[float] | None) -> str:
     return text if not lams else f"{text} (λ {_lams(lams)})"
 
 
@@ -358,7 +358,7 @@ def _table2(
 ) -> Table:  # fmt: skip
     keys = ("dataset", "model", "loss")
     acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
-    lams = _lambda_cells(runs, keys)
+    lams = lambda_cells(runs, keys)
     mixed = set(k for k, v in lams.items() if len(v) > 1)
     header = ["Model", "Loss"]
     for d in datasets.values():
@@ -369,7 +369,7 @@ def _table2(
             row = [mname, lname]
             for d in datasets:
                 key = (d, encoder(d, m), loss)
-                text = _with_lambda(acc.get(key, Cell()).text(100), lams.get(key))
+                text = with_lambda(acc.get(key, Cell()).text(100), lams.get(key))
                 row += [text, paper_value(PAPER, "table2", f"{d}/{m}/{loss}")] if with_paper else [text]
             rows.append(row)
 
@@ -478,14 +478,14 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         for k in CLUSTER_METRICS
     }
     test_acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
-    lams = _lambda_cells(runs, keys)
+    lams = lambda_cells(runs, keys)
     rows: list[list[str]] = []
     claims: list[Claim] = []
     for d, dname in datasets.items():
         for m, mname in models.items():
             for loss, lname in LOSSES.items():
                 key = (d, encoder(d, m), loss)
-                row = [dname, mname, _with_lambda(lname, lams.get(key))]
+                row = [dname, mname, with_lambda(lname, lams.get(key))]
                 for meth in ("kmeans", "gmm"):
                     for k in CLUSTER_METRICS:
                         scale = 1.0 if k == "silhouette" else 100.0

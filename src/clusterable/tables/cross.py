@@ -3,8 +3,9 @@
 COREL (Kenyon-Dean et al. 2019) compares four heads, DSCL (Law et al. 2017) one against softmax, Safir (2022) its
 own autoencoders, Boudiaf et al. (2020) cross-entropy against pairwise losses, each on its own recipe. Here they
 share the encoder, optimizer, epochs, embedding size and seeds, and are scored the same way on the test split:
-k-means accuracy (Hungarian), NMI, ARI and silhouette, Recall@1 and MAP@R (cosine), and the test accuracy of the
-heads that classify. The figure sets every loss's t-SNE of its test representations side by side.
+k-means accuracy (Hungarian), NMI, ARI and silhouette, k-means accuracy on the l2-normalised representations,
+Recall@1 and MAP@R (cosine), and the test accuracy of the heads that classify. The figure sets every loss's t-SNE
+of its test representations side by side.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
-from clusterable.tables.common import pyplot, ranked_column, save_figure
-from clusterable.tables.corel import lambda_notes, run_lambda
+from clusterable.tables.common import load_npz, pyplot, ranked_column, save_figure
+from clusterable.tables.corel import lambda_cells, lambda_notes, with_lambda
 from clusterable.tables.report import Cell, Claim, Run, Table, cells
 
 SOURCES = {"fashion": "cross/fashion"}
@@ -51,6 +50,8 @@ METRICS = {
     "test/acc": ("test acc", 100, 1),
 }
 PAIRWISE = ("triplet", "multi_similarity", "proxy_anchor")
+# Safir's heads bring the linear embedding layer themselves (their latent layer): their encoder stops before it.
+LATENT_HEADS = ("dml_ae", "mvae")
 
 
 def fashion(runs: list[Run], out_dir: Path) -> Table:
@@ -64,12 +65,17 @@ def fashion(runs: list[Run], out_dir: Path) -> Table:
         ]
         columns[key] = ranked_column(shown, scale, digits)
     header = ["Loss", "Paper", *(h for h, _, _ in METRICS.values()), "seeds"]
+    lams = lambda_cells(runs, ("loss",))
     rows = []
     for i, (loss, (label, paper)) in enumerate(LOSSES.items()):
-        lams = {run_lambda(r) for r in runs if r.ok and r.get("loss") == loss} - {None}
-        label += f" (λ {', '.join(f'{lam:g}' for lam in sorted(lams))})" if lams else ""
         seeds = len(_cell(table, "test/kmeans/acc", loss).values)
-        rows.append([label, paper, *(columns[key][i] for key in METRICS), str(seeds)])
+        row = [
+            with_lambda(label, lams.get((loss,))),
+            paper,
+            *(columns[key][i] for key in METRICS),
+            str(seeds),
+        ]
+        rows.append(row)
 
     notes = [
         _recipe(runs),
@@ -95,7 +101,7 @@ def _recipe(runs: list[Run]) -> str:
         found = {str(r.get(key)) for r in (runs if among is None else among) if r.get(key) is not None}
         return "/".join(sorted(found)) or "?"
 
-    encoder = [r for r in runs if r.get("loss") not in ("dml_ae", "mvae")]
+    encoder = [r for r in runs if r.get("loss") not in LATENT_HEADS]
     return (f"One recipe for every loss: the FFNN of hidden widths {values('model.hidden', encoder)} (the last a "
             f"linear embedding of {values('protocol.embedding_dim')}; Safir's heads make it their latent layer), "
             f"{values('optimizer')} at lr {values('optimizer.lr')}, {values('trainer.max_epochs')} epochs of "
@@ -178,17 +184,16 @@ def _tsne_figure(runs: list[Run], table: dict[str, dict[tuple[str, ...], Cell]],
         ax.set_xticks([])
         ax.set_yticks([])
         done = sorted((r for r in runs if r.ok and r.get("loss") == loss), key=lambda r: r.get("seed", 0))
-        npz = next((p for r in done for p in sorted(r.path.glob("latent_test_tsne.npz"))), None)
+        data = next((d for r in done if (d := load_npz(r, "latent_test_tsne.npz")) is not None), None)
         acc = _cell(table, "test/kmeans/acc", loss)
         said = f"\nk-means acc {100 * acc.mean:.1f}% (mean of {len(acc.values)})" if acc.values else ""
         ax.set_title(label + said, fontsize=9)
-        if npz is None:
+        if data is None:
             ax.text(0.5, 0.5, "no run", ha="center", va="center", transform=ax.transAxes)
             continue
-        with np.load(npz) as data:
-            xy, labels = data["xy"], data["labels"]
+        xy = data["xy"]
         points.add(len(xy))
-        ax.scatter(xy[:, 0], xy[:, 1], c=[cmap(int(c) % 10) for c in labels], s=2, linewidths=0)
+        ax.scatter(xy[:, 0], xy[:, 1], c=data["labels"] % 10, cmap=cmap, vmin=0, vmax=9, s=2, linewidths=0)
     for ax in list(axes.flat)[len(LOSSES) :]:
         ax.axis("off")
     if names:
