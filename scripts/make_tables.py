@@ -55,15 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     if name not in module.SOURCES:
         parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
 
-    experiment = module.SOURCES[name]
+    # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets).
+    source = module.SOURCES[name]
+    experiments = (source,) if isinstance(source, str) else source
+    experiment = " + ".join(experiments)
     try:
-        runs, mode = load_runs(args.outputs, experiment, args.mode)
+        runs, mode = load_runs(args.outputs, experiments, args.mode)
     except (MixedRuns, UnreadableRuns) as err:
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
     if not runs:
         print(f"no runs of experiment {experiment!r} under {args.outputs}/ (mode {mode}); run first:\n"
-              f"  python train.py -m experiment={args.table}", file=sys.stderr)  # fmt: skip
+              + "\n".join(f"  python train.py -m experiment={e}" for e in experiments), file=sys.stderr)  # fmt: skip
         return 1
     # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
     out_dir = tables_dir(args.outputs, mode)
@@ -78,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         table.notes.insert(0, note)
     if seeds := seed_note(runs):
         table.notes.insert(1 if note else 0, seeds)
-    if odd := protocol_note(runs, experiment):  # steps, lr... set on the command line: said under the title
-        table.notes.insert(0, odd)
+    for exp in experiments:  # steps, lr... set on the command line: said under the title
+        if odd := protocol_note([r for r in runs if r.payload.get("experiment") == exp], exp):
+            table.notes.insert(0, odd)
     paths = table.write(out_dir, f"{paper}_{name}")
     diverged = sum(r.payload.get("status") == "diverged" for r in runs)
     failed = sum(not r.ok for r in runs) - diverged

@@ -336,7 +336,8 @@ def test_a_typo_in_tuned_lambda_from_is_refused_in_one_line_in_smoke_mode_too(tr
     assert len(result.error_lines()) == 1, result
     (line,) = result.error_lines()
     assert result.code == 2 and line == (
-        "error: tuned_lambda_from must name an experiment that tunes λ (corel/digits_table1, corel/fashion_table1, "
+        "error: tuned_lambda_from must name an experiment that tunes λ (corel/digits_table1, "
+        "corel/fashion150_table1, corel/fashion_paper_table1, corel/fashion_table1, "
         "corel/table1) or be null, got 'corel/tabel1' (the whole sweep is refused: no cell ran)"
     )
     assert not all_metrics(train.outputs)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,18 @@ def run_label(run: Run, keys: tuple[str, ...], among: Iterable[Run] = ()) -> str
     among = list(among)
     shown = [k for k in keys if k != "dataset" or len({as_text(r.get(k)) for r in among}) > 1]
     return ", ".join(f"{k}={as_text(run.get(k))}" for k in shown) or "default"
+
+
+def logged_curve(run: Run, key: str) -> list[tuple[int, float]]:
+    """(epoch, value) of ``key`` from the run's CSV log (``csv/metrics.csv``, logger=csv), in epoch order (0-based
+    as Lightning logs it); [] without a log or without the key. Rows logged outside the epochs (the test metrics)
+    carry no epoch or no value and are skipped."""
+    path = run.path / "csv" / "metrics.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get(key) and r.get("epoch")]
+    return sorted((int(r["epoch"]), float(r[key])) for r in rows)
 
 
 def load_npz(run: Run, name: str) -> dict[str, np.ndarray] | None:

@@ -111,16 +111,20 @@ class MixedRuns(ValueError):
     """The runs selected for one table mix modes or data sources: no table is built from them."""
 
 
-def load_runs(outputs: str | Path, experiment: str, mode: str = "auto") -> tuple[list[Run], str]:
-    """Runs of ``experiment`` below ``outputs``; ``mode`` "auto" takes the full runs if any exist, else smoke runs.
+def load_runs(
+    outputs: str | Path, experiment: str | Sequence[str], mode: str = "auto"
+) -> tuple[list[Run], str]:
+    """Runs of ``experiment`` (or of any of several, for a table that sets grids side by side) below ``outputs``;
+    ``mode`` "auto" takes the full runs if any exist, else smoke runs.
 
     The one place that selects runs for a table. Returns the runs and the mode they come from; raises
     ``MixedRuns`` (one line: what is mixed, how many of each, where the odd ones lie) when the selected runs mix
     data sources, so that no table ever averages fake-data runs with real ones.
     """
+    wanted = {experiment} if isinstance(experiment, str) else set(experiment)
     runs: dict[str, list[Run]] = {"full": [], "smoke": []}
     for path, payload in find_runs(outputs):
-        if payload.get("experiment") != experiment:
+        if payload.get("experiment") not in wanted:
             continue
         params = dict(o.split("=", 1) for o in payload.get("overrides", []) if "=" in o)
         run = Run(path, params, {**payload, "choices": recorded_choices(path, payload)})

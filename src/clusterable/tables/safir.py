@@ -12,7 +12,6 @@ it does not.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from operator import gt, lt
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterable.tables.common import load_npz, published, pyplot, save_figure
+from clusterable.tables.common import load_npz, logged_curve, published, pyplot, save_figure
 from clusterable.tables.report import Claim, Run, Table, check, require_one_config
 
 PAPER = "safir"  # tables/published/safir.yaml
@@ -500,14 +499,7 @@ def fig6_2(runs: list[Run], out_dir: Path) -> Table:
 
 def recon_curve(run: Run) -> list[tuple[int, float]]:
     """(epoch, train/recon) from the run's CSV log (csv/metrics.csv), in epoch order; [] without a log."""
-    path = run.path / "csv" / "metrics.csv"
-    if not path.is_file():
-        return []
-    with path.open() as f:
-        # rows logged outside training (the test metrics) carry no epoch or no train/recon
-        rows = [r for r in csv.DictReader(f) if r.get("train/recon") and r.get("epoch")]
-    points = [(int(r["epoch"]), float(r["train/recon"])) for r in rows]
-    return sorted(points)
+    return logged_curve(run, "train/recon")
 
 
 def fig6_3(runs: list[Run], out_dir: Path) -> Table:

@@ -1,16 +1,15 @@
 """COREL (Kenyon-Dean et al. 2019): Tables 1-4 and Figures 1-2 from run directories, with the paper's claims.
 
-Every function here takes the runs of one experiment and returns a ``Table``; scripts/make_tables.py picks the
-function by the table's name (``corel/table2`` -> ``table2``) and the runs by ``SOURCES``. Table 1 also writes its
-winners (``tune_lambda``) to the file Table 2's runs read their λ from (``clusterable.tuned_lambda``). The
-``digits_*`` tables are the same protocol on scikit-learn's digits with the FFNN (a CPU-sized check, no paper
-column).
+The paper's own grids (``corel/table1``, ``table2``, ``fig1``) and the same protocol on scikit-learn's digits with
+the FFNN (``digits_*``: a CPU-sized check, no paper column); the builders (``_table1``, ``_table2``, ``_table3_4``,
+``fig2_claims``) are shared with the Fashion-MNIST budgets (``corel.fashion``). Table 1 also writes its winners
+(``tune_lambda``) to the file Table 2's runs read their λ from (``clusterable.tuned_lambda``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import gt, lt
 from pathlib import Path
@@ -30,26 +29,23 @@ LOSSES = {
     "gaussian_corel": "Gaussian-COREL",
 }
 TUNED = ("center", "cosine_corel", "gaussian_corel")  # the losses with a λ (CCE has none)
+# Loss options beyond the paper's four that a grid may add: a row of their own, never part of the paper's claims.
+# Gaussian-COREL as the authors' code trains it (conf/loss/gaussian_corel_authors.yaml; tuned on its own λ).
+VARIANTS = {"gaussian_corel_authors": "Gaussian-COREL (authors' code)"}
+LABELS = {**LOSSES, **VARIANTS}
 MODELS = {"ffnn": "FFNN", "cnn": "CNN"}  # the paper's two architectures: its row and column labels
 DATASETS = {"mnist": "MNIST", "fashion_mnist": "Fashion", "agnews8": "AGNews"}
 # On a text dataset the paper's FFNN and CNN are the text encoders (conf/model/text_ffnn.yaml, text_cnn.yaml): the
 # experiments sweep them in a grid of their own, and their runs fill the same FFNN / CNN rows and columns.
 TEXT_DATASETS = frozenset({"agnews8"})
 DIGITS = {"digits": "Digits"}  # the corel/digits_* tables: the protocol on a CPU, no paper column
-# The corel/fashion_* tables: the protocol on real Fashion-MNIST sized for a CPU (FFNN, 10 epochs, a coarse λ grid)
-FASHION = {"fashion_mnist": "Fashion"}
-FASHION_NOTE = ("Our CPU protocol, not the paper's: the FFNN only, 10 epochs (the paper: 150), λ in {0.2, 0.4, 0.5, "
-                "0.6, 0.8, 1.0} (the paper: 20 values), 3 seeds for Table 2 (the paper: 10); the paper's numbers "
-                "are for its protocol.")  # fmt: skip
 # Datasets beyond the paper's: a column of their own when their runs are there (e.g. corel/table1 dataset=digits).
 OTHER_DATASETS = DIGITS
 # Figures 2 and Tables 3-4 are drawn from the runs of Table 1 and Table 2 (their configs share the sweep).
 SOURCES = {"table1": "corel/table1", "table2": "corel/table2", "table3_4": "corel/table2",
            "fig1": "corel/fig1", "fig2": "corel/table1",
            "digits_table1": "corel/digits_table1", "digits_table2": "corel/digits_table2",
-           "digits_table3_4": "corel/digits_table2",
-           "fashion_table1": "corel/fashion_table1", "fashion_table2": "corel/fashion_table2",
-           "fashion_table4": "corel/fashion_table2", "fashion_fig2": "corel/fashion_table1"}  # fmt: skip
+           "digits_table3_4": "corel/digits_table2"}  # fmt: skip
 # "CCE's k-means accuracy falls well below its test accuracy": the number in the paper's "over X%" is stripped from
 # the text we have; we call a drop of at least this many percentage points "well below".
 WELL_BELOW_POINTS = 5.0
@@ -164,29 +160,31 @@ def _datasets(runs: Iterable[Run], base: dict[str, str]) -> dict[str, str]:
 
 
 def _write_tuned(
-    runs: list[Run], tuning: dict[tuple[str, str, str], Tuning], out_dir: Path, name: str
+    runs: list[Run], tuning: dict[tuple[str, str, str], Tuning], out_dir: Path, experiment: str
 ) -> Path | None:
-    """Write Table 1's winners where the Table 2 runs read them (the mode's tables folder); None without runs."""
+    """Write Table 1's winners where the Table 2 runs read them (the mode's tables folder), under the name a
+    ``tuned_lambda_from`` gives: the Table 1 experiment's own (``corel/table1``); None without runs."""
     if not runs:
         return None
     entries = {key: t.record() for key, t in tuning.items()}
-    table = f"{PAPER}/{name}"
-    return write_winners(out_dir / winners_name(table), table, SOURCES[name], runs[0].mode, entries)
+    return write_winners(out_dir / winners_name(experiment), experiment, experiment, runs[0].mode, entries)
 
 
 def _table1(
-    runs: list[Run], out_dir: Path, name: str, datasets: dict[str, str], models: dict[str, str], title: str,
-    with_paper: bool,
+    runs: list[Run], out_dir: Path, experiment: str, datasets: dict[str, str], models: dict[str, str], title: str,
+    with_paper: bool, tuned: Iterable[str] = TUNED, write: bool = True,
 ) -> Table:  # fmt: skip
-    swept = experiment_grid(SOURCES[name])
+    """Table 1 of ``experiment``'s runs: a row per loss of ``tuned`` (the paper's three, or more where a grid adds
+    a variant; the claims stay the paper's), a column per (dataset, model); ``write`` writes the winners file."""
+    swept = experiment_grid(experiment)
     smoke = bool(runs) and runs[0].mode == "smoke"
     tuning = tune_lambda(runs, swept, smoke)
-    path = _write_tuned(runs, tuning, out_dir, name)
+    path = _write_tuned(runs, tuning, out_dir, experiment) if write else None
     header = ["Loss"] + [f"{datasets[d]} {models[m]} (ours)" for d in datasets for m in models]
     header += ["paper"] if with_paper else []
     rows, diverged_notes, ran_notes = [], [], []
-    for loss in TUNED:
-        row = [LOSSES[loss]]
+    for loss in tuned:
+        row = [LABELS[loss]]
         for d in datasets:
             for m in models:
                 t = tuning.get((d, encoder(d, m), loss))
@@ -194,7 +192,7 @@ def _table1(
                     row.append("missing")
                     continue
                 row.append(_tuning_text(t))
-                where = f"{LOSSES[loss]} {models[m]}-{datasets[d]}"
+                where = f"{LABELS[loss]} {models[m]}-{datasets[d]}"
                 if t.diverged:
                     diverged_notes.append(f"{where}: λ = {_lams(t.diverged)}")
                 if t.missing():
@@ -245,7 +243,7 @@ def _table1(
         )
     if path is not None:
         notes.append(
-            f"Winners written to {path}, read by the experiments with tuned_lambda_from: {PAPER}/{name}."
+            f"Winners written to {path}, read by the experiments with tuned_lambda_from: {experiment}."
         )
     return Table(title, header, rows, [n for n in notes if n], claims)
 
@@ -274,23 +272,14 @@ def _tuning_text(t: Tuning) -> str:
 
 def table1(runs: list[Run], out_dir: Path) -> Table:
     """Table 1: the λ with the best validation accuracy per (dataset, model, loss); writes the winners file."""
-    return _table1(runs, out_dir, "table1", _datasets(runs, DATASETS), MODELS,
+    return _table1(runs, out_dir, "corel/table1", _datasets(runs, DATASETS), MODELS,
                    "COREL Table 1: λ chosen by validation accuracy", with_paper=True)  # fmt: skip
-
-
-def fashion_table1(runs: list[Run], out_dir: Path) -> Table:
-    """Table 1's protocol on real Fashion-MNIST with the FFNN, CPU-sized (``corel/fashion_table1``); writes its
-    winners (read by ``corel/fashion_table2``)."""
-    title = "COREL Table 1 protocol on Fashion-MNIST (FFNN, CPU-sized): λ chosen by validation accuracy"
-    table = _table1(runs, out_dir, "fashion_table1", FASHION, {"ffnn": "FFNN"}, title, with_paper=False)
-    table.notes.insert(0, FASHION_NOTE)
-    return table
 
 
 def digits_table1(runs: list[Run], out_dir: Path) -> Table:
     """Table 1's protocol on digits with the FFNN (``corel/digits_table1``); writes its winners file."""
     title = "COREL Table 1 protocol on digits (FFNN): λ chosen by validation accuracy"
-    return _table1(runs, out_dir, "digits_table1", DIGITS, {"ffnn": "FFNN"}, title, with_paper=False)
+    return _table1(runs, out_dir, "corel/digits_table1", DIGITS, {"ffnn": "FFNN"}, title, with_paper=False)
 
 
 # ---- Table 2 and Tables 3-4: the runs at the tuned λ --------------------------------------------------------------
@@ -355,7 +344,10 @@ def _mixed(lams: dict[tuple[str, ...], set[float]]) -> list[str]:
 
 def _table2(
     runs: list[Run], datasets: dict[str, str], models: dict[str, str], title: str, with_paper: bool,
+    losses: Mapping[str, str] = LOSSES,
 ) -> Table:  # fmt: skip
+    """Table 2: test accuracy per (model, loss) row and dataset column; ``losses`` the rows (the paper's four, or
+    more where a grid adds a variant); the claims compare the paper's four."""
     keys = ("dataset", "model", "loss")
     acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
     lams = lambda_cells(runs, keys)
@@ -365,7 +357,7 @@ def _table2(
         header += [f"{d} (ours)", f"{d} (paper)"] if with_paper else [f"{d} (ours)"]
     rows = []
     for m, mname in models.items():
-        for loss, lname in LOSSES.items():
+        for loss, lname in losses.items():
             row = [mname, lname]
             for d in datasets:
                 key = (d, encoder(d, m), loss)
@@ -445,16 +437,6 @@ def table2(runs: list[Run], out_dir: Path) -> Table:
                    with_paper=True)  # fmt: skip
 
 
-def fashion_table2(runs: list[Run], out_dir: Path) -> Table:
-    """Table 2's protocol on real Fashion-MNIST with the FFNN, CPU-sized (``corel/fashion_table2``), each loss at
-    fashion_table1's λ, beside the paper's Fashion column (its own protocol)."""
-    table = _table2(runs, FASHION, {"ffnn": "FFNN"},
-                    "COREL Table 2 protocol on Fashion-MNIST (FFNN, CPU-sized): test accuracy (%), mean ± std "
-                    "over seeds", with_paper=True)  # fmt: skip
-    table.notes.insert(0, FASHION_NOTE)
-    return table
-
-
 def digits_table2(runs: list[Run], out_dir: Path) -> Table:
     """Table 2's protocol on digits with the FFNN (``corel/digits_table2``), each loss at digits_table1's λ."""
     return _table2(runs, DIGITS, {"ffnn": "FFNN"},
@@ -466,8 +448,9 @@ CLUSTER_METRICS = {"acc": "Acc", "ari": "ARI", "v_measure": "V-M", "silhouette":
 
 
 def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str], title: str,
-              notes: list[str]) -> Table:  # fmt: skip
-    """Clustering of the test representations, one block of rows per dataset, with the claims of each."""
+              notes: list[str], losses: Mapping[str, str] = LOSSES) -> Table:  # fmt: skip
+    """Clustering of the test representations, one block of rows per dataset (a row per loss of ``losses``), with
+    the claims of each (on the paper's four losses)."""
     keys = ("dataset", "model", "loss")
     header = ["Dataset", "Model", "Loss"] + [
         f"{meth} {name}" for meth in ("K-Means", "GMM") for name in CLUSTER_METRICS.values()
@@ -483,7 +466,7 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
     claims: list[Claim] = []
     for d, dname in datasets.items():
         for m, mname in models.items():
-            for loss, lname in LOSSES.items():
+            for loss, lname in losses.items():
                 key = (d, encoder(d, m), loss)
                 row = [dname, mname, with_lambda(lname, lams.get(key))]
                 for meth in ("kmeans", "gmm"):
@@ -524,13 +507,6 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
                      [na_note(PAPER)])  # fmt: skip
 
 
-def fashion_table4(runs: list[Run], out_dir: Path) -> Table:
-    """Table 4's protocol on real Fashion-MNIST (FFNN, CPU-sized): clustering the test representations of
-    corel/fashion_table2's runs."""
-    title = "COREL Table 4 protocol on Fashion-MNIST (FFNN, CPU-sized): clustering the test representations"
-    return _table3_4(runs, FASHION, {"ffnn": "FFNN"}, title, [FASHION_NOTE, na_note(PAPER)])
-
-
 def digits_table3_4(runs: list[Run], out_dir: Path) -> Table:
     """Tables 3-4's protocol on digits: clustering the test representations of corel/digits_table2's runs."""
     title = "COREL Tables 3-4 protocol on digits (FFNN): clustering the test representations"
@@ -567,40 +543,43 @@ def fig2(runs: list[Run], out_dir: Path) -> Table:
     return _fig2(runs, out_dir, "cnn", "COREL Figure 2: validation accuracy (%) against λ", "corel_fig2", [])
 
 
-def fashion_fig2(runs: list[Run], out_dir: Path) -> Table:
-    """Figure 2's λ curve from corel/fashion_table1's runs (the FFNN, CPU-sized)."""
-    return _fig2(runs, out_dir, "ffnn", "COREL Figure 2 protocol on Fashion-MNIST (FFNN, CPU-sized): validation "
-                 "accuracy (%) against λ", "corel_fashion_fig2", [FASHION_NOTE])  # fmt: skip
+def fig2_claim(tuning: Tuning | None) -> Claim:
+    """Figure 2's claim on Gaussian-COREL's λ grid: its best λ is above 0.5 and beats λ = 0.5 (undecided without
+    a run at 0.5 or a winner)."""
+    text = "Weighting attraction highly (λ > 0.5) gives Gaussian-COREL its best validation accuracy, above λ = 0.5"
+    best = tuning.winner() if tuning is not None else None
+    base = tuning.qualifying().get(0.5) if tuning is not None else None
+    if best is None or base is None:
+        return Claim(text, None, "no run at λ = 0.5" if best is not None else "numbers missing")
+    return Claim(text, bool(best[0] > 0.5 and best[1].mean > base.mean), f"best λ = {best[0]:g}")
 
 
-def _fig2(runs: list[Run], out_dir: Path, model: str, title: str, figure: str, notes: list[str]) -> Table:
+def _fig2(runs: list[Run], out_dir: Path, model: str, title: str, figure: str, notes: list[str],
+          tuned: Iterable[str] = TUNED) -> Table:  # fmt: skip
+    """Figure 2 for ``model``: validation accuracy against λ, a line per loss of ``tuned``, the paper's claim on
+    Gaussian-COREL."""
     plt = pyplot()
     tuning = tune_lambda(r for r in runs if r.get("dataset") == "fashion_mnist" and r.get("model") == model)
     fig, ax = plt.subplots(figsize=(6, 4))
-    rows, claims, diverged = [], [], []
-    for loss in TUNED:
+    rows, diverged = [], []
+    for loss in tuned:
         t = tuning.get(("fashion_mnist", model, loss))
         if t is None:
             continue
         rows += [
-            [LOSSES[loss], f"{lam:g}", "diverged" if lam in t.diverged else c.text(100)]
+            [LABELS[loss], f"{lam:g}", "diverged" if lam in t.diverged else c.text(100)]
             for lam, c in sorted(t.val.items())
         ]
         if t.diverged:
-            diverged.append(f"{LOSSES[loss]} λ = {_lams(t.diverged)}")
+            diverged.append(f"{LABELS[loss]} λ = {_lams(t.diverged)}")
         pts = sorted(t.qualifying().items())
         if not pts:
             continue
         lams = np.array([p[0] for p in pts])
         means = np.array([100 * p[1].mean for p in pts])
         stds = np.array([100 * p[1].std for p in pts])
-        ax.errorbar(lams, means, yerr=stds, marker="o", ms=3, capsize=2, label=LOSSES[loss])
-        if loss == "gaussian_corel":
-            base = dict(zip(lams, means, strict=True)).get(0.5, math.nan)
-            best_lam, best = t.winner()
-            ok = None if math.isnan(base) else bool(best_lam > 0.5 and 100 * best.mean > base)
-            claims.append(Claim("Weighting attraction highly (λ > 0.5) gives Gaussian-COREL its best validation "
-                                "accuracy, above λ = 0.5", ok, f"best λ = {best_lam:g}"))  # fmt: skip
+        ax.errorbar(lams, means, yerr=stds, marker="o", ms=3, capsize=2, label=LABELS[loss])
+    claims = [fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel")))]
     ax.set(xlabel="λ (weight of attraction)", ylabel="validation accuracy (%)",
            title=f"Fashion-MNIST, {MODELS[model]}")  # fmt: skip
     ax.grid(alpha=0.3)
