@@ -28,12 +28,26 @@ class PairwiseCrossEntropy(nn.Module):
     behind ``p`` open). Everything is then a function of the batch's pairwise dot products, differentiated
     through ``p`` too.
 
-    ``lam`` (the paper's lambda > 0) makes both halves of eq. 13 well posed; the paper says it depends on the
-    encoder and needs the eigenvalues of a d x d matrix at every step. With ``lam=None`` it is the largest
-    eigenvalue of the batch's second moment ``1/n sum_i z_i z_i^T`` (D x D), computed per batch and detached (a
-    constant of the bound): with it ``f_2`` of eq. 13 is concave in theta, since the Hessian of its log-sum-exp
-    term, ``1/n sum_i (diag(p_i) - p_i p_i^T) (x) z_i z_i^T``, is at most ``I_K (x) 1/n sum_i z_i z_i^T`` (our
-    derivation; the paper's supplement, which gives its choice, was not available to us).
+    ``lam`` (the paper's lambda > 0) makes both halves of eq. 13 well posed; the paper says it "depends on the
+    encoder phi_W" (§4.1, Proposition 1) and needs the eigenvalues of a d x d matrix at every step (§4.1, on
+    SPCE). With ``lam=None`` it is the largest eigenvalue of the batch's second moment
+    ``M = 1/n sum_i z_i z_i^T`` (D x D), computed per batch: with it ``f_2`` of eq. 13 is concave in theta, since
+    the Hessian of its log-sum-exp term, ``1/n sum_i (diag(p_i) - p_i p_i^T) (x) z_i z_i^T``, is at most
+    ``I_K (x) M`` (our derivation; the paper's supplement, which gives its choice, was not available to us).
+
+    That lambda is a function of the embeddings, so PCE as Proposition 1 states it, ``L_PCE(W)``, is differentiated
+    through it (``lam_gradient=True``, the default). It then has a property the detached reading lacks: every term
+    is a dot product of embeddings divided by lambda, which scales with them, so ``L_PCE(s z) = L_PCE(z)`` for any
+    s > 0 and the gradient has no component that grows the embeddings. With lambda detached (``lam_gradient=False``,
+    our first reading) the tightness part ``-||S||^2 / (2 lam n^2)`` keeps falling as the embeddings grow; on
+    Fashion-MNIST that reading inflated them along one direction (norms near 1e8) and scored below the untrained
+    network, while the differentiated lambda (and a fixed one) learned.
+
+    The gradient of lambda_max(M) is ``v v^T`` for its unit eigenvector v. We compute lambda as the Rayleigh
+    quotient ``v^T M v = ||Z v||^2 / n`` of the top eigenvector v of the detached M (``torch.linalg.eigh``): the
+    same value as the eigenvalue and the same gradient where the top eigenvalue is simple; where it is repeated,
+    lambda_max is not differentiable and ``v v^T`` for the v the solver returns is one of its subgradients (it is
+    convex in M), finite, whereas a path through eigh's eigenvectors would divide by the zero eigengap.
 
     Unlabelled samples (label -1) are left out of every sum (n counts the labelled ones); a batch without any
     gives 0 with a gradient path.
@@ -41,14 +55,18 @@ class PairwiseCrossEntropy(nn.Module):
     Args:
         num_classes: K, at least 2.
         lam: lambda > 0, or None for the per-batch largest eigenvalue above.
+        lam_gradient: with ``lam=None``, differentiate the loss through lambda (True) or treat the per-batch value
+            as a constant (False, our first reading, kept for comparison). A fixed ``lam`` has no gradient either
+            way.
     """
 
     loss_parts = ("loss", "tightness", "contrastive")
 
-    def __init__(self, num_classes: int, lam: float | None = None):
+    def __init__(self, num_classes: int, lam: float | None = None, lam_gradient: bool = True):
         super().__init__()
         self.num_classes = int(checks.at_least("num_classes", num_classes, 2))
         self.lam = None if lam is None else checks.positive("lam", lam)
+        self.lam_gradient = bool(lam_gradient)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor, **batch) -> dict[str, torch.Tensor]:
         """``loss = tightness + contrastive`` of eq. 12; embeddings (N, D), labels (N,) long (-1: unlabelled).
@@ -66,7 +84,7 @@ class PairwiseCrossEntropy(nn.Module):
         onehot = F.one_hot(labels.clamp(min=0), self.num_classes).to(embeddings.dtype) * labelled[:, None]
         n = labelled.sum().clamp(min=1)
         z = embeddings * labelled[:, None]  # (N, D): unlabelled rows contribute to no sum
-        lam = self._lambda(z, n) if self.lam is None else self.lam
+        lam = self.lam if self.lam is not None else self._lambda(z, n, self.lam_gradient)
         # sums over pairs through class sums: sum_i sum_{j: y_j = y_i} z_i . z_j = sum_k ||S_k||^2, S = Y^T Z (K, D)
         class_sums = onehot.T @ z
         tightness = -class_sums.pow(2).sum() / (2 * lam * n**2)
@@ -79,8 +97,13 @@ class PairwiseCrossEntropy(nn.Module):
         return {"loss": tightness + contrastive, "tightness": tightness, "contrastive": contrastive}
 
     @staticmethod
-    @torch.no_grad()
-    def _lambda(z: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-        """Largest eigenvalue of ``1/n sum_i z_i z_i^T`` from masked embeddings z (N, D); tiny positive if z = 0."""
-        top = torch.linalg.eigvalsh(z.T @ z / n)[-1]
+    def _lambda(z: torch.Tensor, n: torch.Tensor, gradient: bool) -> torch.Tensor:
+        """Largest eigenvalue of ``M = 1/n sum_i z_i z_i^T`` from masked embeddings z (N, D), as the Rayleigh
+        quotient ``||Z v||^2 / n`` of the top eigenvector v of the detached M (the class docstring says why);
+        differentiable in z if ``gradient``, else detached. A tiny positive value if z = 0 (no labelled row)."""
+        second_moment = z.T @ z / n  # (D, D)
+        top_vector = torch.linalg.eigh(second_moment.detach())[1][:, -1]  # (D,): eigenvalues ascend
+        top = (z @ top_vector).pow(2).sum() / n
+        if not gradient:
+            top = top.detach()
         return top.clamp(min=torch.finfo(z.dtype).tiny ** 0.5)
