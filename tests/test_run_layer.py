@@ -149,3 +149,68 @@ def test_a_config_that_does_not_resolve_never_overwrites_a_finished_run(tmp_path
     assert payload["status"] == "failed" and payload["error"].startswith("config: ")
     assert payload["error"].endswith("; the cell's finished run is left as it was")
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer.precision=bf16-true"],  # the model computes in bfloat16, which NumPy has no dtype for
+        ["trainer.precision=bf16-true", "loss=cce"],  # a classifying head: logits from a float32 copy
+        ["trainer.precision=bf16-mixed"],
+        ["trainer.precision=16-true", "loss=cce", "+optimizer.eps=1e-4"],  # float16 (scikit-learn refuses it)
+    ],
+    ids=["bf16-true", "bf16-true-cce", "bf16-mixed", "16-true"],
+)
+def test_every_half_precision_that_trains_is_evaluated(tmp_path: Path, overrides: list[str]) -> None:
+    evaluators = "evaluator=[classification,clustering]"
+    payload = run_in_process(tmp_path, evaluators, "trainer.max_epochs=10", *overrides)
+    assert payload["status"] == "ok", payload["error"]
+    metrics = payload["metrics"]  # iris, 3 classes: 0.97 in float32 after 10 epochs, 0.67 in float16
+    assert metrics["test/acc"] > 0.5 and 0.5 < metrics["test/kmeans/nmi"] <= 1, metrics
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "ok"
+
+
+def test_evaluators_get_float32_rows_and_head_and_the_trained_head_is_left_alone() -> None:
+    import torch
+
+    from clusterable.contracts import EvalContext
+    from clusterable.evaluation.runner import call_evaluators
+
+    head = torch.nn.Linear(3, 2).to(torch.bfloat16)
+    seen = {}
+
+    def look(embeddings, labels, context):
+        seen.update(rows=embeddings.dtype, output=context.encoder_output.dtype, head=context.head.weight.dtype,
+                    logits=context.head(context.encoder_output).dtype)  # fmt: skip
+        return {"n": len(labels)}
+
+    rows = torch.randn(4, 3, dtype=torch.bfloat16)
+    context = EvalContext(stage="val", split={}, head=head, encoder_output=rows, train_embeddings=None,
+                          train_labels=None)  # fmt: skip
+    assert call_evaluators({"look": look}, rows, torch.zeros(4), context) == {"val/n": 4.0}
+    assert set(seen.values()) == {torch.float32}
+    assert head.weight.dtype == torch.bfloat16  # validation evaluators score a model that is still training
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.precision=16-true"], "trainer.precision=16-true keeps the optimizer's state in float16, where "
+         "its eps=1e-08 is 0: its first step divides by zero and the loss turns NaN; set +optimizer.eps=1e-4 or use "
+         "trainer.precision=bf16-true or bf16-mixed"),
+        (["trainer.precision=transformer-engine"], "trainer.precision=transformer-engine needs NVIDIA's "
+         "transformer_engine package (and a GPU), which is not installed; use bf16-mixed or bf16-true"),
+    ],
+    ids=["16-true-adam", "transformer-engine"],
+)  # fmt: skip
+def test_a_precision_that_cannot_train_the_run_is_refused_before_training(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    import importlib.util
+
+    if "transformer-engine" in overrides[0] and importlib.util.find_spec("transformer_engine") is not None:
+        pytest.skip("transformer_engine is installed here")
+    payload = run_in_process(tmp_path, *overrides)
+    assert payload["status"] == "failed" and payload["error"] == message
+    assert payload["timing"].get("fit_s") is None  # refused before training
+    assert not (tmp_path / "run" / "csv").exists()

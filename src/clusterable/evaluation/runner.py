@@ -7,6 +7,8 @@ and so imports ``call_evaluators`` from here.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -22,6 +24,10 @@ from clusterable.contracts import (
     RepresentingHead,
     declared_metrics,
 )
+
+# The floating dtypes that NumPy (bfloat16) or scikit-learn (float16) cannot score: what a model trained with
+# `trainer.precision=bf16-true` or `16-true` computes in.
+HALF_PRECISIONS = (torch.float16, torch.bfloat16)
 
 
 class EvaluatorError(ValueError):
@@ -161,6 +167,7 @@ def call_evaluators(
     ``EvaluatorError`` naming it, as does a key that two evaluators return."""
     metrics: dict[str, float] = {}
     owner: dict[str, str] = {}  # an evaluator that declares no keys is checked here, once it has scored
+    embeddings, context = in_float32(embeddings, context)
     for name, fn in evaluators.items():
         try:
             scores = fn(embeddings, labels, context)
@@ -170,3 +177,28 @@ def call_evaluators(
             _claim_key(owner, key, name)
             metrics[f"{context.stage}/{key}"] = float(value)
     return metrics
+
+
+def in_float32(embeddings: torch.Tensor, context: EvalContext) -> tuple[torch.Tensor, EvalContext]:
+    """The representation and context the evaluators see, in float32 where the model computes in a half precision
+    (``HALF_PRECISIONS``: ``trainer.precision=bf16-true`` or ``16-true``); as they are otherwise.
+
+    Both the evaluation after training and the validation evaluators during it pass through ``call_evaluators``,
+    so this is the one place a run's representation leaves for NumPy (which has no bfloat16) and scikit-learn. An
+    evaluator that calls the head (its logits, its clusters, its reconstruction) gives it float32 rows then, so it
+    gets a float32 copy of the head: exact (every half value is a float32 one), and the trained module, which the
+    validation evaluators score in the middle of training, is left in its precision.
+    """
+    tensors = [embeddings, context.encoder_output, *context.head.parameters(), *context.head.buffers()]
+    if not any(t.dtype in HALF_PRECISIONS for t in tensors):
+        return embeddings, context
+
+    def wide(t: torch.Tensor | None) -> torch.Tensor | None:
+        return t.float() if t is not None and t.dtype in HALF_PRECISIONS else t
+
+    head = copy.deepcopy(context.head).float()
+    context = dataclasses.replace(
+        context, head=head, encoder_output=wide(context.encoder_output),
+        train_embeddings=wide(context.train_embeddings), split={k: wide(v) for k, v in context.split.items()},
+    )  # fmt: skip
+    return wide(embeddings), context

@@ -78,6 +78,7 @@ def check_config(cfg: DictConfig, mode: str) -> None:
     max_epochs = cfg.trainer.get("max_epochs")
     if not (isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs >= 1):
         raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {max_epochs!r}")
+    check_precision(cfg)
     if cfg.get("scheduler"):
         check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)
     for name, node in (cfg.get("evaluator") or {}).items():
@@ -87,6 +88,36 @@ def check_config(cfg: DictConfig, mode: str) -> None:
         if name not in configured:
             raise ConfigError(f"validation_evaluators: no evaluator named {name!r} in this run; it has: "
                               f"{', '.join(configured) or 'none'}")  # fmt: skip
+
+
+def check_precision(cfg: DictConfig) -> None:
+    """Refuse, in one line, a ``trainer.precision`` that Lightning accepts but that cannot train this run to the
+    end: ``16-true`` with an optimizer whose ``eps`` is 0 in float16 (Adam's default 1e-8: its first step divides
+    by zero and the loss is NaN at epoch 0), and ``transformer-engine*`` without NVIDIA's package. The half
+    precisions that do train (``bf16-true``, ``16-true`` with a larger eps, the ``-mixed`` ones) are evaluated in
+    float32 (``evaluation.runner.in_float32``)."""
+    import importlib.util
+    import inspect
+
+    import torch
+
+    from clusterable.config import target_of
+
+    precision = str(cfg.trainer.get("precision", "32-true"))
+    if precision.startswith("transformer-engine") and importlib.util.find_spec("transformer_engine") is None:
+        raise ConfigError(f"trainer.precision={precision} needs NVIDIA's transformer_engine package (and a GPU), "
+                          "which is not installed; use bf16-mixed or bf16-true")  # fmt: skip
+    if precision != "16-true":
+        return
+    parameter = inspect.signature(target_of(cfg.optimizer, "optimizer")).parameters.get("eps")
+    if parameter is None:
+        return
+    eps = cfg.optimizer.get("eps", parameter.default)
+    if isinstance(eps, int | float) and eps > 0 and float(torch.tensor(eps, dtype=torch.float16)) == 0.0:
+        key = "optimizer.eps" if "eps" in cfg.optimizer else "+optimizer.eps"
+        raise ConfigError(f"trainer.precision=16-true keeps the optimizer's state in float16, where its eps={eps:g} "
+                          f"is 0: its first step divides by zero and the loss turns NaN; set {key}=1e-4 or use "
+                          "trainer.precision=bf16-true or bf16-mixed")  # fmt: skip
 
 
 def _select(cfg: DictConfig, key: str) -> Any:
