@@ -24,7 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from clusterable import hydra_callbacks, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
-from clusterable.preflight import check_group_options
+from clusterable.preflight import check_group_options, swept_group_key
 from clusterable.run import RunContext, run
 from clusterable.rundir import is_write_error, write_error
 
@@ -63,7 +63,7 @@ def main() -> None:
     # Before OSError: a missing config option (`hydra/launcher=stack`) is a HydraException that is an OSError too.
     except (HydraException, OmegaConfBaseException) as e:  # a config or sweep setting refused before any run
         hydra_callbacks.discard_sweep()
-        print(f"error: {_one_line(e)}", file=sys.stderr)
+        print(f"error: {swept_group_key(sys.argv[1:], e) or _one_line(e)}", file=sys.stderr)
         sys.exit(2)
     except OSError as e:  # a full disk or an unwritable file outside any run (Hydra's own files, the sweep's)
         if not is_write_error(e):

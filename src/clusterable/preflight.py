@@ -2,10 +2,14 @@
 
 Parsing alone finds them (no composition): ``loss=nope``, ``evaluator=[nonexistent]``, ``experiment=corel/nope``,
 ``loss/metric=nope`` (a group chosen inside another group's config) are one line naming the available options.
+
+``swept_group_key`` explains one refusal of Hydra's after the fact: a sweep's key of a group that the experiment
+chooses in its sweep (``-m experiment=corel/fashion_table1 dataset.root=DIR``), refused as "not a key".
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from clusterable.config import CONFIG_DIR
@@ -55,3 +59,81 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
             if name not in available:
                 return f"{group}: no option {name!r}; available: {', '.join(available)}"
     return None
+
+
+def swept_group_key(args: list[str], error: BaseException, config_dir: str = CONFIG_DIR) -> str | None:
+    """One line for a key of a config group (``dataset.root``) that Hydra refused as not a key in a sweep whose
+    experiment chooses that group in its sweep (``hydra.sweeper.params`` or ``grids``), naming the fix; None for
+    any other error.
+
+    Under ``-m``, Hydra composes the config once before the sweep, from the command line alone: the group is then
+    still the default option (``dataset=digits``, which has no ``root``), since the experiment's sweep chooses it
+    only per cell. The key exists in the option the sweep chooses, so the fix is to choose it on the command line
+    too (``dataset=fashion_mnist dataset.root=DIR``), which gives the cells the sweep had.
+    """
+    text = f"{error}\n{error.__cause__ or ''}"
+    refused = re.match(r"Could not override '([^']+)'", text)
+    if not refused or "is not in struct" not in text or not {"-m", "--multirun"} & set(args):
+        return None
+    key = refused.group(1)
+    group = key.split(".")[0]
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        overrides = OverridesParser.create().parse_overrides(
+            [a for a in args if "=" in a and not a.startswith("-")]
+        )
+    except Exception:
+        return None
+    if any(o.key_or_group == group for o in overrides):
+        return None  # the group is chosen on the command line: the key is wrong for it
+    experiment = next((str(o.value()) for o in overrides if o.key_or_group == "experiment"), None)
+    searchpath = [a for a in args if a.startswith("hydra.searchpath=")]
+    if experiment is None:
+        return None
+    try:
+        default, having = _group_choices(experiment, group, key, searchpath, config_dir)
+    except Exception:  # the experiment does not compose alone: Hydra's own message says more
+        return None
+    if not having:
+        return None  # no option the sweep chooses has the key either: a typo, which Hydra's message says
+    given = next((a for a in args if a.split("=", 1)[0].lstrip("+~") == key), f"{key}=...")
+    return (
+        f"{key} is not a key of {group}={default}, the {group} a sweep composes before its cells: "
+        f"experiment={experiment} chooses the {group} per cell, in its sweep ({key} is a key of {', '.join(having)}), "
+        f"and Hydra applies the command line's {group}.* keys before that; choose the {group} on the command line "
+        f"too: {group}={having[0]} {given}"
+    )
+
+
+_ABSENT = object()  # what OmegaConf.select returns for a key a config does not have
+
+
+def _group_choices(
+    experiment: str, group: str, key: str, searchpath: list[str], config_dir: str
+) -> tuple[str, list[str]]:
+    """The option of ``group`` that ``experiment`` composes with before its sweep, and those of the options its
+    sweep gives ``group`` (``hydra.sweeper.params`` and each of ``hydra.sweeper.grids``) that have ``key``, each
+    composed as Hydra composes a cell."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()  # the failed command's Hydra, if it left one
+    base = [f"experiment={experiment}", *searchpath]
+    with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
+        cfg = compose("train", overrides=base, return_hydra_config=True)
+        sweeper = cfg.hydra.sweeper
+        grids = [grid for grid in (sweeper.get("grids") or {}).values() if grid]
+        swept = [str(node[group]) for node in (sweeper.get("params") or {}, *grids) if group in node]
+        options = list(dict.fromkeys(v.strip() for values in swept for v in values.split(",")))
+
+        def has_key(option: str) -> bool:
+            chosen = compose("train", overrides=[*base, f"{group}={option}"])
+            return (
+                OmegaConf.select(chosen, key, default=_ABSENT, throw_on_resolution_failure=False)
+                is not _ABSENT
+            )
+
+        having = [option for option in options if has_key(option)]
+    return str(cfg.hydra.runtime.choices.get(group)), having

@@ -11,6 +11,6 @@ Shared: ``errors`` (``DatasetError`` and its one-line family, what every reader 
 ``checks``. ``docs/data.md`` lists every dataset config, its files and what is checked.
 """
 
-from clusterable.data.errors import CorruptFileError, DatasetError, DatasetNotFoundError
+from clusterable.data.errors import CorruptFileError, DatasetError, DatasetNotFoundError, WrongFileError
 
-__all__ = ["CorruptFileError", "DatasetError", "DatasetNotFoundError"]
+__all__ = ["CorruptFileError", "DatasetError", "DatasetNotFoundError", "WrongFileError"]

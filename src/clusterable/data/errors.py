@@ -21,6 +21,12 @@ class CorruptFileError(DatasetError):
     another file under the expected name."""
 
 
+class WrongFileError(CorruptFileError):
+    """A dataset file is well-formed but is not the published file it is named as: its size or checksum is not the
+    published one (another dataset's file, the other split's, a subset or a re-encoding). Readers that know the
+    published sums raise it unless their ``verify`` is off (``dataset.reader.verify=false``)."""
+
+
 def first_line(err: BaseException) -> str:
     """The first non-blank line of ``err``'s message (its type's name if it has none): what a reader quotes of a
     library's error in its own one-line message (scipy, NumPy and zipfile put the gist first)."""

@@ -1,7 +1,8 @@
 """Corrupt MNIST files and archives fail at once, with one line naming the file and what is wrong.
 
 The files are the conftest's tiny idx-ubyte files in the real format (60 train / 20 test images), then truncated,
-garbled or swapped.
+garbled or swapped. The format is checked before the files are compared with the published ones (test_published.py),
+so these read them with ``verify=False``, as a user's own copies.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def raw(tmp_path: Path, write_mnist) -> Path:
 def corrupt_error(root: Path, variant: str = "mnist", download: bool = False) -> str:
     """The message of the CorruptFileError that reading ``root`` raises; it must be one line."""
     with pytest.raises(CorruptFileError) as info:
-        mnist.read_mnist(str(root), variant=variant, val_size=10, download=download)
+        mnist.read_mnist(str(root), variant=variant, val_size=10, download=download, verify=False)
     message = str(info.value)
     assert "\n" not in message and message.strip() == message
     return message
@@ -45,11 +46,6 @@ def test_the_error_family() -> None:
     )
     assert mnist.DatasetNotFoundError is DatasetNotFoundError  # still importable from where it used to live
     assert mnist.CorruptFileError is CorruptFileError
-
-
-def test_ensure_files_returns_the_raw_folder_of_good_files(tmp_path: Path, raw: Path) -> None:
-    assert mnist.ensure_files(tmp_path, "mnist", download=False) == raw
-    mnist.check_files(raw, "mnist")  # no error
 
 
 def test_truncated_images_file(tmp_path: Path, raw: Path) -> None:
@@ -109,14 +105,17 @@ def test_labels_count_must_match_the_images(tmp_path: Path, raw: Path) -> None:
     assert f"{N_TRAIN} images but {N_TRAIN - 1} labels" in message
 
 
-def test_file_unpacked_from_an_archive_names_the_archive_too(tmp_path: Path, write_mnist) -> None:
+def test_a_truncated_file_inside_an_archive_names_the_archive(tmp_path: Path, write_mnist) -> None:
     write_mnist(tmp_path, "fashion_mnist", compress=True)
     raw = tmp_path / RAW_SUBDIR["fashion_mnist"]
     good = gzip.decompress((raw / f"{TEST_IMAGES}.gz").read_bytes())
     (raw / f"{TEST_IMAGES}.gz").write_bytes(gzip.compress(good[:-5]))  # valid gzip of a truncated file
     message = corrupt_error(tmp_path, "fashion_mnist")
-    assert message.startswith(f"Fashion-MNIST file {(raw / TEST_IMAGES).resolve()} is corrupt")
-    assert message.endswith(f"(delete it and {TEST_IMAGES}.gz to download again)")
+    assert message.startswith(
+        f"Fashion-MNIST file {(raw / TEST_IMAGES).resolve()}.gz is corrupt: header promises"
+    )
+    assert message.endswith("(truncated?); replace it (delete it to download again)")
+    assert not (raw / TEST_IMAGES).exists()  # archives are unpacked in memory, never next to themselves
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garble"])
@@ -126,11 +125,11 @@ def test_corrupt_archive_is_named(tmp_path: Path, write_mnist, damage: str) -> N
     archive = raw / f"{TRAIN_LABELS}.gz"
     data = archive.read_bytes()
     archive.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"not a gzip archive at all")
+    before = sorted(p.name for p in raw.iterdir())
     message = corrupt_error(tmp_path)
-    assert message.startswith(f"MNIST archive {archive.resolve()} is corrupt: it cannot be unpacked (")
+    assert message.startswith(f"MNIST file {archive.resolve()} is corrupt: it cannot be unpacked (")
     assert message.endswith("; replace it (delete it to download again)")
-    # Nothing half-unpacked is left behind: the next run tries the archive again.
-    assert not (raw / TRAIN_LABELS).exists() and not list(raw.glob("*.partial"))
+    assert sorted(p.name for p in raw.iterdir()) == before  # nothing unpacked or half-unpacked on disk
 
 
 def test_mnist_subset_reader_checks_the_same_way(tmp_path: Path, raw: Path) -> None:

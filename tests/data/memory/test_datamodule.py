@@ -64,7 +64,7 @@ def test_no_var_keyword_arguments() -> None:
         InMemoryDataModule.__init__,
         digits.read_digits,
         mnist.read_mnist,
-        mnist.ensure_files,
+        mnist.load_files,
         tabular.read_iris,
         tabular.read_penguins,
         tabular.read_digits_subset,
@@ -87,6 +87,7 @@ def test_type_hints_of_the_datamodule() -> None:
     assert typing.get_args(hints["input_shape"]) == (int,)
     subset = typing.get_type_hints(tabular.read_mnist_subset)
     assert subset["test_per_class"] == int | None and subset["scale"] is float and subset["download"] is bool
+    assert subset["verify"] is bool and typing.get_type_hints(mnist.read_mnist)["verify"] is bool
 
 
 # --------------------------------------------------------------------------------- the splits vs the settings

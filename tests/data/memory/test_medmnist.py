@@ -1,9 +1,12 @@
 """OrganAMNIST's reader on tiny ``organamnist.npz`` files in MedMNIST's format: both versions of the file, each
 way the file can be wrong (one line each), a missing file (and the optional download), and the datamodule and
-config reading it end to end."""
+config reading it end to end. The tiny files are never MedMNIST's published ones: the reads that get past the
+format and size checks are made with ``verify=False``, and the MD5 check is tested with the published sums swapped
+for a tiny file's."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import sys
 import typing
@@ -18,7 +21,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from clusterable.config import CONFIG_DIR, build
-from clusterable.data import CorruptFileError, DatasetNotFoundError
+from clusterable.data import CorruptFileError, DatasetNotFoundError, WrongFileError
 from clusterable.data.memory import InMemoryDataModule
 from clusterable.data.memory import medmnist as reader
 from clusterable.data.memory.medmnist import read_organamnist
@@ -70,7 +73,7 @@ def one_line(err: pytest.ExceptionInfo) -> str:
 def test_each_version_reads_as_float_images_in_0_1_and_long_labels(tmp_path: Path, version: str) -> None:
     content = arrays(version)
     write(tmp_path, content)
-    splits = read_organamnist(str(tmp_path), version=version, download=False)
+    splits = read_organamnist(str(tmp_path), version=version, download=False, verify=False)
     assert sorted(splits) == ["test", "train", "val"]
     for s in SPLITS:
         inputs, labels = splits[s]["inputs"], splits[s]["labels"]
@@ -86,7 +89,7 @@ def test_labels_stored_flat_are_read_too(tmp_path: Path) -> None:
     content = arrays("v3")
     content["val_labels"] = content["val_labels"].reshape(-1).astype(np.int64)
     write(tmp_path, content)
-    assert read_organamnist(str(tmp_path), download=False)["val"]["labels"].shape == (11,)
+    assert read_organamnist(str(tmp_path), download=False, verify=False)["val"]["labels"].shape == (11,)
 
 
 def test_the_real_sizes_and_classes() -> None:
@@ -99,7 +102,7 @@ def test_the_real_sizes_and_classes() -> None:
 
 def test_the_parameters_have_type_hints_the_config_checker_can_read() -> None:
     hints = typing.get_type_hints(read_organamnist)
-    assert hints["root"] is str and hints["download"] is bool
+    assert hints["root"] is str and hints["download"] is bool and hints["verify"] is bool
     assert typing.get_args(hints["version"]) == ("v2", "v3")
 
 
@@ -203,6 +206,32 @@ def test_a_garbled_file_is_one_line(tmp_path: Path, garble: str, what: str) -> N
     assert one_line(err).startswith(f"OrganAMNIST file {path.resolve()} is corrupt: {what}")
 
 
+@pytest.mark.parametrize("version", ["v2", "v3"])
+def test_a_file_of_another_md5_is_refused_in_one_line_naming_both_sums(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    # The published sums are of the real files; a tiny file stands in for one by its own MD5.
+    path = write(tmp_path, arrays(version))
+    md5 = hashlib.md5(path.read_bytes()).hexdigest()
+    monkeypatch.setitem(reader.MD5S, version, md5)
+    assert len(read_organamnist(str(tmp_path), version=version, download=False)["train"]["labels"]) > 0
+    content = arrays(version)
+    content["val_images"][0, 0, 0] ^= 1  # one pixel of one image: another file of the same sizes
+    write(tmp_path, content)
+    with pytest.raises(WrongFileError) as err:
+        read_organamnist(str(tmp_path), version=version, download=False)
+    found = hashlib.md5(path.read_bytes()).hexdigest()
+    record = reader.ZENODO_RECORDS[version]
+    assert one_line(err) == (
+        f"OrganAMNIST file {path.resolve()} is not MedMNIST's {version} organamnist.npz: its MD5 is {found}, the "
+        f"published file's {md5} (medmnist's INFO); replace it with the {version} organamnist.npz (Zenodo record "
+        f"{record}), or set dataset.reader.verify=false to read a file of your own (re-saved, a subset)"
+    )
+    assert len(
+        read_organamnist(str(tmp_path), version=version, download=False, verify=False)["val"]["labels"]
+    )
+
+
 # ---- a missing file ----------------------------------------------------------------------------------------------
 
 
@@ -249,7 +278,7 @@ def test_the_v3_file_is_downloaded_through_medmnist_with_a_timeout(
 
     monkeypatch.setitem(sys.modules, "medmnist", SimpleNamespace(OrganAMNIST=organamnist))
     folder = tmp_path / "medmnist"
-    splits = read_organamnist(str(folder), version="v3", download=True)
+    splits = read_organamnist(str(folder), version="v3", download=True, verify=False)
     assert calls == [("train", folder.resolve(), True, reader.DOWNLOAD_TIMEOUT_S)]
     assert len(splits["train"]["labels"]) == 22 and socket.getdefaulttimeout() is None
 
@@ -278,7 +307,7 @@ def test_the_datamodule_reads_it_end_to_end(tmp_path: Path) -> None:
     write(tmp_path, arrays("v3"))
     dm = InMemoryDataModule(
         "organamnist",
-        partial(read_organamnist, root=str(tmp_path), version="v3", download=False),
+        partial(read_organamnist, root=str(tmp_path), version="v3", download=False, verify=False),
         input_shape=[1, 28, 28],
         num_classes=11,
         batch_size=8,
@@ -305,9 +334,15 @@ def test_the_config_builds_and_reads_the_file(tmp_path: Path) -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=["dataset=organamnist", f"paths.data_dir={tmp_path}"])
     assert cfg.dataset.reader.version == "v2" and cfg.dataset.num_classes == 11
+    assert (
+        cfg.dataset.reader.verify is True
+    )  # the published file's MD5 is checked unless the config says not to
+    with pytest.raises(WrongFileError, match=r"^OrganAMNIST file .* is not MedMNIST's v2 organamnist\.npz"):
+        build(cfg.dataset, "dataset", seed=0).load()
     assert cfg.dataset.labelled_percent == 100 and cfg.dataset.batch_size == 128
     with open_dict(cfg):
         cfg.dataset.labelled_percent = 10
+        cfg.dataset.reader.verify = False
     dm = build(cfg.dataset, "dataset", seed=0)
     splits = dm.load()
     assert splits["train"]["inputs"].shape == (24, 1, 28, 28)

@@ -1,6 +1,7 @@
 """MNIST / Fashion-MNIST reader (COREL protocol) and their dataset configs, on tiny idx-ubyte files.
 
-The ``tiny_mnist`` fixture (conftest.py) writes 60 train / 20 test images per variant, 6 and 2 per class.
+The ``tiny_mnist`` fixture (conftest.py) writes 60 train / 20 test images per variant, 6 and 2 per class: never the
+published files, so these tests read them with ``verify=False`` (test_published.py checks the check).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def row_ids(split: dict[str, torch.Tensor]) -> torch.Tensor:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_read_mnist_shapes_range_and_labels(data_dir: Path, variant: str) -> None:
-    splits = read_mnist(str(data_dir / variant), variant=variant, val_size=VAL, download=False)
+    splits = read_mnist(str(data_dir / variant), variant=variant, val_size=VAL, download=False, verify=False)
     for name, n in {"train": N_TRAIN - VAL, "val": VAL, "test": N_TEST}.items():
         inputs, labels = splits[name]["inputs"], splits[name]["labels"]
         assert inputs.shape == (n, 1, 28, 28) and inputs.dtype == torch.float32
@@ -52,7 +53,7 @@ def test_read_mnist_pairs_images_with_labels_and_splits_disjointly(
     data_dir: Path, tiny_mnist: dict, variant: str
 ) -> None:
     written = tiny_mnist[variant]
-    splits = read_mnist(str(data_dir / variant), variant=variant, val_size=VAL, download=False)
+    splits = read_mnist(str(data_dir / variant), variant=variant, val_size=VAL, download=False, verify=False)
     ids = {name: row_ids(split) for name, split in splits.items()}
     assert sorted(torch.cat([ids["train"], ids["val"]]).tolist()) == list(
         range(N_TRAIN)
@@ -67,19 +68,19 @@ def test_read_mnist_pairs_images_with_labels_and_splits_disjointly(
 
 def test_read_mnist_split_is_deterministic_per_seed(data_dir: Path) -> None:
     root = str(data_dir / "mnist")
-    a, b = (read_mnist(root, val_size=VAL, split_seed=3, download=False) for _ in range(2))
+    a, b = (read_mnist(root, val_size=VAL, split_seed=3, download=False, verify=False) for _ in range(2))
     for name in ("train", "val", "test"):
         assert torch.equal(a[name]["inputs"], b[name]["inputs"]) and torch.equal(
             a[name]["labels"], b[name]["labels"]
         )
-    other = read_mnist(root, val_size=VAL, split_seed=4, download=False)
+    other = read_mnist(root, val_size=VAL, split_seed=4, download=False, verify=False)
     assert set(row_ids(other["val"]).tolist()) != set(row_ids(a["val"]).tolist())
 
 
 def test_read_mnist_accepts_gz_archives(tmp_path: Path, write_mnist) -> None:
     # The files are published gzipped; torchvision alone ignores the .gz files unless download=True.
     write_mnist(tmp_path, "fashion_mnist", compress=True)
-    splits = read_mnist(str(tmp_path), variant="fashion_mnist", val_size=VAL, download=False)
+    splits = read_mnist(str(tmp_path), variant="fashion_mnist", val_size=VAL, download=False, verify=False)
     assert splits["train"]["inputs"].shape == (N_TRAIN - VAL, 1, 28, 28)
     assert row_ids(splits["test"]).tolist() == list(range(N_TEST))
 
@@ -121,7 +122,7 @@ def test_read_mnist_rejects_bad_arguments(data_dir: Path) -> None:
     with pytest.raises(ValueError, match="val_size must be a positive integer"):
         read_mnist(root, val_size=0, download=False)
     with pytest.raises(ValueError, match=r"val_size must be in \[1, 59\], got 60"):
-        read_mnist(root, val_size=N_TRAIN, download=False)
+        read_mnist(root, val_size=N_TRAIN, download=False, verify=False)
 
 
 def compose(variant: str, data_dir: Path, **overrides) -> DictConfig:
@@ -135,7 +136,9 @@ def compose(variant: str, data_dir: Path, **overrides) -> DictConfig:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_config_reads_real_files(data_dir: Path, variant: str) -> None:
-    cfg = compose(variant, data_dir, batch_size=16, reader={"val_size": VAL, "download": False})
+    cfg = compose(
+        variant, data_dir, batch_size=16, reader={"val_size": VAL, "download": False, "verify": False}
+    )
     assert cfg.reader.root == str(data_dir / variant)
     dm = instantiate(cfg)
     dm.setup("fit")

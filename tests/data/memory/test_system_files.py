@@ -1,6 +1,7 @@
 """Fashion-MNIST where Debian's ``dataset-fashion-mnist`` puts it (the four ``.gz`` files, flat), found after
 ``dataset.root`` without a setting, read in memory (the system folder is never written), each file's path and
-SHA-256 recorded."""
+SHA-256 recorded. The files are the conftest's tiny ones, read with ``verify=False`` (test_published.py checks the
+real package's files against the published checksums)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def system(tmp_path: Path, write_mnist) -> tuple[Path, dict]:
 def test_the_system_folder_is_read_after_the_root_and_never_written(tmp_path: Path, system) -> None:
     folder, arrays = system
     before = snapshot(folder)
-    splits = read_mnist(tmp_path / "empty", "fashion_mnist", val_size=10, download=False, system_root=folder)
+    splits = read_mnist(
+        tmp_path / "empty", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False
+    )
     assert snapshot(folder) == before and not (tmp_path / "empty").exists()
     test = splits["test"]
     assert np.array_equal((test["inputs"][:, 0] * 255).round().numpy().astype(int), arrays["test_images"])
@@ -58,17 +61,22 @@ def test_the_system_folder_is_read_after_the_root_and_never_written(tmp_path: Pa
 def test_the_root_comes_first_in_either_layout(tmp_path: Path, system, write_mnist) -> None:
     folder, _ = system
     write_mnist(tmp_path / "tv", "fashion_mnist")  # torchvision's layout
-    tv = read_mnist(tmp_path / "tv", "fashion_mnist", val_size=10, download=False, system_root=folder)
+    tv = read_mnist(
+        tmp_path / "tv", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False
+    )
     assert all(r["path"].startswith(str((tmp_path / "tv").resolve())) for r in tv.notes["files"].values())
     write_mnist(tmp_path / "flat", "fashion_mnist", flat=True)  # the four files in the root itself
-    flat = read_mnist(tmp_path / "flat", "fashion_mnist", val_size=10, download=False, system_root=folder)
+    flat = read_mnist(
+        tmp_path / "flat", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False
+    )
     assert all(r["path"].startswith(str((tmp_path / "flat").resolve())) for r in flat.notes["files"].values())
 
 
 def test_csrl_fashion_subset_reads_the_system_folder_too(tmp_path: Path, system) -> None:
     folder, _ = system
     splits = read_mnist_subset(tmp_path / "none", variant="fashion_mnist", classes=(0, 1, 9), per_class=2,
-                               download=False, train_file="train", test_per_class=1, system_root=folder)  # fmt: skip
+                               download=False, train_file="train", test_per_class=1, system_root=folder,
+                               verify=False)  # fmt: skip
     assert len(splits["train"]["labels"]) == 6 and sorted(splits.notes["files"]) == sorted(FILES)
 
 
@@ -95,8 +103,8 @@ def test_a_run_records_the_files_it_read(train, tmp_path: Path, write_mnist) -> 
     folder = tmp_path / "system"
     write_mnist(folder, "fashion_mnist", compress=True, flat=True)
     result = train("dataset=fashion_mnist", f"dataset.reader.system_root={folder}", f"dataset.root={tmp_path / 'no'}",
-                   "dataset.reader.val_size=10", "trainer.max_epochs=1", "logger=none", "evaluator=[classification]",
-                   "model.hidden=[8,8]")  # fmt: skip
+                   "dataset.reader.val_size=10", "dataset.reader.verify=false", "trainer.max_epochs=1", "logger=none",
+                   "evaluator=[classification]", "model.hidden=[8,8]")  # fmt: skip
     assert result.code == 0, result.err
     record = json.loads(next(train.outputs.rglob("metrics.json")).read_text())
     files = record["data_notes"]["files"]

@@ -10,10 +10,12 @@ Two versions of the file exist, told apart by their sizes (``SIZES``):
 - ``v3``: MedMNIST+ (``medmnist>=3``, Zenodo record 10519652), the current download, with 20 blank training
   images removed.
 Only the v3 file can be downloaded (through the optional ``medmnist`` package: ``pip install medmnist``).
+Unless ``verify`` is off, the file's MD5 must be the one medmnist publishes for its version (``MD5S``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 import zlib
 from pathlib import Path
@@ -22,11 +24,11 @@ from typing import Literal
 import numpy as np
 import torch
 
-from clusterable.data.errors import CorruptFileError, DatasetNotFoundError, last_line
+from clusterable.data.errors import CorruptFileError, DatasetNotFoundError, WrongFileError, last_line
 from clusterable.data.memory.download import DOWNLOAD_TIMEOUT_S, socket_timeout
 from clusterable.data.splits import Split
 
-__all__ = ["CLASSES", "FILE_NAME", "SIZES", "read_organamnist"]
+__all__ = ["CLASSES", "FILE_NAME", "MD5S", "SIZES", "read_organamnist"]
 
 FILE_NAME = "organamnist.npz"
 # The label of each organ is its position (MedMNIST's INFO["organamnist"]["label"]).
@@ -43,12 +45,15 @@ SIZES: dict[str, dict[str, int]] = {
     "v3": {"train": 34_561, "val": 6_491, "test": 17_778},  # MedMNIST+: 20 blank training images removed
 }
 ZENODO_RECORDS = {"v2": "6496656", "v3": "10519652"}
+# The MD5 of each version's organamnist.npz as medmnist publishes it (its INFO["organamnist"]["MD5"]: medmnist 2.x
+# for v2, the file of Zenodo records 5208230 and 6496656; medmnist 3.x for v3), the sum its download checks.
+MD5S = {"v2": "866b832ed4eeba67bfb9edee1d5544e6", "v3": "68e3f8846a6bd62f0c9bf841c0d9eacc"}
 ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive of .npy files
 NPY_MAGIC = b"\x93NUMPY"
 
 
 def read_organamnist(
-    root: str, version: Literal["v2", "v3"] = "v3", download: bool = True
+    root: str, version: Literal["v2", "v3"] = "v3", download: bool = True, verify: bool = True
 ) -> dict[str, Split]:
     """Read ``<root>/organamnist.npz``: the file's own train/val/test splits.
 
@@ -58,6 +63,8 @@ def read_organamnist(
             (MedMNIST+, the current download); the file's sizes must match it.
         download: when the file is missing and ``version`` is ``"v3"``, download it through the ``medmnist``
             package (if installed), with a timeout of ``DOWNLOAD_TIMEOUT_S`` per socket operation.
+        verify: check the file's MD5 against the one medmnist publishes for ``version`` (``MD5S``), after the
+            checks of its format and sizes; false reads a file of your own (re-saved, a subset of the arrays).
 
     Returns:
         ``{"train", "val", "test"}`` splits with ``inputs`` (N, 1, 28, 28) float32 in [0, 1] and ``labels`` (N,)
@@ -70,6 +77,7 @@ def read_organamnist(
             how to get it).
         CorruptFileError: the file cannot be read as an .npz archive, lacks a key, holds images of another shape,
             labels outside 0..10, or sizes of neither version.
+        WrongFileError: with ``verify``, a well-formed file that is not the published one (another MD5).
     """
     if version not in SIZES:
         raise ValueError(f"version must be one of {', '.join(SIZES)}, got {version!r}")
@@ -93,7 +101,21 @@ def read_organamnist(
                 f"OrganAMNIST file {path} is corrupt: {s}_labels go from {low} to {high}, expected organ ids "
                 f"0..{len(CLASSES) - 1}; {_replace(version)}"
             )
+    if verify:
+        _check_md5(path, version)
     return {s: _tensors(split) for s, split in splits.items()}
+
+
+def _check_md5(path: Path, version: str) -> None:
+    """The file's MD5 is the published one of ``version``; checked last, since the format and size checks say
+    more about a file that fails them. A ``WrongFileError`` (one line) otherwise."""
+    md5 = hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+    if md5 != MD5S[version]:
+        raise WrongFileError(
+            f"OrganAMNIST file {path} is not MedMNIST's {version} {FILE_NAME}: its MD5 is {md5}, the published "
+            f"file's {MD5S[version]} (medmnist's INFO); {_replace(version)}, or set dataset.reader.verify=false to "
+            "read a file of your own (re-saved, a subset)"
+        )
 
 
 def _download(folder: Path, version: str) -> str | None:

@@ -194,6 +194,7 @@ def read_mnist_subset(
     scale: float = 1.0,
     pad_to: int | None = None,
     system_root: str | Path | None = None,
+    verify: bool = True,
 ) -> dict[str, Split]:
     """The paper's MNIST subset: the TEST split's first ``per_class`` images of each class, in file order.
 
@@ -210,15 +211,17 @@ def read_mnist_subset(
 
     ``system_root``: a system folder with the four files in the flat layout, searched after ``root``, never written
     (``mnist.load_files``: Debian's ``dataset-fashion-mnist``). The notes name the files read and their SHA-256.
+    ``verify``: the files must be the published ones (their counts and checksums, ``mnist.check_published``): a
+    subset is taken from the real dataset, never from a copy of another; false reads files of your own.
 
     Raises ``clusterable.data.errors.DatasetNotFoundError`` (a FileNotFoundError) naming the files and the
     folder when they are missing and cannot be downloaded, and ``clusterable.data.errors.CorruptFileError``
-    naming a truncated or garbled file (see ``mnist.ensure_files``).
+    naming a truncated or garbled file, or (``WrongFileError``) one that is not the published file.
     """
     if train_file not in ("train", "test"):
         raise ValueError(f"train_file must be 'train' or 'test', got {train_file!r}")
-    # mnist.load_files: the same places, .gz unpacking, download, corruption checks and messages as read_mnist.
-    files, notes = mnist.load_files(root, variant, download, system_root)
+    # mnist.load_files: the same places, names, download, checks and messages as read_mnist.
+    files, notes = mnist.load_files(root, variant, download, system_root, verify)
 
     def arrays(train: bool) -> tuple[np.ndarray, np.ndarray]:
         images, labels = mnist.PAIRS[0 if train else 1]
