@@ -1,6 +1,7 @@
-"""Sweeps that survive Ctrl-C, each other and a full disk: a joblib sweep stopped by Ctrl-C (its workers
-included), a cell locked while it runs, ``-m`` with DDP refused before anything runs, and a full disk ending a run in
-one line with no truncated checkpoint left behind.
+"""Sweeps that survive Ctrl-C, SIGTERM, each other and a full disk: a joblib sweep stopped by Ctrl-C (its workers
+included), every launcher stopped by SIGTERM (a cluster's time limit) as by Ctrl-C, a cell locked while it runs,
+``-m`` with DDP refused before anything runs, and a full disk ending a run in one line with no truncated checkpoint
+left behind.
 
 The slow head (``loss=slow``, tests/helpers/slow_heads.py) sleeps every step and writes its process id to
 ``started/`` when it begins training, so a test knows a cell runs, and in which process.
@@ -95,6 +96,92 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0 and "sweep: 4 ok, 0 failed, 0 skipped (" in out, (out, err)
     assert sorted(m["status"] for m in all_metrics(tmp_path / "outputs")) == ["ok"] * 4
+
+
+# 55 s, 25 s and 40 s on 2 busy cores (each command starts an interpreter); the in-process versions follow.
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "launcher", [pytest.param("stacked", marks=SLOW), "basic", pytest.param("joblib", marks=SLOW)]
+)
+def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, launcher):
+    # A cluster's time limit: SIGTERM to the command. Each launcher records the cells it runs `interrupted`, prints
+    # the summary and exits 143 (128 + SIGTERM); a stacked grid's members are each recorded.
+    args = ["-m", SEARCHPATH, f"hydra/launcher={launcher}", "loss=slow", "seed=0,1", "name=sigterm",
+            "trainer.max_epochs=2", *QUICK, *(["hydra.launcher.n_jobs=2"] if launcher == "joblib" else [])]  # fmt: skip
+    proc = _start(tmp_path, *args)
+    try:
+        _wait_for_start(tmp_path, proc)
+        time.sleep(0.5)  # under way (both joblib workers)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, (out, err)
+    assert "Traceback" not in out + err, err
+    runs = all_metrics(tmp_path / "outputs")
+    assert runs and all(m["status"] == "failed" and m["error"] == "interrupted" for m in runs), runs
+    # The stack's two members, the basic launcher's one cell, the joblib cells under way.
+    assert len(runs) == {"stacked": 2, "basic": 1}.get(launcher, len(runs))
+    (summary,) = [line for line in out.splitlines() if line.startswith("sweep: ")]
+    assert summary.startswith(f"sweep: 0 ok, 0 failed, 0 skipped, {len(runs)} interrupted ("), (out, err)
+    assert err.count("interrupted: ") == len(runs) and "run the same command again" in err
+    if launcher != "stacked":
+        return  # the resume is the launchers' own, checked under Ctrl-C; the stacked one here
+    again = _start(tmp_path, *args)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "sweep: 2 ok, 0 failed, 0 skipped (" in out, (out, err)
+    runs = all_metrics(tmp_path / "outputs")
+    assert [m["status"] for m in runs] == ["ok", "ok"] and {m["stacked"]["members"] for m in runs} == {2}
+
+
+def test_sigterm_in_a_run_records_it_interrupted_with_exit_status_143_and_the_same_command_resumes(train):
+    # The head sends SIGTERM to this process in its second epoch, inside Lightning's fit (whose own SIGTERM handler
+    # runs first): the run is recorded as Ctrl-C records it, with the shell's status of a SIGTERM.
+    before = signal.getsignal(signal.SIGTERM)
+    args = ["-m", SEARCHPATH, "loss=interrupt_once", "+loss.send=SIGTERM", "name=sigterm", "trainer.max_epochs=3",
+            *QUICK]  # fmt: skip
+    first = train(*args)
+    assert first.code == 143, first
+    assert signal.getsignal(signal.SIGTERM) == before  # the command's handlers are its own
+    (line,) = first.error_lines()
+    assert line.startswith("interrupted: ") and "sigterm" in line and "run the same command again" in line
+    assert "sweep: 0 ok, 0 failed, 0 skipped, 1 interrupted (" in first.out and "Traceback" not in first.err
+    (m,) = all_metrics(train.outputs)
+    assert m["status"] == "failed" and m["error"] == "interrupted"
+    second = train(*args)
+    assert second.code == 0 and "sweep: 1 ok, 0 failed, 0 skipped (" in second.out, second
+    assert [m["status"] for m in all_metrics(train.outputs)] == ["ok"]
+
+
+def test_sigterm_records_every_member_of_a_stack_and_the_same_command_resumes(train, monkeypatch):
+    from clusterable import interrupts
+    from clusterable.stacked import fit
+
+    original, calls = fit.fit, []
+
+    def terminated(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # the stack's first epoch: no Lightning, its handler only
+            # Else SIGTERM would end the test session.
+            assert signal.getsignal(signal.SIGTERM) is interrupts.interrupt
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "fit", terminated)
+    args = ["-m", "hydra/launcher=stacked", "dataset=iris", "loss=cce", "seed=0,1", "name=stacked_sigterm",
+            "logger=none", *QUICK]  # fmt: skip
+    first = train(*args)
+    assert first.code == 143 and "sweep: 0 ok, 0 failed, 0 skipped, 2 interrupted (" in first.out, first
+    lines = first.error_lines()
+    assert len(lines) == 2 and all(line.startswith("interrupted: ") for line in lines), lines
+    runs = all_metrics(train.outputs)
+    assert len(runs) == 2 and all(m["status"] == "failed" and m["error"] == "interrupted" for m in runs)
+    again = train(*args)
+    assert again.code == 0 and "sweep: 2 ok, 0 failed, 0 skipped (" in again.out, again
+    assert [m["status"] for m in all_metrics(train.outputs)] == ["ok", "ok"]
 
 
 def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train, tmp_path):

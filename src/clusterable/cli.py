@@ -6,9 +6,10 @@ A mistake on the command line is one line and exit status 2 before anything runs
 wrong sweep setting (``hydra.sweeper.grids`` that is not a mapping of grids) is Hydra's own composition error,
 turned into one line, so the config is composed once per command (once per cell under ``-m``).
 ``-m`` with DDP is such a mistake (``hydra_callbacks.ddp_in_sweep``). A full disk or an unwritable file is one line
-(``error: no space left on device writing <file>``), and a sweep that does not finish (Ctrl-C, a full disk) still
-prints its summary.
-Exit status: 0 when every run is ok, 1 when one failed, 2 for a mistake on the command line, 130 after Ctrl-C.
+(``error: no space left on device writing <file>``), and a sweep that does not finish (Ctrl-C, SIGTERM, a full disk)
+still prints its summary.
+Exit status: 0 when every run is ok, 1 when one failed, 2 for a mistake on the command line, 130 after Ctrl-C and
+143 after SIGTERM (handled as Ctrl-C: ``clusterable.interrupts``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from clusterable import hydra_callbacks, resolvers
+from clusterable import hydra_callbacks, interrupts, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
 from clusterable.preflight import check_group_options, swept_group_key
 from clusterable.run import RunContext, run
@@ -53,9 +54,10 @@ def main() -> None:
     # compose becomes one line here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        hydra_main()
+        with interrupts.interruptible():  # SIGTERM (a cluster's time limit) stops the command as Ctrl-C does
+            hydra_main()
     except KeyboardInterrupt:  # the interrupted cells are recorded (the same command redoes them)
-        sys.exit(130)
+        sys.exit(interrupts.exit_status())  # 130 after Ctrl-C, 143 after SIGTERM
     except hydra_callbacks.CommandLineError as e:  # refused before any cell ran
         hydra_callbacks.discard_sweep()
         print(f"error: {e}", file=sys.stderr)

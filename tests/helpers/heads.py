@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import torch
@@ -42,16 +44,26 @@ class Cancelling(CCELoss):
 
 class InterruptOnce(CCELoss):
     """Raises KeyboardInterrupt (what Ctrl-C raises) at ``epoch`` unless ``marker`` exists; creates it first, so
-    the same command run again trains through."""
+    the same command run again trains through. ``send``: a signal's name (``SIGTERM``, a cluster's time limit) sent
+    to its own process instead, whose handler must stop the run."""
 
-    def __init__(self, num_classes: int, embedding_dim: int, marker: str, epoch: int = 1):
+    def __init__(
+        self, num_classes: int, embedding_dim: int, marker: str, epoch: int = 1, send: str | None = None
+    ):
         super().__init__(num_classes=num_classes, embedding_dim=embedding_dim)
-        self.marker, self.at_epoch = Path(marker), epoch
+        self.marker, self.at_epoch, self.send = Path(marker), epoch, send
 
     def forward(self, embeddings: Tensor, labels: Tensor, epoch: int = 0, **batch) -> dict[str, Tensor]:
         if epoch >= self.at_epoch and self.training and not self.marker.exists():
             self.marker.touch()
-            raise KeyboardInterrupt
+            if self.send is None:
+                raise KeyboardInterrupt
+            signum = signal.Signals[self.send]
+            # Never the default action here: it would end the test session, not the run.
+            assert signal.getsignal(signum) not in (signal.SIG_DFL, signal.SIG_IGN, None), (
+                f"{self.send} unhandled"
+            )
+            os.kill(os.getpid(), signum)
         return super().forward(embeddings, labels, **batch)
 
 

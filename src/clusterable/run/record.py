@@ -3,14 +3,13 @@
 ``recorded(ctx, payload)`` is the run layer's ``task_wrapper`` (lightning-hydra-template's ``utils.task_wrapper``):
 a mistake in the input (config, contract, data, evaluator, a batch a head refuses) becomes one line and status
 ``failed``; a head that saw its own loss run away, ``diverged``; a bug, one line pointing at ``traceback.txt``;
-Ctrl-C, ``interrupted`` and ``KeyboardInterrupt`` again. Whatever happened, metrics.json is written (rank 0), the
-loggers are closed, the sweep hears the outcome and the summary is printed.
+Ctrl-C or SIGTERM, ``interrupted`` and ``KeyboardInterrupt`` again. Whatever happened, metrics.json is written
+(rank 0), the loggers are closed, the sweep hears the outcome and the summary is printed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 import traceback
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from clusterable import hydra_callbacks
+from clusterable import hydra_callbacks, interrupts
 from clusterable.run.cell import release_cell
 from clusterable.run.context import RunContext
 from clusterable.rundir import (
@@ -68,14 +67,14 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
         error, status = str(e), "diverged" if e.expected or payload["metrics"] else "failed"
     except input_errors() as e:
         error = str(e)
-    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C into SystemExit(1)
-        # A second Ctrl-C (the terminal's and the sweep's both reach a worker) must not cut the record short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        finish(ctx, payload, "interrupted", rank_zero, loggers)
-        if rank_zero:
-            print(f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
-                  file=sys.stderr)  # fmt: skip
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores further Ctrl-C
+    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C (and SIGTERM) into SystemExit
+        # Ctrl-C or SIGTERM (clusterable.interrupts). A second one (the terminal's and the sweep's both reach a
+        # worker) must not cut the record short.
+        with interrupts.shielded():
+            finish(ctx, payload, "interrupted", rank_zero, loggers)
+            if rank_zero:
+                print(f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
+                      file=sys.stderr)  # fmt: skip
         raise KeyboardInterrupt from None
     except Exception as e:  # a bug rather than bad input: the traceback goes to a file and a sweep goes on
         if is_write_error(e):  # a full disk or an unwritable file, not a bug: one line naming the file

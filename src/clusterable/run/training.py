@@ -19,6 +19,8 @@ from clusterable.run.parts import Parts
 def quiet_lightning() -> None:
     """Lightning's per-run banner (accelerator lines, tips) repeats for every job of a sweep; warnings still show."""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    # Its "Received SIGTERM" says what the run's own "interrupted: <run dir> ..." line says (clusterable.interrupts).
+    logging.getLogger("lightning.pytorch.trainer.connectors.signal_connector").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")  # inside Lightning, not ours
     # Frozen BatchNorm layers (the metric-learning backbones) stay in eval mode on purpose.
     warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode at the start of training")

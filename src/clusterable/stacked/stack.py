@@ -4,8 +4,8 @@
 seed, its parts, its checks; a member whose parts fail is recorded ``failed`` alone), the members train together
 (``stacked.fit``), and each is then restored to its best epoch as a single-run module, checkpointed, evaluated by
 the single run's evaluation and recorded by the single run's wrapper (``run.record.recorded``): the same files and
-keys, plus ``stacked`` (the group it trained in). A failure of the whole stack (a bug, Ctrl-C) is recorded in
-every member.
+keys, plus ``stacked`` (the group it trained in). A failure of the whole stack (a bug, Ctrl-C, SIGTERM) is
+recorded in every member.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from clusterable import interrupts
 from clusterable.run import Prepared
 from clusterable.run.record import recorded
 from clusterable.stacked.errors import NotStackable
@@ -116,13 +117,21 @@ def _record_all(members: Sequence[Member], error: BaseException) -> None:
         _record(member, error)
 
 
+def record_interrupted(cells: Sequence[Prepared]) -> None:
+    """Ctrl-C or SIGTERM before ``cells`` (prepared: locked and clean) trained: each recorded ``interrupted``, then
+    KeyboardInterrupt."""
+    _record_interrupted([Member(cell) for cell in cells])
+
+
 def _record_interrupted(members: Sequence[Member]) -> None:
-    """Ctrl-C: every member recorded ``interrupted`` (the same command redoes them), then KeyboardInterrupt."""
-    for member in members:
-        try:
-            _record(member, KeyboardInterrupt())
-        except KeyboardInterrupt:
-            pass
+    """Ctrl-C or SIGTERM: every member recorded ``interrupted`` (the same command redoes them), then
+    KeyboardInterrupt. A second signal waits until all are recorded (a cluster may send SIGTERM again)."""
+    with interrupts.shielded():
+        for member in members:
+            try:
+                _record(member, KeyboardInterrupt())
+            except KeyboardInterrupt:
+                pass
     raise KeyboardInterrupt
 
 

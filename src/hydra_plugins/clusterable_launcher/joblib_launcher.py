@@ -1,16 +1,17 @@
-"""``hydra/launcher=joblib`` for ``train.py -m``: Hydra's joblib launcher, made to stop on Ctrl-C.
+"""``hydra/launcher=joblib`` for ``train.py -m``: Hydra's joblib launcher, made to stop on Ctrl-C and SIGTERM.
 
 Hydra's own launcher lets Ctrl-C reach its workers in any state: a worker interrupted mid-cell hands the
 ``KeyboardInterrupt`` to loky (a traceback) and takes the next cell, an idle one dies, and the launching process may
 kill the workers before they have recorded their cells. Here (stored as ``hydra/launcher=joblib`` in place of
 Hydra's, with the same options):
 
-- each worker turns the first Ctrl-C of a cell into one ``KeyboardInterrupt`` (the run layer records the cell
-  ``interrupted``), ignores Ctrl-C between cells and starts no cell once the sweep is stopping;
-- the launching process, on Ctrl-C (from the terminal, which signals every process of the group, or sent to it
-  alone), passes it on to the workers that run a cell, waits up to ``GRACE_S`` seconds for them to record it (a
-  second Ctrl-C stops waiting), then lets joblib kill every worker and raises ``KeyboardInterrupt``: the sweep's
-  summary is printed and the command exits 130 (``clusterable.cli``); the same command redoes those cells.
+- each worker turns the first Ctrl-C or SIGTERM of a cell into one ``KeyboardInterrupt`` (the run layer records
+  the cell ``interrupted``), ignores both between cells and starts no cell once the sweep is stopping;
+- the launching process, on Ctrl-C or SIGTERM (from the terminal, which signals every process of the group, from a
+  cluster's time limit, which signals every process of the job, or sent to it alone), passes it on to the workers
+  that run a cell, waits up to ``GRACE_S`` seconds for them to record it (a second signal stops waiting), then lets
+  joblib kill every worker and raises ``KeyboardInterrupt``: the sweep's summary is printed and the command exits
+  130 after Ctrl-C, 143 after SIGTERM (``clusterable.cli``); the same command redoes those cells.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
 from joblib import Parallel, delayed
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable import interrupts
 from clusterable.hydra_callbacks import RECORDS_ENV, CommandLineError
 
 log = logging.getLogger(__name__)
@@ -45,18 +47,23 @@ STOP_FILE = "stop"  # in the launch's control folder: no worker starts a cell on
 RUNNING = "running"
 
 
-_interrupted: list[bool] = []  # this worker's cell has had its Ctrl-C
+_interrupted: list[int] = []  # the signal that interrupted this worker's cell
 
 
 def _interrupt_once(signum: int, frame: Any) -> None:
-    """A worker's Ctrl-C during a cell: one ``KeyboardInterrupt``, the next ones ignored (the terminal and the
-    launching process may both send one). The flag, not only the handler, says so: Lightning restores the
-    handler it found (this one) when it tears the trainer down after the first interrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A worker's Ctrl-C or SIGTERM during a cell: one ``KeyboardInterrupt``, the next ones ignored (the terminal,
+    the cluster and the launching process may each send one). The flag, not only the handler, says so: Lightning
+    restores the handler it found (this one) when it tears the trainer down after the first interrupt."""
+    _ignore_interrupts()
     if _interrupted:
         return
-    _interrupted.append(True)
+    _interrupted.append(signum)
     raise KeyboardInterrupt
+
+
+def _ignore_interrupts() -> None:
+    for signum in interrupts.INTERRUPTS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def run_cell(
@@ -68,23 +75,25 @@ def run_cell(
     singleton_state: dict[Any, Any],
     control: str,
     records: str | None,
-) -> JobReturn | None:
-    """Run one cell in a worker (Hydra's ``execute_job``); None when the sweep was stopped before or during it."""
+) -> JobReturn | int | None:
+    """Run one cell in a worker (Hydra's ``execute_job``); None when the sweep was stopped before it, the signal
+    that interrupted it (``signal.SIGINT``, ``signal.SIGTERM``) when it was stopped during it."""
     folder = Path(control)
     if (folder / STOP_FILE).exists():
         return None
     if records:  # a reused worker keeps the environment of the sweep that started it: this sweep's folder
         os.environ[RECORDS_ENV] = records
     _interrupted.clear()
-    signal.signal(signal.SIGINT, _interrupt_once)
+    for signum in interrupts.INTERRUPTS:
+        signal.signal(signum, _interrupt_once)
     running = folder / RUNNING / str(os.getpid())
     running.touch()
     try:
         return execute_job(idx, overrides, hydra_context, config, task_function, singleton_state)
     except KeyboardInterrupt:  # the run layer recorded the cell; the launching process stops the sweep
-        return None
+        return int(_interrupted[0] if _interrupted else signal.SIGINT)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # between cells Ctrl-C is the launching process's
+        _ignore_interrupts()  # between cells, stopping the sweep is the launching process's
         running.unlink(missing_ok=True)
 
 
@@ -136,13 +145,15 @@ class JoblibLauncher(joblib_launcher.JoblibLauncher):
         singletons = Singleton.get_state()
 
         def on_ctrl_c(signum: int, frame: Any) -> None:
-            if stopping:  # a second Ctrl-C: stop waiting, joblib kills the workers now
+            """Ctrl-C or SIGTERM: the running cells recorded, then the sweep stops."""
+            if stopping:  # a second signal: stop waiting, joblib kills the workers now
                 raise KeyboardInterrupt
             stopping.append(True)
+            interrupts.note(signum)  # the command's exit status: 130 or 143
             _stop_workers(folder)
             raise KeyboardInterrupt  # joblib aborts: it kills every worker, idle ones included
 
-        previous = signal.signal(signal.SIGINT, on_ctrl_c)
+        previous = {signum: signal.signal(signum, on_ctrl_c) for signum in interrupts.INTERRUPTS}
         try:
             runs = Parallel(**joblib_cfg)(
                 delayed(run_cell)(
@@ -158,9 +169,12 @@ class JoblibLauncher(joblib_launcher.JoblibLauncher):
                 for idx, overrides in enumerate(job_overrides)
             )
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             shutil.rmtree(folder, ignore_errors=True)
-        if any(r is None for r in runs):  # a worker alone was interrupted: the sweep stops all the same
+        stopped = [r for r in runs if not isinstance(r, JobReturn)]
+        if stopped:  # a worker alone was interrupted: the sweep stops all the same, with the worker's signal
+            interrupts.note(next((r for r in stopped if r is not None), signal.SIGINT))
             raise KeyboardInterrupt
         return runs
 

@@ -88,20 +88,23 @@ class StackedLauncher(Launcher):
     def _stack(self, sweep_configs: list[DictConfig]) -> dict[int, JobReturn]:
         """Prepare each cell in its job (run dir, ``.hydra``, log), train those that need it as one stack."""
         from clusterable.run import Prepared, RunContext, prepare
-        from clusterable.stacked.stack import run_stack
+        from clusterable.stacked.stack import record_interrupted, run_stack
 
         def prepare_job(cfg: DictConfig) -> Any:
             return prepare(cfg, RunContext.from_hydra(HydraConfig.get()))
 
         returns: dict[int, JobReturn] = {}
         pending: dict[int, Prepared] = {}
-        for i, sweep_config in enumerate(sweep_configs):
-            ret = run_job(hydra_context=self.hydra_context, task_function=prepare_job, config=sweep_config,
-                          job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")  # fmt: skip
-            returns[i] = ret
-            if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
-                pending[i] = ret.return_value
-                ret.return_value = None
+        try:
+            for i, sweep_config in enumerate(sweep_configs):
+                ret = run_job(hydra_context=self.hydra_context, task_function=prepare_job, config=sweep_config,
+                              job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")  # fmt: skip
+                returns[i] = ret
+                if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
+                    pending[i] = ret.return_value
+                    ret.return_value = None
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the cells locked and cleaned so far say so
+            record_interrupted(list(pending.values()))
         cells = list(pending.values())
         if len(cells) == 1:  # the others were finished or busy: the one left runs as a single run
             i = next(iter(pending))
