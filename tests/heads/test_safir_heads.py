@@ -72,9 +72,9 @@ def run(head, encoder, batch, epoch: int) -> dict[str, torch.Tensor]:
 
 
 def unsupervised(name: str, head, out: dict) -> torch.Tensor:
-    """L_U from the logged parts: recon, kl, or recon + beta kl."""
+    """L_U from the logged parts: recon, kl, or recon + kl_weight kl (the MVAE's beta on its kl_scale)."""
     if name == "mvae":
-        return out["recon"] + head.beta * out["kl"]
+        return out["recon"] + head.kl_weight * out["kl"]
     return out[UNSUPERVISED[name][0]]
 
 
@@ -236,6 +236,63 @@ def test_reconstruction_reductions_and_targets():
     assert 0 < float(x_hat.detach().min()) and float(x_hat.detach().max()) < 1  # sigmoid output: pixels
 
 
+def with_constant_decoder(head):
+    """The head with its decoder's last layer zeroed: every reconstructed value is sigmoid(0) = 0.5."""
+    last = head.decoder[-2]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.zero_()
+    return head
+
+
+@pytest.mark.parametrize("name", ["dml_ae", "mvae"])
+def test_the_reconstruction_is_the_per_value_mean_by_default(name):
+    # Algorithm 5's MSE(x, x_hat): a hand-made batch of 0s and 1s against x_hat = 0.5 gives 0.25 per value, so the
+    # mean over rows and values is 0.25 and the first reading (summed over the 12 values) 3.0
+    encoder, batch = data()
+    batch["inputs"] = (torch.arange(N * SHAPE[0]).reshape(N, *SHAPE) % 3 == 0).to(torch.float32)
+    default = with_constant_decoder(make(name))
+    summed = with_constant_decoder(make(name, recon_reduction="sum"))
+    assert default.recon_reduction == "mean"
+    assert run(default, encoder, batch, 1)["recon"].item() == pytest.approx(0.25)
+    assert run(summed, encoder, batch, 1)["recon"].item() == pytest.approx(3.0)
+
+
+def mvae_unsupervised_epoch(head, encoder, batch) -> dict[str, torch.Tensor]:
+    """An epoch of L_U alone (alpha = 1), the Monte Carlo draws seeded: two heads see the same noise."""
+    torch.manual_seed(5)
+    return run(head.eval(), encoder, batch, 1)
+
+
+def test_mvae_kl_is_scaled_per_reconstructed_value_by_default():
+    encoder, batch = data()
+    per_value, per_row = make("mvae", alpha=1.0), make("mvae", alpha=1.0, kl_scale="per_row")
+    assert per_value.kl_scale == "per_value" and per_value.kl_weight == pytest.approx(0.5 / SHAPE[0])
+    assert per_row.kl_weight == 0.5
+    out = mvae_unsupervised_epoch(per_value, encoder, batch)
+    assert out["kl"].item() > 0 and close(out["loss"], out["recon"] + 0.5 / SHAPE[0] * out["kl"])
+    out = mvae_unsupervised_epoch(per_row, encoder, batch)
+    assert close(out["loss"], out["recon"] + 0.5 * out["kl"])
+
+
+def test_mvae_old_setting_reproduces_the_old_loss_and_the_default_is_it_per_value():
+    # recon_reduction=sum, kl_scale=per_row: squared error summed over the values plus beta times the per-row KL,
+    # the loss before the defaults changed; the defaults give the same L_U divided by d_in (the ELBO's balance)
+    encoder, batch = data()
+    old = make("mvae", alpha=1.0, recon_reduction="sum", kl_scale="per_row")
+    out_old = mvae_unsupervised_epoch(old, encoder, batch)
+    h = encoder(batch["inputs"])
+    mu, logvar = old.posterior(h)
+    torch.manual_seed(5)
+    kl = old.kl(mu, logvar, encoder).mean()
+    by_hand = (old.decoder(mu) - batch["inputs"]).pow(2).sum(1).mean() + 0.5 * kl
+    assert close(out_old["loss"], by_hand) and close(out_old["kl"], kl)
+    out_new = mvae_unsupervised_epoch(
+        make("mvae", alpha=1.0), encoder, batch
+    )  # the same weights (make seeds)
+    assert close(out_new["loss"], out_old["loss"] / SHAPE[0]) and close(out_new["kl"], out_old["kl"])
+
+
 # --- constructor checks ----------------------------------------------------------------------------------------
 
 
@@ -260,6 +317,7 @@ def _not_a_head(num_classes: int, embedding_dim: int) -> torch.nn.Module:
         ("mvae", {"kl_samples": 0}, ValueError, "kl_samples must be >= 1, got 0"),
         ("mvae", {"pseudo_inputs": 0}, ValueError, "pseudo_inputs must be >= 1, got 0"),
         ("mvae", {"beta": -0.5}, ValueError, "beta must be >= 0, got -0.5"),
+        ("mvae", {"kl_scale": "per_pixel"}, ValueError, "kl_scale must be one of per_value, per_row, got 'per_pixel'"),
         ("dml_gmm", {"kl_samples": 0}, ValueError, "kl_samples must be >= 1, got 0"),
         ("dml_gmm", {"latent_dim": 13}, ValueError, "latent_dim=13 gives a GMM prior of 2^13 = 8,192 components"),
         ("dml_gmm", {"gmm_logvar": math.inf}, ValueError, "gmm_logvar must be finite, got inf"),
@@ -304,6 +362,10 @@ def test_configs_build_with_every_metric(name, metric):
     if metric == "triplet":
         assert head.metric.loss_fn.margin == 0.1 and head.metric.miner_fn.type_of_triplets == "semihard"
     assert head.schedule == ("joint" if name == "dml" else "alternate")
+    if name in ("dml_ae", "mvae"):  # Algorithm 5's MSE; the MVAE's KL per reconstructed value with it
+        assert head.recon_reduction == "mean"
+    if name == "mvae":
+        assert head.kl_scale == "per_value" and head.kl_weight == pytest.approx(head.beta / SHAPE[0])
 
 
 @pytest.mark.parametrize(
@@ -325,6 +387,11 @@ def test_configs_build_with_every_metric(name, metric):
             "loss.schedule must be one of 'alternate', 'joint', got 'both'",
         ),
         (["loss=dml_ae", "+loss.beta=1.0"], "loss.beta is not an option of DMLAutoencoder"),
+        (["loss=dml_ae", "+loss.kl_scale=per_row"], "loss.kl_scale is not an option of DMLAutoencoder"),
+        (
+            ["loss=mvae", "loss.kl_scale=per_pixel"],
+            "loss.kl_scale must be one of 'per_value', 'per_row', got",
+        ),
     ],
 )
 def test_config_errors_are_one_line(overrides, message):

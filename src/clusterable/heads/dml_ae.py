@@ -38,8 +38,11 @@ class DMLAutoencoder(SemiSupervisedHead):
         alpha: α in (0, 1].
         gamma: γ >= 0 (joint schedule).
         decoder_hidden: widths of the decoder's hidden layers, each >= 1.
-        recon_reduction: ``sum`` (squared error summed over the values, averaged over the rows) or ``mean``
-            (averaged over both).
+        recon_reduction: ``mean`` (squared error averaged over the rows and the d_in values: the thesis's
+            ``MSE(x, x_hat)``, Algorithm 5, its only written reconstruction loss; §5.1 says "the
+            reconstruction loss" alone) or ``sum`` (summed over the values, averaged over the rows: our first
+            reading, from §4.3's Gaussian likelihood). Summed over 784 pixels, the reconstruction left the triplet
+            term 1.8-2.9% of the encoder's gradient on Fashion-MNIST; averaged, R@1 rose from 81.5 to 84.0.
         negative_slope: the decoder's LeakyReLU slope, >= 0.
 
     Attributes:
@@ -59,7 +62,7 @@ class DMLAutoencoder(SemiSupervisedHead):
         alpha: float = 0.5,
         gamma: float = 1.0,
         decoder_hidden: Sequence[int] = (500, 500),
-        recon_reduction: Reduction = "sum",
+        recon_reduction: Reduction = "mean",
         negative_slope: float = 0.01,
     ):
         super().__init__(num_classes, embedding_dim, latent_dim, metric, schedule, alpha, gamma)
