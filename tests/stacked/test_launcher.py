@@ -1,9 +1,12 @@
 """``train.py -m hydra/launcher=stacked`` as a user runs it: cells grouped by the stacking rule, each recorded as
-its own run, the summary and exit status per cell, a cell that cannot stack run alone, Ctrl-C and resume."""
+its own run, the summary and exit status per cell, a cell that cannot stack run alone, Ctrl-C and resume, a full
+disk."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -150,3 +153,61 @@ def test_a_launcher_that_does_not_exist_is_one_line(train) -> None:
         "error: hydra/launcher=stack: no such option of hydra/launcher; options: basic, joblib, stacked, "
         "submitit_local, submitit_slurm"
     )
+
+
+def _enospc(path: str | Path) -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def test_a_full_disk_writing_the_members_checkpoints_records_each_member_failed(
+    train, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every save writes half its bytes and fails as a full disk does: each member ends as its single run would.
+    import torch
+
+    real = torch.save
+
+    def half_then_full(obj, f, *args, **kwargs):
+        real(obj, f, *args, **kwargs)
+        Path(f).write_bytes(Path(f).read_bytes()[: Path(f).stat().st_size // 2])
+        raise _enospc(f)  # the temporary file's name: the write names the checkpoint itself
+
+    monkeypatch.setattr(torch, "save", half_then_full)
+    result = train(*SWEEP, "loss=cce", "seed=0,1")
+    assert result.code == 1 and "sweep: 0 ok, 2 failed, 0 skipped (" in result.out, result
+    assert "Traceback" not in result.out + result.err
+    found = records(train.outputs)
+    assert len(found) == 2
+    for cell, record in found.items():
+        assert record["status"] == "failed" and record["error"].startswith("no space left on device writing ")
+        assert record["error"].endswith(f"{cell}/checkpoints/best.ckpt"), record["error"]
+        (run_dir,) = [p.parent for p in train.outputs.rglob("metrics.json") if p.parent.name == cell]
+        assert not list((run_dir / "checkpoints").iterdir())  # neither half a best.ckpt nor a temporary file
+
+
+def test_a_full_disk_writing_the_next_cells_files_records_the_prepared_members_failed(
+    train, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hydra's own files of the stack's second cell cannot be written: the first cell, locked and cleaned for the
+    # stack, is recorded failed with the one line; the sweep stops there, as the basic launcher's does.
+    from hydra.core import utils
+
+    real, calls = utils._save_config, []
+
+    def save_config(cfg, filename, output_dir):
+        calls.append(filename)
+        if calls.count("config.yaml") > 1:
+            raise _enospc(Path(output_dir) / filename)
+        return real(cfg, filename, output_dir)
+
+    monkeypatch.setattr(utils, "_save_config", save_config)
+    result = train(*SWEEP, "loss=cce", "seed=0,1,2")
+    assert result.code == 1 and "sweep: 0 ok, 1 failed, 0 skipped (" in result.out, result
+    assert "Traceback" not in result.out + result.err
+    error, failed = result.error_lines()[0], result.error_lines()[1:]
+    assert error.startswith("error: no space left on device writing ") and "seed=1" in error, error
+    assert error.endswith(".hydra/config.yaml"), error
+    ((cell, record),) = records(train.outputs).items()
+    assert "seed=0" in cell and record["status"] == "failed"
+    assert record["error"] == error.removeprefix("error: ")
+    assert failed == [f"failed: {cell}: {record['error']}"]  # the summary's line of the one cell recorded

@@ -42,6 +42,11 @@ def lock_cell(run_dir: Path) -> bool:
     return True
 
 
+def held_here(run_dir: Path) -> bool:
+    """Whether this process holds the cell's lock: locked and cleaned for an attempt that is not recorded yet."""
+    return run_dir in _held
+
+
 def release_cell(run_dir: Path) -> None:
     """Release the cell's lock once its record is written (no-op when this process does not hold it). The lock
     file stays: removing it would let a process that opened it a moment before lock a file nobody else sees."""

@@ -117,10 +117,12 @@ def _record_all(members: Sequence[Member], error: BaseException) -> None:
         _record(member, error)
 
 
-def record_interrupted(cells: Sequence[Prepared]) -> None:
-    """Ctrl-C or SIGTERM before ``cells`` (prepared: locked and clean) trained: each recorded ``interrupted``, then
-    KeyboardInterrupt."""
-    _record_interrupted([Member(cell) for cell in cells])
+def record_unfinished(cells: Sequence[Prepared], error: BaseException) -> None:
+    """``cells`` were prepared (locked and clean) but the stack never recorded them: ``error`` stopped the group
+    first (a full disk writing Hydra's files of the next cell, Ctrl-C or SIGTERM, a bug). Each is recorded as its
+    single run records that error: ``failed`` with the one-line write error, ``interrupted`` (then
+    KeyboardInterrupt), or a bug's line."""
+    _record_all([Member(cell) for cell in cells], error)
 
 
 def _record_interrupted(members: Sequence[Member]) -> None:

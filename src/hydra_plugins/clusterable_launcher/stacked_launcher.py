@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -28,6 +28,9 @@ from hydra.types import TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from clusterable.hydra_callbacks import CommandLineError
+
+if TYPE_CHECKING:
+    from clusterable.run import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,8 @@ class StackedLauncher(Launcher):
     def _stack(self, sweep_configs: list[DictConfig]) -> dict[int, JobReturn]:
         """Prepare each cell in its job (run dir, ``.hydra``, log), train those that need it as one stack."""
         from clusterable.run import Prepared, RunContext, prepare
-        from clusterable.stacked.stack import record_interrupted, run_stack
+        from clusterable.run.cell import held_here
+        from clusterable.stacked.stack import record_unfinished
 
         def prepare_job(cfg: DictConfig) -> Any:
             return prepare(cfg, RunContext.from_hydra(HydraConfig.get()))
@@ -103,13 +107,26 @@ class StackedLauncher(Launcher):
                 if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
                     pending[i] = ret.return_value
                     ret.return_value = None
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the cells locked and cleaned so far say so
-            record_interrupted(list(pending.values()))
+            self._train(pending, sweep_configs, returns)
+        except BaseException as e:
+            # A full disk (Hydra's files of the next cell), Ctrl-C or SIGTERM, a bug outside the members' records:
+            # the cells prepared (locked, cleaned) and not recorded yet are recorded as their single runs would
+            # record it, then the sweep stops as under the basic launcher.
+            record_unfinished([c for c in pending.values() if held_here(c.ctx.run_dir)], e)
+            raise
+        return returns
+
+    def _train(
+        self, pending: dict[int, Prepared], sweep_configs: list[DictConfig], returns: dict[int, JobReturn]
+    ) -> None:
+        """Train the ``pending`` (prepared) cells as one stack, those that cannot stack as single runs."""
+        from clusterable.stacked.stack import run_stack
+
         cells = list(pending.values())
         if len(cells) == 1:  # the others were finished or busy: the one left runs as a single run
             i = next(iter(pending))
             returns[i] = self._single(sweep_configs[i])
-            return returns
+            return
         if cells:
             alone = {id(c) for c in run_stack(cells)}
             for i, cell in pending.items():
@@ -117,7 +134,6 @@ class StackedLauncher(Launcher):
                     returns[i] = self._single(sweep_configs[i])
                 else:
                     returns[i].return_value = _optimized(cell)
-        return returns
 
 
 def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
