@@ -10,6 +10,7 @@ The slow head (``loss=slow``, tests/helpers/slow_heads.py) sleeps every step and
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -182,6 +183,42 @@ def test_sigterm_records_every_member_of_a_stack_and_the_same_command_resumes(tr
     again = train(*args)
     assert again.code == 0 and "sweep: 2 ok, 0 failed, 0 skipped (" in again.out, again
     assert [m["status"] for m in all_metrics(train.outputs)] == ["ok", "ok"]
+
+
+def test_single_runs_started_at_one_instant_each_get_their_own_folder(train, monkeypatch):
+    # A shell loop or a job array starts runs of one config in the same second, each its own process: the process
+    # id in the folder's name keeps them apart (before, they shared a folder named to the second: busy, or skip).
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from clusterable import resolvers
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 1, 2, 3, 4, 5, 678901)
+
+    monkeypatch.setattr(resolvers, "datetime", Frozen)
+    for pid in (101, 102, 103):
+        monkeypatch.setattr(resolvers, "os", SimpleNamespace(getpid=lambda pid=pid: pid))
+        result = train("dataset=iris", "loss=cce", "logger=none", *QUICK)
+        assert result.code == 0 and "busy" not in result.out and "skip" not in result.out, result
+    runs = {p.parent.name: json.loads(p.read_text())["status"] for p in metrics_files(train.outputs)}
+    assert runs == {f"2026-01-02_03-04-05.678901_{pid}": "ok" for pid in (101, 102, 103)}
+    assert {p.parent.parent.name for p in metrics_files(train.outputs)} == {"default"}  # runs/<name>/<stamp>
+
+
+def test_three_single_runs_started_together_each_get_their_own_folder(tmp_path):
+    # Three interpreters at once (26 s on 2 busy cores): started together, they may meet in one second.
+    args = ["dataset=iris", "loss=cce", "logger=none", "debug=fast", *QUICK]
+    procs = [_start(tmp_path, *args) for _ in range(3)]
+    results = [p.communicate(timeout=300) for p in procs]
+    for proc, (out, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0 and "busy" not in out and "Traceback" not in err, (out, err)
+    files = metrics_files(tmp_path / "outputs")
+    assert len({p.parent for p in files}) == 3, files
+    assert all(json.loads(p.read_text())["status"] == "ok" for p in files)
+    assert {p.parent.name.rsplit("_", 1)[1] for p in files} == {str(p.pid) for p in procs}  # each its own
 
 
 def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train, tmp_path):

@@ -50,6 +50,7 @@ def main() -> None:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
     resolvers.set_choices_source(_hydra_choices)
+    resolvers.new_command()  # a single run's folder of its own (a test runs several commands in one process)
     # Hydra's errors reach us as exceptions (not its several-line report and exit 1): a config that does not
     # compose becomes one line here.
     os.environ["HYDRA_FULL_ERROR"] = "1"

@@ -3,6 +3,7 @@
 - ``${run_mode:}``: ``full`` or ``smoke``, derived from the run (``rundir.run_mode``); sweep folders use it.
 - ``${inception_arch:}``: ``bninception`` when its weight file is in torch's cache, else ``googlenet``.
 - ``${tuned_lambda:<default>}``: COREL's tuned λ (``clusterable.tuned_lambda``).
+- ``${run_stamp:}``: a single run's folder name, ``<date>_<time>.<microseconds>_<process id>`` (``run_stamp``).
 
 Some resolvers need the run's config group choices (``debug``; ``dataset``, ``model``, ``loss`` for the tuned λ).
 While Hydra composes, its node holds them; in a run, Hydra has moved that node out of the config, so the run layer
@@ -17,8 +18,10 @@ layer collects them with ``collect_notes`` and writes them into metrics.json.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -26,6 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 _choices: ContextVar[Mapping[str, Any] | None] = ContextVar("group_choices", default=None)
 _notes: ContextVar[dict[str, tuple[Any, str]] | None] = ContextVar("resolver_notes", default=None)
 _source: list[Callable[[], Mapping[str, Any] | None]] = []
+# The single run's folder name, made once per command (``new_command`` forgets it).
+_stamp: list[str] = []
 
 
 @contextlib.contextmanager
@@ -72,6 +77,22 @@ def note(key: str, value: Any, message: str) -> None:
         notes[key] = (value, message)
 
 
+def new_command() -> None:
+    """A new command starts (``clusterable.cli.main``; a test runs several in one process): its single run gets a
+    folder of its own."""
+    _stamp.clear()
+
+
+def run_stamp() -> str:
+    """A single run's folder name (``hydra.run.dir``): the time to the microsecond and the process id, so that runs
+    started in the same second (a shell loop, a job array) each get their own folder rather than one that they
+    would refuse each other as ``busy``. Made once per command: every resolution of the run's folder (Hydra's, and
+    Lightning's when it starts DDP's other ranks in it) names the same one."""
+    if not _stamp:
+        _stamp.append(f"{datetime.now():%Y-%m-%d_%H-%M-%S.%f}_{os.getpid()}")
+    return _stamp[0]
+
+
 def _run_mode(*, _root_: DictConfig) -> str:
     from clusterable.rundir import provenance, run_mode
 
@@ -94,3 +115,4 @@ def _tuned_lambda(default: float, *, _root_: DictConfig) -> float:
 OmegaConf.register_new_resolver("run_mode", _run_mode, replace=True)
 OmegaConf.register_new_resolver("inception_arch", _inception_arch, replace=True)
 OmegaConf.register_new_resolver("tuned_lambda", _tuned_lambda, replace=True)
+OmegaConf.register_new_resolver("run_stamp", run_stamp, replace=True)
