@@ -214,3 +214,67 @@ def test_a_precision_that_cannot_train_the_run_is_refused_before_training(
     assert payload["status"] == "failed" and payload["error"] == message
     assert payload["timing"].get("fit_s") is None  # refused before training
     assert not (tmp_path / "run" / "csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("monitor", "mode"),
+    [("val/acc", "max"), ("val/loss", "min"), ("train/loss", "min"), ("train/attract", "min"),
+     ("val/recall@1/cos", "max"), ("val/l2/kmeans/nmi", "max"), ("val/knn/acc", "max"), ("null", "max"),
+     ("val/separation", None)],
+)  # fmt: skip
+def test_the_checkpoint_mode_follows_the_monitor(monitor: str, mode: str | None) -> None:
+    cfg = composed(f"checkpoint.monitor={monitor}")
+    assert OmegaConf.select(cfg, "checkpoint.mode") == mode
+
+
+def test_every_experiment_keeps_the_checkpoint_mode_its_runs_recorded() -> None:
+    # Finished runs are reused only while their resolved config is unchanged: before the mode followed the monitor
+    # it was `max` everywhere, which each experiment's monitor (val/acc, val/recall@1/cos, or null) still gives.
+    experiments = sorted((Path(CONFIG_DIR) / "experiment").rglob("*.yaml"))
+    assert len(experiments) > 10
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        for path in experiments:
+            name = str(path.relative_to(Path(CONFIG_DIR) / "experiment").with_suffix(""))
+            cfg = compose("train", overrides=[f"experiment={name}", "debug=smoke"])
+            assert OmegaConf.select(cfg, "checkpoint.mode") == "max", name
+
+
+def test_a_loss_monitor_selects_its_lowest_epoch(train) -> None:
+    # Before, checkpoint.monitor=val/loss kept `mode: max` and tested the epoch of the highest validation loss.
+    import csv
+
+    result = train("dataset=iris", "loss=cce", "checkpoint.monitor=val/loss", "trainer.max_epochs=5",
+                   "evaluator=[classification]", "trainer.enable_progress_bar=false")  # fmt: skip
+    assert result.code == 0, result
+    (record,) = train.outputs.rglob("metrics.json")
+    payload = json.loads(record.read_text())
+    assert payload["config"]["checkpoint"]["mode"] == "min"
+    with open(record.parent / "csv" / "metrics.csv") as f:
+        losses = {int(row["epoch"]): float(row["val/loss"]) for row in csv.DictReader(f) if row["val/loss"]}
+    assert len(losses) == 5 and payload["best_epoch"] == min(losses, key=losses.get), (payload, losses)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["checkpoint.monitor=val/loss", "checkpoint.mode=max"], "checkpoint.mode=max with checkpoint.monitor="
+         "val/loss, which is minimised: the checkpoint would keep its worst epoch; set checkpoint.mode=min, or leave "
+         "checkpoint.mode out (it follows the monitor)"),
+        (["checkpoint.monitor=val/acc", "checkpoint.mode=min"], "checkpoint.mode=min with checkpoint.monitor=val/acc, "
+         "which is maximised: the checkpoint would keep its worst epoch; set checkpoint.mode=max, or leave "
+         "checkpoint.mode out (it follows the monitor)"),
+        (["checkpoint.monitor=val/separation"], "checkpoint.mode: which way checkpoint.monitor=val/separation "
+         "improves is not known (it is not a loss, an accuracy, a recall, an NMI, ...); set checkpoint.mode=max or "
+         "checkpoint.mode=min"),
+        # Said which way, a metric of one's own passes this check (and meets the next: it is never logged here).
+        (["checkpoint.monitor=val/separation", "checkpoint.mode=max"], "checkpoint.monitor: 'val/separation' is "
+         "never logged by this run"),
+    ],
+    ids=["max-of-a-loss", "min-of-an-accuracy", "unknown", "unknown-with-mode"],
+)  # fmt: skip
+def test_a_checkpoint_mode_that_is_not_the_monitors_way_is_refused_before_training(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    payload = run_in_process(tmp_path, *overrides)
+    assert payload["status"] == "failed" and payload["error"].startswith(message), payload["error"]
+    assert payload["timing"].get("fit_s") is None  # nothing trained

@@ -4,6 +4,7 @@
 - ``${inception_arch:}``: ``bninception`` when its weight file is in torch's cache, else ``googlenet``.
 - ``${tuned_lambda:<default>}``: COREL's tuned λ (``clusterable.tuned_lambda``).
 - ``${run_stamp:}``: a single run's folder name, ``<date>_<time>.<microseconds>_<process id>`` (``run_stamp``).
+- ``${monitor_mode:${checkpoint.monitor}}``: ``checkpoint.mode``, the way the monitored metric improves.
 
 Some resolvers need the run's config group choices (``debug``; ``dataset``, ``model``, ``loss`` for the tuned λ).
 While Hydra composes, its node holds them; in a run, Hydra has moved that node out of the config, so the run layer
@@ -93,6 +94,18 @@ def run_stamp() -> str:
     return _stamp[0]
 
 
+def _monitor_mode(monitor: str | None) -> str | None:
+    """``checkpoint.mode`` when it is not set: ``min`` for a loss, ``max`` for an accuracy, a recall, an NMI, ...
+    (``run.checks.monitor_direction``), None for a metric it does not know (the run refuses it in one line, asking
+    for ``checkpoint.mode``). A null monitor (the last epoch is tested: no mode is used) gives ``max``, the value
+    the config held before the mode followed the monitor, so that those runs' recorded configs compare equal."""
+    if monitor is None:
+        return "max"
+    from clusterable.run.checks import monitor_direction
+
+    return monitor_direction(str(monitor))
+
+
 def _run_mode(*, _root_: DictConfig) -> str:
     from clusterable.rundir import provenance, run_mode
 
@@ -116,3 +129,4 @@ OmegaConf.register_new_resolver("run_mode", _run_mode, replace=True)
 OmegaConf.register_new_resolver("inception_arch", _inception_arch, replace=True)
 OmegaConf.register_new_resolver("tuned_lambda", _tuned_lambda, replace=True)
 OmegaConf.register_new_resolver("run_stamp", run_stamp, replace=True)
+OmegaConf.register_new_resolver("monitor_mode", _monitor_mode, replace=True)

@@ -45,6 +45,52 @@ TOP_LEVEL = {
 }
 
 
+# Which way a monitored metric improves, by its name (a segment of the key, before any ``@k``): the metrics the
+# module and the evaluators log. ``train/<part>`` are the parts of the loss the head minimises.
+MAXIMISED = frozenset({
+    "acc", "accuracy", "recall", "precision", "map", "r_precision", "nmi", "ami", "ari", "v_measure", "silhouette",
+    "homogeneity", "completeness", "purity", "f1", "auc",
+})  # fmt: skip
+MINIMISED = frozenset({"loss", "mse", "mae", "rmse", "error", "nll", "kl", "recon"})
+
+
+def monitor_direction(key: str) -> Literal["min", "max"] | None:
+    """``min`` or ``max``: which way the metric ``key`` (``checkpoint.monitor``) improves, from its name: a
+    ``train/`` key is a loss part (min), else the last segment that names a known metric decides
+    (``val/recall@1/cos`` max, ``val/kmeans/nmi`` max, ``val/loss`` min); None for a name it does not know (an
+    evaluator of one's own: ``val/separation``)."""
+    segments = key.split("/")
+    if segments[0] == "train":
+        return "min"
+    for segment in reversed(segments):
+        name = segment.split("@")[0].lower()
+        if name in MAXIMISED:
+            return "max"
+        if name in MINIMISED:
+            return "min"
+    return None
+
+
+def check_monitor_mode(cfg: DictConfig) -> None:
+    """``checkpoint.mode`` must be the way ``checkpoint.monitor`` improves, refused in one line otherwise: unknown
+    (``${monitor_mode:...}`` found no direction and none was set) or the opposite of the metric's (``max`` of a
+    loss keeps its worst epoch: before, ``checkpoint.monitor=val/loss`` kept ``mode: max`` and tested epoch 0)."""
+    monitor, mode = cfg.checkpoint.get("monitor"), cfg.checkpoint.get("mode")
+    if not isinstance(monitor, str):
+        return  # null: the last epoch is tested (the mode is not used); another type is refused by its check
+    direction = monitor_direction(monitor)
+    if mode is None and direction is None:  # a null set by hand for a known metric is the type check's
+        raise ConfigError(f"checkpoint.mode: which way checkpoint.monitor={monitor} improves is not known (it is not "
+                          "a loss, an accuracy, a recall, an NMI, ...); set checkpoint.mode=max or "
+                          "checkpoint.mode=min")  # fmt: skip
+    # A value other than min and max is the type check's to refuse.
+    if direction is not None and mode in ("min", "max") and mode != direction:
+        kind = "minimised" if direction == "min" else "maximised"
+        raise ConfigError(f"checkpoint.mode={mode} with checkpoint.monitor={monitor}, which is {kind}: the "
+                          f"checkpoint would keep its worst epoch; set checkpoint.mode={direction}, or leave "
+                          "checkpoint.mode out (it follows the monitor)")  # fmt: skip
+
+
 def top_level_keys() -> list[str]:
     """Every key the top level of a run's config may hold."""
     return sorted({*GROUPS, *(key.split(".")[0] for key in TOP_LEVEL)})
@@ -61,6 +107,8 @@ def check_config(cfg: DictConfig, mode: str) -> None:
             raise ConfigError(
                 f"{key} is not a top-level key of the config{hint}; accepted: {', '.join(accepted)}"
             )
+    # Before the types: a monitor of unknown direction resolves checkpoint.mode to null, which they would refuse.
+    check_monitor_mode(cfg)
     for key, hint in TOP_LEVEL.items():
         check_value(key, _select(cfg, key), hint)
     if cfg.mode != mode:
