@@ -99,13 +99,8 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
     assert sorted(m["status"] for m in all_metrics(tmp_path / "outputs")) == ["ok"] * 4
 
 
-# 55 s, 25 s and 40 s on 2 busy cores (each command starts an interpreter); the in-process versions follow.
-SLOW = pytest.mark.slow
-
-
-@pytest.mark.parametrize(
-    "launcher", [pytest.param("stacked", marks=SLOW), "basic", pytest.param("joblib", marks=SLOW)]
-)
+# 20-30 s each (every command starts an interpreter); the in-process versions follow.
+@pytest.mark.parametrize("launcher", ["stacked", "basic", "joblib"])
 def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, launcher):
     # A cluster's time limit: SIGTERM to the command. Each launcher records the cells it runs `interrupted`, prints
     # the summary and exits 143 (128 + SIGTERM); a stacked grid's members are each recorded.
