@@ -17,9 +17,13 @@ pipeline) and one data source; its title says which. ``corel/table1`` (and ``cor
 λ winners, which the Table 2 runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``),
 with whether each setting's λ grid was complete.
 
-Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json that cannot be read (each
-one named), the selected runs mix modes or data sources, or the runs of one cell differ in more than their seed
-(trainer steps, learning rate...: one line on stderr naming the keys that differ; nothing written).
+A run's identity is what it recorded (config, group options, data checksums, code version), never its folder name:
+folders holding one run count once. Runs of two code versions share a cell only with ``--pool-code-versions``.
+
+Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json or an array file that
+cannot be read (each one named), the selected runs mix modes, data sources or budgets, or the runs of one cell differ
+in more than their seed (trainer steps, learning rate, λ, data files, code...: one line on stderr naming the keys
+that differ; nothing written).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import sys
 
 from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.tables.protocol import protocol_note
-from clusterable.tables.report import MixedRuns, describe, load_runs, seed_note
+from clusterable.tables.report import MixedRuns, code_note, copies_note, describe, load_runs, seed_note
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
 
@@ -46,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of the multirun directories ($CLUSTERABLE_OUTPUTS, else outputs)")  # fmt: skip
     parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
                         help="which runs: full, smoke (fake data or few batches), auto: full if any")  # fmt: skip
+    parser.add_argument("--pool-code-versions", action="store_true",
+                        help="let runs of different code versions (git commit, dirty flag) share a cell; the table "
+                             "names the versions (without it such a cell is refused)")  # fmt: skip
     args = parser.parse_args(argv)
 
     paper, _, name = args.table.partition("/")
@@ -60,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     experiments = (source,) if isinstance(source, str) else source
     experiment = " + ".join(experiments)
     try:
-        runs, mode = load_runs(args.outputs, experiments, args.mode)
+        runs, mode = load_runs(args.outputs, experiments, args.mode, pool_code=args.pool_code_versions)
     except (MixedRuns, UnreadableRuns) as err:
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
@@ -72,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = tables_dir(args.outputs, mode)
     try:  # a cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written
         table = getattr(module, name)(runs, out_dir)
-    except MixedRuns as err:
+    except (MixedRuns, UnreadableRuns) as err:  # also an array file a table reads that cannot be read
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
     suffix, note = describe(runs, mode)
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         table.notes.insert(0, note)
     if seeds := seed_note(runs):
         table.notes.insert(1 if note else 0, seeds)
+    table.notes += [n for n in (copies_note(runs), code_note(runs)) if n]
     for exp in experiments:  # steps, lr... set on the command line: said under the title
         if odd := protocol_note([r for r in runs if r.payload.get("experiment") == exp], exp):
             table.notes.insert(0, odd)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -118,6 +119,54 @@ def provenance(config: Mapping[str, Any], debug: str | None) -> dict[str, Any]:
     source = (config.get("dataset") or {}).get("source", "real")
     return {"data_source": source, "debug": debug, "limits": limits, "max_epochs": trainer.get("max_epochs"),
             "max_steps": trainer.get("max_steps")}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> tuple[tuple[str, Any], ...]:
+    return tuple(_read_code_version().items())
+
+
+def code_version() -> dict[str, Any]:
+    """``_read_code_version`` once per process: the code a process imported is the code it runs, whatever is edited
+    on disk while a long sweep goes on."""
+    return dict(_code_version())
+
+
+def _read_code_version() -> dict[str, Any]:
+    """The code a run ran: the package's version and, in a git checkout, its commit and whether tracked files
+    differ from it (``dirty``); ``commit`` and ``dirty`` are None outside a checkout (an installed wheel) or without
+    git. Recorded by every run as ``code`` in metrics.json and compared by the tables like a config key: two
+    versions of the code are two configs."""
+    import subprocess
+    from importlib import metadata
+
+    try:
+        package: str | None = metadata.version("clusterable")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        package = None
+    root = Path(__file__).resolve().parents[2]
+    out: dict[str, Any] = {"package": package, "commit": None, "dirty": None}
+    if not (root / ".git").exists():
+        return out
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode == 0:
+            # untracked files are not the run's code (outputs, a user's notes): only tracked ones count
+            status = git("status", "--porcelain", "--untracked-files=no")
+            out.update(
+                commit=head.stdout.strip(),
+                dirty=bool(status.stdout.strip()) if status.returncode == 0 else None,
+            )
+    except (
+        OSError,
+        subprocess.SubprocessError,
+    ):  # no git on the machine, or it hung: the version stays unknown
+        pass
+    return out
 
 
 def run_mode(prov: Mapping[str, Any]) -> str:

@@ -138,6 +138,13 @@ def lookup(
 ) -> float:
     """Table 1's winner for one (dataset, model, loss) in ``mode``; ``TunedLambdaError`` (one line) when there is
     none, or when it was chosen from an incomplete grid and ``partial`` (``tuned_lambda_partial``) is not set."""
+    return float(lookup_entry(table, outputs, mode, dataset, model, loss, partial)["lam"])
+
+
+def lookup_entry(
+    table: str, outputs: str | Path, mode: str, dataset: str, model: str, loss: str, partial: bool = False
+) -> dict[str, Any]:
+    """``lookup``'s winners-file entry (``lam``, ``complete``, ``missing``...), checked as ``lookup`` says."""
     path = winners_file(outputs, table, mode)
     fixed = "or fix λ on purpose: tuned_lambda_from=null (every loss at 0.5) or loss.lam=<λ> (one loss)"
     if not path.is_file():  # the same line for every cell, so that a sweep's summary prints it once
@@ -172,11 +179,12 @@ def lookup(
     if entry.get("lam") is None:
         raise TunedLambdaError(f"no λ of {table} qualified for {setting} (every one that ran diverged or failed; "
                                f"see {path}), {fixed}")  # fmt: skip
-    return float(entry["lam"])
+    return entry
 
 
-def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None) -> float:
-    """Table 1's winner for the run of ``root`` (its dataset, model and loss choices, output folder and mode)."""
+def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Table 1's winners-file entry for the run of ``root`` (its dataset, model and loss choices, output folder and
+    mode)."""
     if not isinstance(table, str) or table not in tuning_tables():
         raise UnknownTable(
             f"tuned_lambda_from must name an experiment that tunes λ ({', '.join(tuning_tables())}) or be null, "
@@ -188,7 +196,7 @@ def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None)
         )
     setting = (str(choices.get(g)) for g in ("dataset", "model", "loss"))
     partial = bool(root.get("tuned_lambda_partial"))
-    return lookup(table, root.paths.output_dir, root.mode, *setting, partial=partial)
+    return lookup_entry(table, root.paths.output_dir, root.mode, *setting, partial=partial)
 
 
 def resolve(
@@ -202,16 +210,22 @@ def resolve(
     if table is None:
         return default
     try:
-        lam = _lookup_for(root, table, choices)
+        entry = _lookup_for(root, table, choices)
     except WinnersMissing:
         if root.get("tuned_lambda_fallback"):
             note("lambda_fallback", True, f"λ: {default:g}, the config's (Table 1's {root.mode} winners are "
                  "missing: tuned_lambda_fallback)")  # fmt: skip
             return default
         raise
-    # Each Table 2 cell says the λ it runs at when it starts (and records it: metrics.json's tuned_lambda).
+    # Each Table 2 cell says the λ it runs at when it starts (and records it: metrics.json's tuned_lambda), and
+    # whether its winner came from an incomplete grid (tuned_lambda_partial): the tables say so.
+    lam = float(entry["lam"])
     setting = ", ".join(f"{g}={(choices or {}).get(g)}" for g in ("dataset", "model", "loss"))
     note("tuned_lambda", lam, f"λ: {lam:g}, {table}'s winner for {setting} (tuned_lambda_from)")
+    if entry.get("complete") is False:
+        missing = [float(v) for v in entry.get("missing") or ()]
+        note("tuned_lambda_incomplete", missing, f"λ: {lam:g} was chosen from an INCOMPLETE grid (λ "
+             f"{', '.join(f'{v:g}' for v in missing) or '?'} never ran; tuned_lambda_partial=true)")  # fmt: skip
     return lam
 
 

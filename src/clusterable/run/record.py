@@ -22,6 +22,7 @@ from clusterable import hydra_callbacks, interrupts
 from clusterable.run.cell import release_cell
 from clusterable.run.context import RunContext
 from clusterable.rundir import (
+    code_version,
     is_write_error,
     provenance,
     remove_if_empty,
@@ -37,7 +38,7 @@ def new_payload(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
     return {
         "status": "failed", "error": None, "overrides": list(ctx.overrides), "choices": dict(ctx.choices),
         "seed": cfg.get("seed"), "experiment": cfg.get("name"), "mode": run_mode(prov), "provenance": prov,
-        "metrics": {}, "best_epoch": None, "timing": {},
+        "code": code_version(), "metrics": {}, "best_epoch": None, "timing": {},
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from clusterable.rundir import UnreadableRuns
 from clusterable.tables.report import Cell, Run, as_text
 
 PUBLISHED = Path(__file__).parent / "published"
@@ -98,8 +99,15 @@ def load_npz(run: Run, name: str) -> dict[str, np.ndarray] | None:
     path = run.path / name
     if not path.is_file():
         return None
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    # truncated (BadZipFile), garbled (a header that does not parse: ValueError, TokenError, zlib.error...), unreadable
+    except Exception as e:
+        raise UnreadableRuns(
+            f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'empty'}); a copy cut "
+            "short or a file edited by hand: restore it, or run that cell again, and make the table again"
+        ) from None
 
 
 def pyplot():

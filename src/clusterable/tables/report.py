@@ -39,6 +39,7 @@ class Run:
     path: Path
     params: dict[str, str]
     payload: dict[str, Any]
+    copies: list[Path] = field(default_factory=list)  # other folders holding this same run (``once``)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The run's recorded value of ``key``, the one way the tables read a run's identity.
@@ -75,7 +76,46 @@ class Run:
                 out[prefix[:-1]] = json.dumps(node, sort_keys=True, default=str)
 
         walk(self.payload.get("config") or {}, "")
+        if out:  # what else makes two runs two configs: the data files they read and the code they ran
+            out.update(self.identity_extras)
         return out
+
+    @property
+    def identity_extras(self) -> dict[str, str]:
+        """The data files' checksums (``data_notes``: ``data.<file>.sha256``) and the code version (``code.commit``,
+        ``code.dirty``) the run recorded, as leaves compared like the config's; {} for what it did not record."""
+        out: dict[str, str] = {}
+
+        def walk(node: Any, prefix: str) -> None:
+            if isinstance(node, Mapping):
+                for key, value in node.items():
+                    if key == "sha256" and isinstance(value, str):
+                        out[f"data.{prefix}sha256"] = json.dumps(value)
+                    else:
+                        walk(value, f"{prefix}{key}.")
+
+        walk((self.payload.get("data_notes") or {}).get("files") or {}, "")
+        for key in ("commit", "dirty"):
+            value = (self.payload.get("code") or {}).get(key)
+            if value is not None:
+                out[f"code.{key}"] = json.dumps(value)
+        return out
+
+    @property
+    def identity(self) -> str | None:
+        """What the run computed: its recorded config but for the keys that change no number (``POOLED`` but the
+        seed), its data files and code; None for a run that records no config (nothing to compare). Two folders
+        with one identity are one run (a copy, or a resume under another folder name)."""
+        if not self.leaves:
+            return None
+        kept = {k: v for k, v in self.leaves.items() if k == "seed" or not _pooled(k, ())}
+        # the group options too (two options may build equal nodes); Hydra's own (the launcher) change nothing
+        chosen = {
+            k: as_text(v)
+            for k, v in (self.payload.get("choices") or {}).items()
+            if not k.startswith("hydra/")
+        }
+        return json.dumps([self.payload.get("experiment"), self.mode, chosen, kept], sort_keys=True)
 
     @property
     def ok(self) -> bool:
@@ -112,10 +152,11 @@ class MixedRuns(ValueError):
 
 
 def load_runs(
-    outputs: str | Path, experiment: str | Sequence[str], mode: str = "auto"
+    outputs: str | Path, experiment: str | Sequence[str], mode: str = "auto", pool_code: bool = False
 ) -> tuple[list[Run], str]:
     """Runs of ``experiment`` (or of any of several, for a table that sets grids side by side) below ``outputs``;
-    ``mode`` "auto" takes the full runs if any exist, else smoke runs.
+    ``mode`` "auto" takes the full runs if any exist, else smoke runs. ``pool_code``: runs of different code
+    versions may share a cell (their ``code`` is left out of the comparison; ``code_note`` names the versions).
 
     The one place that selects runs for a table. Returns the runs and the mode they come from; raises
     ``MixedRuns`` (one line: what is mixed, how many of each, where the odd ones lie) when the selected runs mix
@@ -128,12 +169,63 @@ def load_runs(
             continue
         params = dict(o.split("=", 1) for o in payload.get("overrides", []) if "=" in o)
         run = Run(path, params, {**payload, "choices": recorded_choices(path, payload)})
+        if pool_code and "code" in payload:
+            run.payload["pooled_code"] = run.payload.pop("code")
         runs.setdefault(run.mode, []).append(run)
     if mode == "auto":
         mode = "full" if runs["full"] else "smoke"
-    selected = runs.get(mode, [])
+    selected = once(runs.get(mode, []))
     require_uniform(selected)
     return selected, mode
+
+
+def once(runs: Sequence[Run]) -> list[Run]:
+    """Each run once: of the folders that hold one run (``Run.identity``: a copied folder, or a resumed grid whose
+    folder names changed with an option that changes nothing computed), the finished one (the newest among
+    equals) is kept, the others listed in its ``copies``."""
+    groups: dict[str, list[Run]] = {}
+    out: list[Run] = []
+    for run in runs:
+        if (key := run.identity) is None:
+            out.append(run)
+        else:
+            groups.setdefault(key, []).append(run)
+    for group in groups.values():
+        keep = max(group, key=lambda r: (r.ok, _mtime(r.path)))
+        keep.copies = [r.path for r in group if r is not keep]
+        out.append(keep)
+    return sorted(out, key=lambda r: str(r.path))
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return (path / "metrics.json").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def code_note(runs: Sequence[Run]) -> str:
+    """The code versions of runs pooled across versions (``load_runs(pool_code=True)``); "" for one version."""
+    versions: dict[str, int] = {}
+    for run in runs:
+        code = run.payload.get("pooled_code") or {}
+        if code.get("commit"):
+            name = code["commit"][:10] + (" (dirty)" if code.get("dirty") else "")
+            versions[name] = versions.get(name, 0) + 1
+    if len(versions) < 2:
+        return ""
+    listed = ", ".join(f"{v}: {n} runs" for v, n in sorted(versions.items()))
+    return f"Runs of {len(versions)} code versions pooled on purpose (--pool-code-versions): {listed}."
+
+
+def copies_note(runs: Sequence[Run]) -> str:
+    """A table's note on run folders counted once because they hold the same run as another ("" if none)."""
+    copies = [p for r in runs for p in r.copies]
+    if not copies:
+        return ""
+    where = os.path.commonpath([str(p) for p in copies])
+    return (f"{len(copies)} run folder(s) hold the same run as another (the same config, seed, data and code: a "
+            f"copy, or a resume under another folder name) and are counted once ({where}).")  # fmt: skip
 
 
 def recorded_choices(path: Path, payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -353,9 +353,9 @@ def fashion_budgets(runs: list[Run], out_dir: Path) -> Table:
         header += [f"{b.name}: λ", f"{b.name}: test acc", f"{b.name}: k-means acc", f"{b.name}: silhouette"]
         keys = ("dataset", "model", "loss")
         columns[b.name] = {
-            "acc": cells(t2, keys, "test/acc", ("loss.lam",)),
-            "kmeans": cells(t2, keys, "test/kmeans/acc", ("loss.lam",)),
-            "sil": cells(t2, keys, "test/kmeans/silhouette", ("loss.lam",)),
+            "acc": cells(t2, keys, "test/acc"),
+            "kmeans": cells(t2, keys, "test/kmeans/acc"),
+            "sil": cells(t2, keys, "test/kmeans/silhouette"),
         }
         winners[b.name] = tune_lambda(t1, experiment_grid(b.table1))
         notes.append(budget_note(by_budget[b.name], b)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterable.tables.common import na_note, paper_value, pyplot, save_figure
+from clusterable.tables.common import load_npz, na_note, paper_value, pyplot, save_figure
 from clusterable.tables.report import Cell, Claim, Run, Table, as_text, cells, check, key_of
 from clusterable.tables.report import require_one_config as one_config
 from clusterable.tuned_lambda import experiment_grid, winners_name, write_winners
@@ -331,15 +331,12 @@ def lambda_notes(runs: list[Run]) -> list[str]:
                      "debug=smoke`, make its table, then run this grid again.")  # fmt: skip
     if fixed:
         notes.append(f"{fixed} run(s) set loss.lam on the command line (λ fixed on purpose).")
+    partial = [r for r in runs if r.payload.get("tuned_lambda_incomplete") is not None]
+    if partial:
+        cells = sorted({"/".join(key_of(r, ("dataset", "model", "loss"))) for r in partial})
+        notes.append(f"λ from an INCOMPLETE Table 1 grid in {len(partial)} run(s) (tuned_lambda_partial=true: the "
+                     f"winner among the λ that ran): {', '.join(cells)}.")  # fmt: skip
     return notes
-
-
-# Table 2's cells may hold runs at several λ: the table says so and leaves such a cell out of its claims (``_mixed``).
-LAMBDA_AXIS = ("loss.lam",)
-
-
-def _mixed(lams: dict[tuple[str, ...], set[float]]) -> list[str]:
-    return [f"{'/'.join(k)}: λ {_lams(v)}" for k, v in lams.items() if len(v) > 1]
 
 
 def _table2(
@@ -349,9 +346,8 @@ def _table2(
     """Table 2: test accuracy per (model, loss) row and dataset column; ``losses`` the rows (the paper's four, or
     more where a grid adds a variant); the claims compare the paper's four."""
     keys = ("dataset", "model", "loss")
-    acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
+    acc = cells(runs, keys, "test/acc")  # λ is part of a cell: runs at two λ are refused (MixedConfigs)
     lams = lambda_cells(runs, keys)
-    mixed = set(k for k, v in lams.items() if len(v) > 1)
     header = ["Model", "Loss"]
     for d in datasets.values():
         header += [f"{d} (ours)", f"{d} (paper)"] if with_paper else [f"{d} (ours)"]
@@ -366,9 +362,7 @@ def _table2(
             rows.append(row)
 
     def mean(d: str, m: str, loss: str) -> float:
-        # A cell whose runs mix λ values has no single number to compare.
-        key = (d, encoder(d, m), loss)
-        return math.nan if key in mixed else acc.get(key, Cell()).mean
+        return acc.get((d, encoder(d, m), loss), Cell()).mean
 
     def best_other(d: str, m: str) -> float:
         return max(mean(d, m, o) for o in LOSSES if o != "gaussian_corel")
@@ -402,9 +396,6 @@ def _table2(
         ]  # fmt: skip
     notes = [na_note(PAPER)] if with_paper else []
     notes += lambda_notes(runs)
-    if mixed:
-        notes.append("Runs at different λ in one cell (no claim uses them; remove the runs you do not want): "
-                     + "; ".join(_mixed({k: lams[k] for k in mixed})) + ".")  # fmt: skip
     if any(d in TEXT_DATASETS for d in datasets):
         notes.append(_TEXT_NOTE)
     return Table(title, header, rows, [n for n in notes if n], claims)
@@ -456,11 +447,11 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         f"{meth} {name}" for meth in ("K-Means", "GMM") for name in CLUSTER_METRICS.values()
     ]
     table = {
-        (meth, k): cells(runs, keys, f"test/{meth}/{k}", LAMBDA_AXIS)
+        (meth, k): cells(runs, keys, f"test/{meth}/{k}")
         for meth in ("kmeans", "gmm")
         for k in CLUSTER_METRICS
     }
-    test_acc = cells(runs, keys, "test/acc", LAMBDA_AXIS)
+    test_acc = cells(runs, keys, "test/acc")
     lams = lambda_cells(runs, keys)
     rows: list[list[str]] = []
     claims: list[Claim] = []
@@ -599,7 +590,7 @@ def fig1(runs: list[Run], out_dir: Path) -> Table:
     for loss, lname in LOSSES.items():
         run = next((r for r in runs if r.ok and r.get("loss") == loss), None)
         npz = sorted(run.path.glob("latent_test_*.npz")) if run else []
-        panels.append((lname, np.load(npz[0]) if npz else None, run))
+        panels.append((lname, load_npz(run, npz[0].name) if npz else None, run))
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
     rows = []
     for ax, (lname, data, run) in zip(axes, panels, strict=True):
