@@ -41,7 +41,16 @@ def _is_hydra_key(key: str) -> bool:
 
 
 def target_of(node: DictConfig, path: str) -> Any:
-    """The class or function named by ``node._target_``; ConfigError if it cannot be imported."""
+    """The class or function named by ``node._target_``; ConfigError if it cannot be imported, or if the node has
+    none: settings left for an option that is not selected (an experiment's ``evaluator.clustering.methods`` after
+    ``evaluator=[classification]`` dropped the clustering node)."""
+    if "_target_" not in node:
+        group, _, option = path.rpartition(".")
+        where = f"{group}=[..., {option}]" if group == "evaluator" else f"{path.partition('.')[0]}=<option>"
+        raise ConfigError(
+            f"{path} sets {', '.join(map(str, node.keys())) or 'nothing'} but names no class (_target_): the option "
+            f"is not selected; select it ({where}) or drop its settings (~{path})"
+        )
     try:
         return hydra.utils.get_object(node._target_)
     except Exception as e:  # ImportError, AttributeError, ValueError: Hydra's message is several lines

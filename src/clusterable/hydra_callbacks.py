@@ -92,9 +92,18 @@ def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | No
 
 
 class OutputFolderCheck(Callback):
-    """Fail with one line, before Hydra creates any run folder, when ``paths.output_dir`` cannot be created."""
+    """Fail with one line, before Hydra creates any run folder, when ``paths.output_dir`` cannot be created or
+    ``name`` would lead out of it."""
 
     def _check(self, config: DictConfig) -> None:
+        # ``name`` is a folder below the output folder (runs/<name>/, multirun/<mode>/<name>/, the tables' key):
+        # "../.." or an absolute path would put runs anywhere on the disk.
+        name = str(config.get("name"))
+        parts = name.replace("\\", "/").split("/")
+        if not name or name.startswith(("/", "~")) or any(p in ("", ".", "..") for p in parts):
+            print(f"error: name={name!r} must be a relative folder name below the output folder (no '..', no "
+                  "absolute path; '/' between parts): e.g. name=my_study", file=sys.stderr)  # fmt: skip
+            raise SystemExit(2) from None
         folder = Path(str(config.paths.output_dir))
         try:
             folder.mkdir(parents=True, exist_ok=True)

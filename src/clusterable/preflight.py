@@ -21,6 +21,8 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
     added with ``hydra.searchpath=[file://...]`` count too."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    if problem := split_list(args):
+        return problem
     try:
         overrides = OverridesParser.create().parse_overrides(
             [a for a in args if "=" in a and not a.startswith("-")]
@@ -58,6 +60,23 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
         for name in names:
             if name not in available:
                 return f"{group}: no option {name!r}; available: {', '.join(available)}"
+    return None
+
+
+def split_list(args: list[str]) -> str | None:
+    """One line for a list or dict the shell cut at a space (``evaluator=[classification, clustering]`` unquoted
+    reaches us as ``evaluator=[classification,`` and ``clustering]``), naming the quoted form; None otherwise."""
+    for i, arg in enumerate(args):
+        if "=" not in arg or arg.startswith("-"):
+            continue
+        opened = arg.count("[") - arg.count("]") + arg.count("{") - arg.count("}")
+        if opened > 0:
+            end = next(
+                (j for j in range(i + 1, len(args)) if "]" in args[j] or "}" in args[j]), len(args) - 1
+            )
+            whole = " ".join(args[i : end + 1])
+            return (f"{arg} is cut at a space: the shell split a list; quote it, '{whole}', or write it without "
+                    "spaces")  # fmt: skip
     return None
 
 

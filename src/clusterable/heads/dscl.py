@@ -136,7 +136,9 @@ class DSCL(nn.Module):
         if self.require_d_le_k and self.embedding_dim > num_classes:
             raise ValueError(
                 f"embedding_dim d = {self.embedding_dim} is larger than the k = {num_classes} training classes: "
-                "DSCL's regime is d <= k (set model.out_dim <= k, or loss.require_d_le_k=false)"
+                "DSCL's regime is d <= k: make the encoder's output at most k wide (the last width of model.hidden "
+                "for ffnn / cnn, e.g. model.hidden=[500,10]; model.out_dim for the ImageNet backbones), or set "
+                "loss.require_d_le_k=false"
             )
         self._warned = False
 

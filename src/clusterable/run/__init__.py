@@ -14,6 +14,7 @@ in its resolver, the word vectors in the text dataset, per-sample steps in the m
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
             payload["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
             payload["config"] = OmegaConf.to_container(cfg, resolve=False)
-            error = f"config: {e}".splitlines()[0]
+            error = f"config: {missing_key(e, cfg) or str(e).splitlines()[0]}"
             # A finished run in the cell is never overwritten by an attempt whose config did not even resolve.
             finished = (read_metrics(ctx.run_dir) or {}).get("status") in FINISHED
             kept = "; the cell's finished run is left as it was" if finished else ""
@@ -65,6 +66,27 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
     for _, message in notes.values():
         print(message)
     return Prepared(resolved, ctx, payload)
+
+
+def missing_key(e: Exception, cfg: DictConfig) -> str | None:
+    """An interpolation that names a key the config lacks, said with what is there: ``protocol.feature_norm has no
+    key 'digits_zeroshot' (it has: cub200, cars196, ...)`` — typically an experiment's per-dataset recipe asked for
+    a dataset it does not cover. None for any other error."""
+    from omegaconf.errors import InterpolationKeyError
+
+    found = re.search(r"Interpolation key '([^']+)' not found", str(e))
+    if not isinstance(e, InterpolationKeyError) or found is None:
+        return None
+    parts = found.group(1).split(".")
+    node: Any = OmegaConf.to_container(cfg, resolve=False)
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict) or part not in node:
+            where = ".".join(parts[:i]) or "the config"
+            have = ", ".join(map(str, node)) if isinstance(node, dict) else "no keys"
+            return (f"{where} has no key {part!r} (it has: {have}): the experiment's settings do not cover this "
+                    "choice; pick one it covers, or set the value on the command line")  # fmt: skip
+        node = node[part]
+    return None
 
 
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:

@@ -97,6 +97,7 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     fed = encoder_arguments(cfg, ctx, datamodule)
     encoder = build(cfg.model, "model", input_shape=datamodule.input_shape, **fed)
     require(encoder, Encoder, f"model={ctx.choices.get('model')}")
+    check_owns_network(cfg, ctx, encoder, datamodule.input_shape)
     head = build(
         cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
         input_shape=datamodule.input_shape,
@@ -121,6 +122,24 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     validation = ValidationMetrics({name: evaluators[name] for name in cfg.validation_evaluators})
     notes = datamodule.notes if isinstance(datamodule, HasDataNotes) else None
     return Parts(datamodule, encoder, head, evaluators, module, validation, notes)
+
+
+def check_owns_network(cfg: DictConfig, ctx: RunContext, encoder: Any, input_shape: Any) -> None:
+    """A head that takes the input shape and not an embedding size owns the whole network (the CSRL autoencoders,
+    RBM, VAE: they read the inputs themselves), so its encoder must hand the inputs through unchanged
+    (``model=identity``); refused in one line before a shape error deep in the first step."""
+    params = inspect.signature(target_of(cfg.loss, "loss")).parameters
+    if "input_shape" not in params or "embedding_dim" in params:
+        return
+    size = 1
+    for dim in input_shape:
+        size *= int(dim)
+    if encoder.embedding_dim != size:
+        raise ConfigError(
+            f"loss={ctx.choices.get('loss')} owns the whole network (it reads the {size} input values itself), but "
+            f"model={ctx.choices.get('model')} hands it {encoder.embedding_dim}-d representations: use "
+            "model=identity"
+        )
 
 
 def validates(cfg: DictConfig, parts: Parts) -> bool:
