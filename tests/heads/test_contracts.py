@@ -34,7 +34,7 @@ from clusterable.models.identity import Identity
 CONF = Path(__file__).resolve().parents[2] / "conf"
 HEADS = sorted(p.stem for p in (CONF / "loss").glob("*.yaml"))
 ENCODERS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
-CLASSIFYING = {"cce", "center", "cosine_corel", "gaussian_corel", "ce"}
+CLASSIFYING = {"cce", "center", "cosine_corel", "gaussian_corel", "gaussian_corel_authors", "ce"}
 # pytorch-metric-learning's losses through the generic head: on embeddings, with their own parameter group.
 PML = {"pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor", "arcface",
        "normsoftmax"}  # fmt: skip
@@ -46,7 +46,7 @@ SAFIR = {"dml", "dml_ae", "dml_prior", "mvae"}
 REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING, *SAFIR}
 RECONSTRUCTING = {"ae1", "ae2", "ae3", "tae1", "tae2", "ptae", "trbm"}
 # Heads that recognise their own loss running away (Gaussian-COREL below lambda = 0.5).
-WATCHING = {"gaussian_corel"}
+WATCHING = {"gaussian_corel", "gaussian_corel_authors"}
 OWN_LR = CLASSIFYING | PML
 
 # What train.py passes: C = 3 classes, flat 4x4 "images" (inputs in [0, 1] for the RBM) through the identity
@@ -64,11 +64,12 @@ FRAMEWORK = {"num_classes", "embedding_dim", "input_shape"}
 
 
 def target(group: str, name: str) -> type:
-    return hydra.utils.get_class(OmegaConf.load(CONF / group / f"{name}.yaml")._target_)
+    return hydra.utils.get_class(config(group, name)._target_)
 
 
 def config(group: str, name: str):
-    """The config file; one with a defaults list of its own (the Safir heads' `loss/metric`) composed by Hydra."""
+    """The config file; one with a defaults list of its own (the Safir heads' `loss/metric`, an option extending
+    another: gaussian_corel_authors) composed by Hydra."""
     cfg = OmegaConf.load(CONF / group / f"{name}.yaml")
     if "defaults" in cfg:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):
