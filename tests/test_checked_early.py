@@ -194,3 +194,61 @@ def test_a_pickled_agnews_npz_is_refused_unless_allowed(tmp_path: Path) -> None:
     )
     np.savez(path, data=records)  # plain records never need pickle
     assert [topic for topic, _ in read_npz(path, allow_pickle=False)] == ["Sports"]
+
+
+# ------------------------------------------------------------------------------------- the cryptic ones, one line
+
+
+def test_settings_left_for_an_unselected_evaluator_name_the_fix(train) -> None:
+    # cross/fashion sets evaluator.clustering.methods; evaluator=[classification] drops the node's _target_
+    result = train("experiment=cross/fashion", "debug=smoke", "evaluator=[classification]", "loss=cce")
+    refused_before_training(result, train.outputs, "evaluator.clustering sets methods but names no class")
+    assert (
+        "select it (evaluator=[..., clustering]) or drop its settings (~evaluator.clustering)" in result.err
+    )
+
+
+def test_an_experiments_recipe_for_another_dataset_names_what_it_covers(train) -> None:
+    result = train("experiment=boudiaf/table4", "dataset=digits_zeroshot", "debug=smoke")
+    lines = result.error_lines()
+    assert result.code == 1 and len(lines) == 1, result
+    assert (
+        "protocol.feature_norm has no key 'digits_zeroshot' (it has: cub200, cars196, sop, inshop)"
+        in lines[0]
+    )
+
+
+def test_a_head_that_owns_the_network_names_model_identity(train) -> None:
+    result = train(*QUICK, "loss=ae1", "checkpoint.monitor=null")
+    refused_before_training(
+        result, train.outputs, "loss=ae1 owns the whole network (it reads the 4 input values"
+    )
+    assert result.err.rstrip().endswith("use model=identity")
+
+
+@pytest.mark.parametrize("name", ["../..", "/etc", "a/../b", ""])
+def test_a_name_that_leads_out_of_the_output_folder_is_refused(train, name: str) -> None:
+    result = train(*QUICK, f"name={name}")
+    assert result.code == 2 and result.error_lines() == [
+        f"error: name={name!r} must be a relative folder name below the output folder (no '..', no absolute path; "
+        "'/' between parts): e.g. name=my_study"
+    ], result
+    assert not train.outputs.exists() or not list(train.outputs.rglob("metrics.json"))
+
+
+def test_a_list_the_shell_cut_at_a_space_names_the_quoted_form() -> None:
+    from clusterable.preflight import split_list
+
+    assert split_list(["-m", "evaluator=[classification,", "clustering]", "seed=0,1"]) == (
+        "evaluator=[classification, is cut at a space: the shell split a list; quote it, "
+        "'evaluator=[classification, clustering]', or write it without spaces"
+    )
+    assert split_list(["evaluator=[classification,clustering]", "model.hidden=[500,10]"]) is None
+
+
+def test_dscl_above_its_regime_names_the_keys_that_exist() -> None:
+    from clusterable.heads.dscl import DSCL
+
+    hint = r"the last width of model.hidden for ffnn / cnn, e.g. model.hidden=\[500,10\]"
+    with pytest.raises(ValueError, match=hint):
+        DSCL(num_classes=3, embedding_dim=5, require_d_le_k=True)
