@@ -120,3 +120,12 @@ def test_a_truncated_array_is_named_in_one_line(tmp_path: Path, make_tables) -> 
     code, out, err = make_tables("corel/fig1", "--outputs", str(tmp_path))
     assert code == 2 and out == "", out
     assert len(err.strip().splitlines()) == 1 and "latent_test_seed0.npz cannot be read (BadZipFile" in err
+
+
+def test_a_garbled_csv_log_is_named_in_one_line(tmp_path: Path, make_tables) -> None:
+    run = table2_run(tmp_path, "cce", 0, 0.88)
+    (run / "csv").mkdir()
+    (run / "csv" / "metrics.csv").write_text("epoch,step,val/kmeans/acc\n0,10,0.5\n1,20,not-a-number\n")
+    code, out, err = make_tables("corel/fashion_curves", "--outputs", str(tmp_path))
+    assert code == 2 and out == "", out
+    assert len(err.strip().splitlines()) == 1 and "metrics.csv cannot be read (ValueError" in err, err

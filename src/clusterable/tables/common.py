@@ -89,9 +89,15 @@ def logged_curve(run: Run, key: str) -> list[tuple[int, float]]:
     path = run.path / "csv" / "metrics.csv"
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r.get(key) and r.get("epoch")]
-    return sorted((int(r["epoch"]), float(r[key])) for r in rows)
+    try:
+        with path.open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r.get(key) and r.get("epoch")]
+        return sorted((int(r["epoch"]), float(r[key])) for r in rows)
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:  # cut short, garbled, edited by hand
+        raise UnreadableRuns(
+            f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'empty'}): restore "
+            "it, or run that cell again, and make the table again"
+        ) from None
 
 
 def load_npz(run: Run, name: str) -> dict[str, np.ndarray] | None:
