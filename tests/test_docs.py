@@ -654,3 +654,38 @@ def test_layout_tree_is_checked():
     problems = layout_problems(ROOT / "README.md", text)
     assert len(problems) == 2 and "`src/clusterable/nope.py`" in problems[0], problems
     assert "`conf/<group>/<nope>.json`" in problems[1], problems
+
+
+# ------------------------------------------------------------------------------ the cheap commands, run as written
+
+# A single run the docs show that trains in seconds on the CPU: a debug group that cuts it short, or a fake
+# stand-in for a dataset with an encoder small enough (an ImageNet backbone on fake 224-pixel images is not).
+CHEAP = re.compile(r"debug=(fast|smoke)|dataset\.source=fake")
+COSTLY = re.compile(r"model=(resnet50|googlenet|bninception|inception)\b|\s-m\b|--cfg|--help")
+
+
+def cheap_commands() -> list[tuple[str, int, str]]:
+    """(page, line, command) of every ``python train.py ...`` single run on a page that CHEAP and not COSTLY name,
+    once each, outside the pages' own files (the extension guide runs those in its own test)."""
+    seen: dict[str, tuple[str, int, str]] = {}
+    for path in DOCS:
+        if page_files(path):
+            continue
+        for m in mentions(path):
+            words = m.text.split()
+            if m.kind != "command" or words[:2] != ["python", "train.py"] or not CHEAP.search(m.text):
+                continue
+            if not COSTLY.search(m.text):
+                seen.setdefault(m.text, (path.name, m.line, m.text))
+    return sorted(seen.values())
+
+
+def test_there_are_cheap_commands_to_run():
+    assert any("debug=fast" in c for _, _, c in cheap_commands()) and len(cheap_commands()) >= 2
+
+
+@pytest.mark.parametrize(("page", "line", "command"), cheap_commands(), ids=lambda v: str(v)[:60])
+def test_a_cheap_command_runs_as_written(train, page: str, line: int, command: str):
+    result = train(*shlex.split(command)[2:])
+    assert result.code == 0, f"{page}:{line}: `{command}` ended {result.code}: {result.err[-500:]}"
+    assert "run: ok" in result.out, f"{page}:{line}: `{command}`: {result.out[-500:]}"
