@@ -81,7 +81,7 @@ def _single_step_s(build: Callable, batch: dict, device: torch.device) -> float:
     data = {k: v.to(device) for k, v in batch.items()}
 
     def step() -> None:
-        loss = module._head(data, epoch=0)["loss"]
+        loss = module.loss_parts(data, epoch=0)["loss"]
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -99,7 +99,11 @@ def _stacked_step_s(build: Callable, batch: dict, members: int, device: torch.de
     torch.manual_seed(0)
     stack = StackedMembers([build().to(device) for _ in range(members)])
     ones = torch.full((members,), 1e-3, device=device)
-    opt = StackedOptimizer("adam", [Group(list(stack.params.values()), ones, torch.zeros_like(ones))], {})
+    opt = StackedOptimizer(
+        "adam",
+        [Group(list(stack.params.values()), ones, torch.zeros_like(ones))],
+        {"betas": (0.9, 0.999), "eps": 1e-8},
+    )
     data = {k: v.to(device).expand(members, *v.shape).contiguous() for k, v in batch.items()}
     alive = torch.ones(members, dtype=torch.bool, device=device)
 

@@ -188,22 +188,28 @@ class RepresentationModule(L.LightningModule):
         if self.channels_last:
             self.encoder.to(memory_format=torch.channels_last)
 
-    def _encode(self, inputs: Tensor) -> Tensor:
+    def encode(self, inputs: Tensor) -> Tensor:
+        """The encoder's output (N, D) for ``inputs`` (N, *input_shape), channels-last where the run asks for it.
+
+        Part of the step API the stacked engine calls under ``vmap`` (``clusterable.stacked.members``).
+        """
         if self.channels_last and inputs.dim() == 4:
             inputs = inputs.contiguous(memory_format=torch.channels_last)
         return self.encoder(inputs)
 
-    def _head(
+    def loss_parts(
         self, batch: dict[str, Tensor], embeddings: Tensor | None = None, epoch: int | None = None
     ) -> dict[str, Tensor]:
-        """The head's loss parts on ``batch``; ``epoch`` (default: Lightning's ``current_epoch``) for heads with
-        schedules. The stacked path (``clusterable.stacked``) calls it under ``vmap`` with its own epoch."""
+        """The head's loss parts on ``batch`` (each a 0-d tensor, ``loss`` the one minimised); ``embeddings``
+        (B, D) when the batch is already encoded; ``epoch`` (default: Lightning's ``current_epoch``) for heads
+        with schedules. One training step's arithmetic, called by ``training_step`` and, under ``vmap`` with its
+        own epoch, by the stacked engine."""
         epoch = self.current_epoch if epoch is None else epoch
         extra = {k: v for k, v in batch.items() if k not in ("inputs", "labels")}
         if embeddings is None:  # a training step: an EncodingHead embeds the batch its own way (sub-batches)
             encode = self.head.encode if isinstance(self.head, EncodingHead) else None
             embeddings = (
-                self._encode(batch["inputs"]) if encode is None else encode(self._encode, batch["inputs"])
+                self.encode(batch["inputs"]) if encode is None else encode(self.encode, batch["inputs"])
             )
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
@@ -211,11 +217,26 @@ class RepresentationModule(L.LightningModule):
             **extra,
         )  # fmt: skip
 
+    def validation_outputs(self, batch: dict[str, Tensor], epoch: int | None = None) -> dict[str, Tensor]:
+        """What validation computes on ``batch``: ``encoder_output`` (B, D); ``logits`` (B, K) for a classifying
+        head and ``loss`` (0-d) for a head whose loss is defined on new points (not a clustering head's, which
+        needs the training assignment), neither when the validation classes are disjoint from training's.
+        The one rule for which heads log ``val/acc`` and ``val/loss``, for a single run and a stacked member."""
+        embeddings = self.encode(batch["inputs"])
+        out = {"encoder_output": embeddings}
+        if self.class_disjoint:
+            return out
+        if isinstance(self.head, ClassifyingHead):
+            out["logits"] = self.head.logits(embeddings)
+        if not isinstance(self.head, ClusteringHead):
+            out["loss"] = self.loss_parts(batch, embeddings, epoch=epoch)["loss"]
+        return out
+
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         if not self.automatic_optimization:
             self._per_sample_steps(batch)
             return None
-        out = self._head(batch)
+        out = self.loss_parts(batch)
         self._accumulate(out)
         self.steps_taken += 1
         return out["loss"]
@@ -237,7 +258,7 @@ class RepresentationModule(L.LightningModule):
         rows = [{k: v[i : i + 1] for k, v in batch.items()} for i in range(len(batch["labels"]))]
         parts = []
         for row in rows:
-            out = self._head(row)
+            out = self.loss_parts(row)
             optimizer.zero_grad(set_to_none=True)
             out["loss"].backward()
             optimizer.step()
@@ -297,34 +318,41 @@ class RepresentationModule(L.LightningModule):
         return out, split
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
-        """``val/acc`` and ``val/loss`` where they are defined; returns ``{"encoder_output": (B, D)}`` for the
-        callbacks (``ValidationMetrics`` gathers it for the validation evaluators)."""
-        n = len(batch["labels"])
-        embeddings = self._encode(batch["inputs"])
-        if isinstance(self.head, ClassifyingHead) and not self.class_disjoint:
-            logits = self.head.logits(embeddings)
+        """``val/acc`` and ``val/loss`` where they are defined (``validation_outputs``); returns
+        ``{"encoder_output": (B, D)}`` for the callbacks (``ValidationMetrics`` gathers it for the validation
+        evaluators)."""
+        out = self.validation_outputs(batch)
+        if "logits" in out:
             labelled = batch["labels"] >= 0
-            acc = (logits.argmax(1)[labelled] == batch["labels"][labelled]).float().mean()
+            acc = (out["logits"].argmax(1)[labelled] == batch["labels"][labelled]).float().mean()
             self.log("val/acc", acc, batch_size=int(labelled.sum()), prog_bar=True, sync_dist=True)
-        # A clustering head's loss needs the training assignment.
-        if not isinstance(self.head, ClusteringHead) and not self.class_disjoint:
-            self.log("val/loss", self._head(batch, embeddings)["loss"], batch_size=n, sync_dist=True)
-        return {"encoder_output": embeddings.detach()}
+        if "loss" in out:
+            self.log("val/loss", out["loss"], batch_size=len(batch["labels"]), sync_dist=True)
+        return {"encoder_output": out["encoder_output"].detach()}
 
-    def configure_optimizers(self) -> dict:
+    def parameter_groups(self) -> list[dict]:
+        """The optimizer's parameter groups: the encoder's trainable parameters, the head's (at its own ``lr``
+        where it has one, ``contracts.OwnLearningRate``), and, with ``weight_decay_on: matrices``, each split in
+        two so that vectors (biases, norms) get no decay. Empty groups are left out. The stacked engine maps its
+        stacked tensors onto these same groups (``stacked.optim.from_optimizers``)."""
         head_lr = self.head.lr if isinstance(self.head, OwnLearningRate) else None
         groups = [
             {"params": [p for p in self.encoder.parameters() if p.requires_grad]},
             {"params": [p for p in self.head.parameters() if p.requires_grad]}
             | ({"lr": head_lr} if head_lr is not None else {}),
         ]
-        if (
-            self.weight_decay_on == "matrices"
-        ):  # each group split in two: vectors (biases, norms) get no decay
+        if self.weight_decay_on == "matrices":
             groups = [{**g, "params": [p for p in g["params"] if p.dim() > 1]} for g in groups] + [
                 {**g, "params": [p for p in g["params"] if p.dim() <= 1], "weight_decay": 0.0} for g in groups
             ]
-        optimizer = self.optimizer_factory([g for g in groups if g["params"]])
+        return [g for g in groups if g["params"]]
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        """The run's optimizer over ``parameter_groups()``, as the config's ``optimizer`` node builds it."""
+        return self.optimizer_factory(self.parameter_groups())
+
+    def configure_optimizers(self) -> dict:
+        optimizer = self.build_optimizer()
         if self.scheduler_factory is None:
             return {"optimizer": optimizer}
         total = self.trainer.estimated_stepping_batches

@@ -133,9 +133,9 @@ def test_the_module_embeds_training_batches_through_the_head():
     encoder = TwoLayers()
     head = DSCL(num_classes=6, embedding_dim=4, sub_batch_size=4)
     module = RepresentationModule(encoder, head, functools.partial(torch.optim.SGD, lr=0.1))
-    module._encode = counting  # type: ignore[method-assign]
+    module.encode = counting  # type: ignore[method-assign]
     batch = {"inputs": torch.randn(12, 6), "labels": torch.arange(12) % 6}
-    module._head(batch)["loss"].backward()
+    module.loss_parts(batch)["loss"].backward()
     assert calls == [4, 4, 4, 4, 4, 4]  # 3 sub-batches embedded without activations, then again in backward
 
 
@@ -190,7 +190,7 @@ def test_trainable_embedding_layer_trains_only_that_layer_and_keeps_the_rest_in_
     before = {name: p.detach().clone() for name, p in encoder.named_parameters()}
     optimizer = module.configure_optimizers()["optimizer"]
     batch = {"inputs": torch.randn(12, 6), "labels": torch.arange(12) % 3}
-    module._head(batch)["loss"].backward()
+    module.loss_parts(batch)["loss"].backward()
     optimizer.step()
     changed = {name for name, p in encoder.named_parameters() if not torch.equal(p, before[name])}
     last = {

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from clusterable.contracts import ClassifyingHead, ClusteringHead
+from clusterable.contracts import ClusteringHead
 from clusterable.module import DivergedError, epoch_divergence
 from clusterable.stacked.members import StackedMembers
 from clusterable.stacked.optim import StackedOptimizer
@@ -103,6 +103,30 @@ class StackTiming:
     lloyd: list[float] = field(default_factory=list)
 
 
+@dataclass
+class Progress:
+    """What the loop carries from epoch to epoch: each member's record, who still trains, the best epoch's value
+    and stacked copies, the steps taken."""
+
+    records: list[MemberRecord]
+    alive: Tensor  # (M,) bool
+    best_value: Tensor  # (M,) float64, NaN before the first validation
+    best_params: dict[str, Tensor]
+    best_buffers: dict[str, Tensor]
+    steps: int = 0
+
+    @classmethod
+    def start(cls, stack: StackedMembers) -> Progress:
+        m, device = stack.size, stack.device
+        return cls(
+            records=[MemberRecord() for _ in range(m)],
+            alive=torch.ones(m, dtype=torch.bool, device=device),
+            best_value=torch.full((m,), math.nan, dtype=torch.float64, device=device),
+            best_params={k: v.detach().clone() for k, v in stack.params.items()},
+            best_buffers={k: v.clone() for k, v in stack.buffers.items()},
+        )
+
+
 def fit(
     stack: StackedMembers,
     optimizer: StackedOptimizer,
@@ -117,96 +141,124 @@ def fit(
     parameters and buffers (the last epoch's without a monitor). A clustering head's k-means++ start
     (``init_clusters``) has run before.
 
+    An epoch goes through the single run's phases in its order: train (``_train_epoch``), the divergence check
+    (``_check_divergence``), validate (``_validate``), keep the best epoch (``_keep_best``), log, the Lloyd step.
+
     ``loaders``: each member's training ``TensorBatches`` (its batch order); ``datamodules``: each member's, for a
     clustering head's Lloyd steps.
     """
-    m = stack.size
-    device = stack.device
-    records = [MemberRecord() for _ in range(m)]
-    alive = torch.ones(m, dtype=torch.bool, device=device)
-    best_value = torch.full((m,), math.nan, dtype=torch.float64, device=device)
-    best_params = {k: v.detach().clone() for k, v in stack.params.items()}
-    best_buffers = {k: v.clone() for k, v in stack.buffers.items()}
+    state = Progress.start(stack)
     clustering = isinstance(stack.modules[0].head, ClusteringHead)
     timing = StackTiming()
     start = time.perf_counter()
-    steps = 0
     for epoch in range(settings.max_epochs):
-        if not bool(alive.any()):
+        if not bool(state.alive.any()):
             break
         epoch_start = time.perf_counter()
-        sums: dict[str, Tensor] = {}
-        count = 0
-        orders = [loader.epoch_rows()[: settings.max_batches] for loader in loaders]
-        sizes = [len(rows) for rows in orders[0]]
-        if any([len(rows) for rows in o] != sizes for o in orders):
-            raise RuntimeError("the members' epochs have different batches")
-        # The epoch's rows (M, rows an epoch) on the device once; a batch is a slice of it (no per-member loop).
-        epoch_rows = torch.stack([torch.cat(o) for o in orders]).to(device) if sizes else None
-        # Who is dead changes only between epochs: computed here, so that a step never syncs with the device.
-        dead = (~alive).nonzero().flatten() if not bool(alive.all()) else None
-        train_start = time.perf_counter()
-        offset = 0
-        for size in sizes:
-            rows = epoch_rows[:, offset : offset + size]
-            offset += size
-            units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(size)]
-            for unit in units:
-                out = stack.losses(train.batch(unit), epoch)  # every key gathered per member: (M, B, ...)
-                total = torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum()
-                optimizer.zero_grad()
-                total.backward()
-                optimizer.step(dead)
-                for key, value in out.items():
-                    sums[key] = sums[key] + value.detach() if key in sums else value.detach()
-                count += 1
-        steps += count
-        timing.train_s += time.perf_counter() - train_start
-        means = {f"train/{k}": (v / max(count, 1)).tolist() for k, v in sums.items()}  # one sync an epoch
-        trained = alive.clone()
-        for i in range(m):
-            if not bool(trained[i]):
-                continue
-            records[i].steps += count
-            values = {k: v[i] for k, v in means.items()}
-            error = epoch_divergence(
-                stack.modules[i].head, values, records[i].history, epoch, settings.divergence_limit
-            )
-            if error is not None:  # as the single run: the runaway epoch is neither validated nor logged
-                records[i].diverged, alive[i] = error, False
-            else:
-                records[i].last_train = values
-        row_metrics = {k: torch.tensor(v, dtype=torch.float64) for k, v in means.items()}
+        means, count = _train_epoch(stack, optimizer, loaders, train, settings, state.alive, epoch, timing)
+        state.steps += count
+        _check_divergence(stack, state, means, count, epoch, settings)
+        metrics = {k: torch.tensor(v, dtype=torch.float64) for k, v in means.items()}
         if settings.validates and val is not None:
-            row_metrics.update(_validate(stack, val, epoch, settings))
-        if settings.monitor is not None and settings.monitor in row_metrics:
-            value = row_metrics[settings.monitor].to(device)
-            better = value > best_value if settings.mode == "max" else value < best_value
-            better = (better | best_value.isnan()) & alive  # the first validation is kept, as Lightning's
-            best_value = torch.where(better, value, best_value)
-            _keep_where(best_params, stack.params, better)
-            _keep_where(best_buffers, stack.buffers, better, shared=stack.shared_buffers)
-            for i in better.nonzero().flatten().tolist():
-                records[i].best_epoch, records[i].best_step = epoch, steps
-        for i in range(m):
-            if bool(alive[i]):
-                records[i].rows.append(
-                    {"epoch": epoch, **{k: float(v[i]) for k, v in row_metrics.items()}, "step": steps - 1}
-                )
+            metrics.update(_validate(stack, val, epoch, settings))
+        _keep_best(stack, state, metrics, epoch, settings)
+        for i in state.alive.nonzero().flatten().tolist():
+            row = {k: float(v[i]) for k, v in metrics.items()}
+            state.records[i].rows.append({"epoch": epoch, **row, "step": state.steps - 1})
         if clustering:
             lloyd_start = time.perf_counter()
-            _lloyd(stack, datamodules, alive, first=False)
+            _lloyd(stack, datamodules, state.alive, first=False)
             timing.lloyd.append(time.perf_counter() - lloyd_start)
         timing.epochs.append(time.perf_counter() - epoch_start)
         if progress is not None:
-            progress(epoch, int(alive.sum()))
+            progress(epoch, int(state.alive.sum()))
     if settings.monitor is None:  # the last epoch is the one tested
-        best_params = {k: v.detach().clone() for k, v in stack.params.items()}
-        best_buffers = dict(stack.buffers)
-        for record in records:
+        state.best_params = {k: v.detach().clone() for k, v in stack.params.items()}
+        state.best_buffers = dict(stack.buffers)
+        for record in state.records:
             record.best_epoch = (len(record.rows) - 1) if record.steps else None
     timing.fit_s = time.perf_counter() - start
-    return records, best_params, best_buffers, timing
+    return state.records, state.best_params, state.best_buffers, timing
+
+
+def _train_epoch(
+    stack: StackedMembers,
+    optimizer: StackedOptimizer,
+    loaders: Sequence[Any],
+    train: StackedSplit,
+    settings: Settings,
+    alive: Tensor,
+    epoch: int,
+    timing: StackTiming,
+) -> tuple[dict[str, list[float]], int]:
+    """One epoch of optimizer steps, each member on its own batches; returns the loss parts' epoch means per
+    member (``train/<part>`` -> M floats: the epoch's one host sync) and the steps taken."""
+    orders = [loader.epoch_rows()[: settings.max_batches] for loader in loaders]
+    sizes = [len(rows) for rows in orders[0]]
+    if any([len(rows) for rows in o] != sizes for o in orders):
+        raise RuntimeError("the members' epochs have different batches")
+    # The epoch's rows (M, rows an epoch) on the device once; a batch is a slice of it (no per-member loop).
+    epoch_rows = torch.stack([torch.cat(o) for o in orders]).to(stack.device) if sizes else None
+    # Who is dead changes only between epochs: computed here, so that a step never syncs with the device.
+    dead = (~alive).nonzero().flatten() if not bool(alive.all()) else None
+    train_start = time.perf_counter()
+    sums: dict[str, Tensor] = {}
+    count = offset = 0
+    for size in sizes:
+        rows = epoch_rows[:, offset : offset + size]
+        offset += size
+        units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(size)]
+        for unit in units:
+            out = stack.losses(train.batch(unit), epoch)  # every key gathered per member: (M, B, ...)
+            total = torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum()
+            optimizer.zero_grad()
+            total.backward()
+            optimizer.step(dead)
+            for key, value in out.items():
+                sums[key] = sums[key] + value.detach() if key in sums else value.detach()
+            count += 1
+    timing.train_s += time.perf_counter() - train_start
+    return {f"train/{k}": (v / max(count, 1)).tolist() for k, v in sums.items()}, count
+
+
+def _check_divergence(
+    stack: StackedMembers,
+    state: Progress,
+    means: dict[str, list[float]],
+    count: int,
+    epoch: int,
+    settings: Settings,
+) -> None:
+    """The single run's rule (``module.epoch_divergence``) per member: a member whose epoch ran away stops, and
+    that epoch is neither validated nor logged for it."""
+    for i in state.alive.nonzero().flatten().tolist():
+        record = state.records[i]
+        record.steps += count
+        values = {k: v[i] for k, v in means.items()}
+        error = epoch_divergence(
+            stack.modules[i].head, values, record.history, epoch, settings.divergence_limit
+        )
+        if error is not None:
+            record.diverged, state.alive[i] = error, False
+        else:
+            record.last_train = values
+
+
+def _keep_best(
+    stack: StackedMembers, state: Progress, metrics: dict[str, Tensor], epoch: int, settings: Settings
+) -> None:
+    """Where a living member's monitored value improved (``checkpoint.mode``), its parameters and buffers are
+    copied into the best epoch's stacked copies; the first validation is kept, as Lightning's checkpoint."""
+    if settings.monitor is None or settings.monitor not in metrics:
+        return
+    value = metrics[settings.monitor].to(stack.device)
+    better = value > state.best_value if settings.mode == "max" else value < state.best_value
+    better = (better | state.best_value.isnan()) & state.alive
+    state.best_value = torch.where(better, value, state.best_value)
+    _keep_where(state.best_params, stack.params, better)
+    _keep_where(state.best_buffers, stack.buffers, better, shared=stack.shared_buffers)
+    for i in better.nonzero().flatten().tolist():
+        state.records[i].best_epoch, state.records[i].best_step = epoch, state.steps
 
 
 def _keep_where(
@@ -223,30 +275,28 @@ def _keep_where(
 
 
 def _validate(stack: StackedMembers, val: StackedSplit, epoch: int, settings: Settings) -> dict[str, Tensor]:
-    """``val/acc`` and ``val/loss`` per member (M,), as the single run's ``validation_step`` logs them: means
-    over the split weighted by each batch's (labelled) rows."""
-    head = stack.modules[0].head
-    classifying = isinstance(head, ClassifyingHead) and not settings.class_disjoint
-    with_loss = not isinstance(head, ClusteringHead) and not settings.class_disjoint
-    if not (classifying or with_loss):
+    """``val/acc`` and ``val/loss`` per member (M,), where the module's ``validation_outputs`` gives them (the
+    single run's rule): means over the split weighted by each batch's (labelled) rows, as Lightning logs them."""
+    logged = set(stack.modules[0].logged_keys(validates=True))
+    if not logged & {"val/acc", "val/loss"}:
         return {}
     correct = labelled_rows = loss_sum = rows = 0
     for batch, shared in val.chunks(settings.eval_batch_size):
         out = stack.validation_outputs(batch, epoch, shared)
         labels = batch["labels"]
-        if classifying:
+        if "logits" in out:
             labelled = labels >= 0
             hits = (out["logits"].argmax(-1) == labels) & labelled
             correct = correct + hits.sum(-1).double()
             labelled_rows = labelled_rows + labelled.sum(-1).double()
-        if with_loss:
+        if "loss" in out:
             n = labels.shape[-1]
             loss_sum = loss_sum + out["loss"].double() * n
             rows += n
     metrics = {}
-    if classifying:
+    if "val/acc" in logged:
         metrics["val/acc"] = (correct / labelled_rows).cpu()
-    if with_loss:
+    if "val/loss" in logged:
         metrics["val/loss"] = (loss_sum / max(rows, 1)).cpu()
     return metrics
 

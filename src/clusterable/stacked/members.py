@@ -20,13 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from clusterable.contracts import (
-    ClassifyingHead,
-    ClusteringHead,
-    EncodingHead,
-    HasConstantBuffers,
-    StacksScalars,
-)
+from clusterable.contracts import EncodingHead, HasConstantBuffers, StacksScalars
 from clusterable.stacked.errors import NotStackable
 
 
@@ -38,18 +32,9 @@ class _Call(nn.Module):
         self.module = module
 
     def forward(self, batch: dict[str, Tensor], epoch: int, train: bool) -> dict[str, Tensor]:
-        module = self.module
         if train:
-            return module._head(batch, epoch=epoch)
-        embeddings = module._encode(batch["inputs"])
-        out = {"encoder_output": embeddings}
-        if isinstance(module.head, ClassifyingHead):
-            out["logits"] = module.head.logits(embeddings)
-        if not isinstance(
-            module.head, ClusteringHead
-        ):  # a clustering head's loss needs the training assignment
-            out["loss"] = module._head(batch, embeddings, epoch=epoch)["loss"]
-        return out
+            return self.module.loss_parts(batch, epoch=epoch)
+        return self.module.validation_outputs(batch, epoch=epoch)
 
 
 class StackedMembers:
@@ -129,6 +114,10 @@ class StackedMembers:
             name: b if name in self.shared_buffers else torch.stack([x[name] for x in bufs])
             for name, b in bufs[0].items()
         }
+
+    def member_parameters(self) -> list[dict[str, Tensor]]:
+        """Per member, its own module's parameters under the stacked names (what its optimizer holds)."""
+        return [dict(_Call(m).named_parameters()) for m in self.modules]
 
     def unstack_into(
         self, index: int, params: dict[str, Tensor] | None = None, buffers: dict[str, Tensor] | None = None

@@ -22,16 +22,14 @@ from torch import Tensor
 
 from clusterable.stacked.errors import NotStackable
 
-# The optimizers that have a stacked version, by their config's ``_target_``.
-KINDS = {"torch.optim.Adam": "adam", "torch.optim.AdamW": "adamw", "torch.optim.SGD": "sgd"}
-# Options that change how torch computes an update, not what: every member of a stack takes the stacked update.
-IMPLEMENTATION_OPTIONS = ("fused", "foreach", "capturable", "differentiable", "_target_", "_partial_")
-SHARED_DEFAULTS = {
-    "adam": {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False, "maximize": False},
-    "adamw": {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False, "maximize": False},
-    "sgd": {"momentum": 0.0, "dampening": 0.0, "nesterov": False, "maximize": False},
+# The options of each kind the stacked update implements (torch's defaults fill them in the built optimizer).
+OPTIONS = {
+    "adam": ("betas", "eps", "amsgrad", "maximize"),
+    "adamw": ("betas", "eps", "amsgrad", "maximize"),
+    "sgd": ("momentum", "dampening", "nesterov", "maximize"),
 }
-DEFAULT_WEIGHT_DECAY = {"adam": 0.0, "adamw": 0.01, "sgd": 0.0}
+# Options that change how torch computes an update, not what: every member of a stack takes the stacked update.
+IMPLEMENTATION_OPTIONS = ("fused", "foreach", "capturable", "differentiable", "decoupled_weight_decay")
 
 
 @dataclass
@@ -65,9 +63,12 @@ class StackedOptimizer:
     """
 
     def __init__(self, kind: str, groups: Sequence[Group], options: Mapping[str, Any]):
-        if kind not in SHARED_DEFAULTS:
+        if kind not in OPTIONS:
             raise NotStackable(f"optimizer {kind!r} has no stacked version (adam, adamw or sgd)")
-        opts = {**SHARED_DEFAULTS[kind], **options}
+        missing = sorted(set(OPTIONS[kind]) - {"amsgrad", "maximize"} - set(options))
+        if missing:
+            raise ValueError(f"the stacked {kind} needs {', '.join(missing)}")
+        opts = dict(options)
         for flag in ("amsgrad", "maximize"):
             if opts.get(flag):
                 raise NotStackable(f"optimizer.{flag}=true has no stacked version")
@@ -143,31 +144,78 @@ class StackedOptimizer:
             p.add_(grad * -lr)
 
 
-def member_options(
-    configs: Sequence[Mapping[str, Any]],
-) -> tuple[str, dict[str, Any], list[float], list[float]]:
-    """From the members' resolved ``optimizer`` nodes: the kind, the options they share, and each member's lr and
-    weight decay. Refused (``NotStackable``, one line) for an optimizer with no stacked version or members that
-    differ in anything but ``lr`` and ``weight_decay``."""
-    target = str(configs[0].get("_target_"))
-    kind = KINDS.get(target)
-    if kind is None:
-        raise NotStackable(f"optimizer {target} has no stacked version ({', '.join(KINDS)})")
-    shared: dict[str, Any] = {}
-    for cfg in configs:
-        if str(cfg.get("_target_")) != target:
-            raise NotStackable("the members use different optimizers")
-        options = {
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in cfg.items()
-            if k not in IMPLEMENTATION_OPTIONS + ("lr", "weight_decay")
-        }
-        unknown = sorted(set(options) - set(SHARED_DEFAULTS[kind]))
-        if unknown:
-            raise NotStackable(f"optimizer.{unknown[0]} has no stacked version")
-        if shared and options != shared:
-            raise NotStackable("the members' optimizers differ in more than lr and weight_decay")
-        shared = options
-    lrs = [float(cfg.get("lr", 1e-3 if kind != "sgd" else 0.0)) for cfg in configs]
-    decays = [float(cfg.get("weight_decay", DEFAULT_WEIGHT_DECAY[kind])) for cfg in configs]
-    return kind, shared, lrs, decays
+def kind_of(optimizer: torch.optim.Optimizer) -> str:
+    """``adam``, ``adamw`` or ``sgd`` for a built torch optimizer; ``NotStackable`` for any other."""
+    if isinstance(optimizer, torch.optim.AdamW) or (
+        isinstance(optimizer, torch.optim.Adam) and optimizer.defaults.get("decoupled_weight_decay")
+    ):
+        return "adamw"  # torch's AdamW is Adam with decoupled weight decay
+    if isinstance(optimizer, torch.optim.Adam):
+        return "adam"
+    if isinstance(optimizer, torch.optim.SGD):
+        return "sgd"
+    name = f"{type(optimizer).__module__}.{type(optimizer).__qualname__}"
+    raise NotStackable(f"optimizer {name} has no stacked version (torch.optim.Adam, AdamW or SGD)")
+
+
+def from_optimizers(
+    params: Mapping[str, Tensor],
+    members: Sequence[Mapping[str, Tensor]],
+    optimizers: Sequence[torch.optim.Optimizer],
+) -> StackedOptimizer:
+    """The stacked optimizer of the optimizers the members' runs built (``RepresentationModule.build_optimizer``):
+    its kind, options and parameter groups taken from them, each group's ``lr`` and ``weight_decay`` one value per
+    member (M,).
+
+    Args:
+        params: name -> the stacked parameter (M, ...).
+        members: per member, name -> its own parameter under the same name (the tensors its optimizer holds).
+        optimizers: per member, its built optimizer.
+
+    Refused (``NotStackable``, one line): an optimizer with no stacked version, members whose optimizers differ in
+    anything but ``lr`` and ``weight_decay`` or group their parameters differently, and a group option the update
+    does not implement.
+    """
+    kinds = {kind_of(o) for o in optimizers}
+    if len(kinds) != 1:
+        raise NotStackable("the members use different optimizers")
+    kind = kinds.pop()
+    shared = _shared_options(kind, optimizers)
+    group_of = [
+        {id(p): g for g, group in enumerate(o.param_groups) for p in group["params"]} for o in optimizers
+    ]
+    by_group: dict[int, list[Tensor]] = {}
+    for name, stacked in params.items():
+        indices = {own.get(id(member[name])) for own, member in zip(group_of, members, strict=True)}
+        if len(indices) != 1 or None in indices:
+            raise NotStackable(f"the members' optimizers group {name} differently")
+        by_group.setdefault(indices.pop(), []).append(stacked)
+    first = next(iter(params.values()))
+
+    def per_member(key: str, g: int) -> Tensor:
+        return torch.tensor([float(o.param_groups[g][key]) for o in optimizers], dtype=first.dtype,
+                            device=first.device)  # fmt: skip
+
+    groups = [
+        Group(ps, per_member("lr", g), per_member("weight_decay", g)) for g, ps in sorted(by_group.items())
+    ]
+    return StackedOptimizer(kind, groups, shared)
+
+
+def _shared_options(kind: str, optimizers: Sequence[torch.optim.Optimizer]) -> dict[str, Any]:
+    """The options every group of every member's optimizer shares (all but ``lr`` and ``weight_decay``)."""
+    shared: dict[str, Any] | None = None
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            options = {
+                k: tuple(v) if isinstance(v, list | tuple) else v
+                for k, v in group.items()
+                if k not in IMPLEMENTATION_OPTIONS + ("params", "lr", "weight_decay", "initial_lr")
+            }
+            unknown = sorted(set(options) - set(OPTIONS[kind]))
+            if unknown:
+                raise NotStackable(f"optimizer.{unknown[0]} has no stacked version")
+            if shared is not None and options != shared:
+                raise NotStackable("the members' optimizers differ in more than lr and weight_decay")
+            shared = options
+    return shared or {}

@@ -213,11 +213,10 @@ def _batch_count(limit: Any) -> int | None:
 def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any]:
     """The stacked model, its optimizer and the shared settings; ``NotStackable`` when the built parts cannot
     stack."""
-    from clusterable.contracts import OwnLearningRate
     from clusterable.run.parts import validates
     from clusterable.stacked.fit import Settings
     from clusterable.stacked.members import StackedMembers
-    from clusterable.stacked.optim import Group, StackedOptimizer, member_options
+    from clusterable.stacked.optim import from_optimizers
 
     cfg = members[0].cell.cfg
     reason = why_not_stackable(OmegaConf.to_container(cfg))
@@ -229,29 +228,11 @@ def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any]:
     device = torch.device("cuda" if wants_gpu else "cpu")
     modules = [m.parts.module.to(device=device, dtype=dtype) for m in members]
     stack = StackedMembers(modules)
-    kind, shared, lrs, decays = member_options(
-        [OmegaConf.to_container(m.cell.cfg.optimizer) for m in members]
+    # Each member's optimizer as its single run builds it: the stack takes its kind, options and per-member lr
+    # and weight decay from them, never from the raw config.
+    optimizer = from_optimizers(
+        stack.params, stack.member_parameters(), [m.build_optimizer() for m in modules]
     )
-    head_lrs = [m.parts.head.lr if isinstance(m.parts.head, OwnLearningRate) else None for m in members]
-
-    def per_member(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, dtype=dtype, device=device)
-
-    head_names = {f"module.head.{n}" for n, p in modules[0].head.named_parameters() if p.requires_grad}
-    matrices_only = cfg.weight_decay_on == "matrices"
-    groups: dict[tuple[bool, bool], list] = {}
-    for name, p in stack.params.items():
-        own_lr = name in head_names and head_lrs[0] is not None
-        decayed = not matrices_only or p.dim() > 2  # the member's own tensor has one dimension less
-        groups.setdefault((own_lr, decayed), []).append(p)
-    zero = [0.0] * len(members)
-    own = [float(h) if h is not None else 0.0 for h in head_lrs]
-    optimizer = StackedOptimizer(
-        kind,
-        [Group(params, per_member(own if own_lr else lrs), per_member(decays if decayed else zero))
-         for (own_lr, decayed), params in groups.items()],
-        shared,
-    )  # fmt: skip
     datamodule = members[0].parts.datamodule
     settings = Settings(
         max_epochs=int(cfg.trainer.max_epochs), divergence_limit=float(cfg.divergence_limit),
