@@ -6,12 +6,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.running import Result
 
 ROOT = Path(__file__).resolve().parents[1]
+# What a run's loggers write when their folder resolves to the working directory, which is the repository's root
+# when pytest starts there (a csv/metrics.csv of a stacked-member test's draft was once committed that way).
+STRAY = ("csv", "lightning_logs", "wandb")
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_into_the_repository() -> Iterator[None]:
+    """Fail the test after which a logger's folder appeared in the repository's root, naming it."""
+    before = {name for name in STRAY if (ROOT / name).exists()}
+    yield
+    new = [name for name in STRAY if name not in before and (ROOT / name).exists()]
+    assert not new, (
+        f"this test wrote {', '.join(f'{n}/' for n in new)} into the repository ({ROOT}): a logger's save_dir "
+        "resolved to the working directory; give its runs a folder under tmp_path"
+    )
 
 
 def _env(outputs: Path) -> dict[str, str]:
