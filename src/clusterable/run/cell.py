@@ -4,17 +4,19 @@ A re-run of a grid keeps a cell whose metrics.json says ``ok`` (or ``diverged``:
 recorded config equals the one asked for now (``rundir.config_changes``: loggers, paths and progress bars aside);
 anything else is re-run from a clean folder, so no checkpoint, log or plot of an earlier attempt survives.
 
-A cell is locked while it runs (``fcntl.flock`` on ``<run dir>/.lock``, released by the kernel if the process
-dies): a second sweep, or a single run, on the same folder finds it ``busy``, says so in one line and goes on to its
-next cell; it never reads a half-written record of it, nor cleans it under the running one's feet.
+A cell is locked while it runs (an OS file lock on ``<run dir>/.lock`` through ``filelock``: ``flock`` on POSIX,
+``msvcrt.locking`` on Windows, released by the operating system if the process dies): a second sweep, or a single
+run, on the same folder finds it ``busy``, says so in one line and goes on to its next cell; it never reads a
+half-written record of it, nor cleans it under the running one's feet.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from clusterable import hydra_callbacks
 from clusterable.run.context import RunContext
@@ -23,22 +25,25 @@ from clusterable.rundir import clean_cell, config_changes, read_metrics, write_m
 FINISHED = ("ok", "diverged")
 LOCK_FILE = ".lock"
 BUSY = "another process runs this cell"
-# The cells this process holds locked: run directory -> the open lock file (closing it releases the lock).
-_held: dict[Path, int] = {}
+# The cells this process holds locked: run directory -> its held lock (releasing it frees the cell).
+_held: dict[Path, FileLock] = {}
 
 
 def lock_cell(run_dir: Path) -> bool:
-    """Take the cell's lock without waiting; False when another process holds it (this process's own: True)."""
+    """Take the cell's lock without waiting; False when another process holds it (this process's own: True).
+
+    A lock object of its own for each attempt (``is_singleton=False``), held by the process whichever thread
+    releases it (``thread_local=False``): another lock on the same file, in another process or in this one, is
+    refused, as ``flock`` refuses another open file."""
     if run_dir in _held:
         return True
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = FileLock(run_dir / LOCK_FILE, blocking=False, thread_local=False, is_singleton=False)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+        lock.acquire()
+    except Timeout:
         return False
-    _held[run_dir] = fd
+    _held[run_dir] = lock
     return True
 
 
@@ -48,11 +53,12 @@ def held_here(run_dir: Path) -> bool:
 
 
 def release_cell(run_dir: Path) -> None:
-    """Release the cell's lock once its record is written (no-op when this process does not hold it). The lock
-    file stays: removing it would let a process that opened it a moment before lock a file nobody else sees."""
-    fd = _held.pop(run_dir, None)
-    if fd is not None:
-        os.close(fd)
+    """Release the cell's lock once its record is written (no-op when this process does not hold it). On POSIX the
+    lock file stays (filelock leaves it): removing it would let a process that opened it a moment before lock a file
+    nobody else sees. (On Windows filelock removes it on release.)"""
+    lock = _held.pop(run_dir, None)
+    if lock is not None:
+        lock.release(force=True)
 
 
 def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, Any]) -> dict[str, Any] | None:

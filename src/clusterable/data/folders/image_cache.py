@@ -354,18 +354,13 @@ def _unwritable(folder: Path, err: OSError) -> str:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (a POSIX ``flock``; none where the platform has none)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: processes may decode the same cache twice; the rename keeps it whole
+    """An exclusive lock on ``path``, waited for (an OS file lock through ``filelock``, on POSIX and Windows;
+    released by the operating system if the holder dies), so that one process decodes a cache while the others
+    wait for it."""
+    from filelock import FileLock
+
+    with FileLock(path, thread_local=False, is_singleton=False):
         yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class _NoBar:
