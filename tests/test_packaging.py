@@ -3,12 +3,16 @@ declared."""
 
 from __future__ import annotations
 
+import ast
 import datetime
+import importlib
 import re
 from pathlib import Path
 
+import hydra
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 import clusterable
 
@@ -60,3 +64,90 @@ def test_the_license_exists_and_pyproject_declares_it() -> None:
     assert license_text.startswith("MIT License") and "The clusterable authors" in license_text
     project = _pyproject()["project"]
     assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+
+
+# ----------------------------------------------------------------------------------- Hydra's names the plugins use
+
+PLUGINS = ROOT / "src" / "hydra_plugins"
+
+
+def _from_hydra(module: str) -> bool:
+    """Hydra's modules and its own plugins' (joblib, submitit), not ours under ``hydra_plugins``."""
+    return module == "hydra" or module.startswith(("hydra.", "hydra_plugins.hydra_"))
+
+
+def _dotted(expr: ast.expr, imported: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
+    """(module, dotted name) of ``Name`` or ``Name.attr...`` when ``Name`` is one of the ``imported`` names."""
+    if isinstance(expr, ast.Name) and expr.id in imported:
+        return imported[expr.id]
+    if isinstance(expr, ast.Attribute) and (base := _dotted(expr.value, imported)) is not None:
+        return base[0], f"{base[1]}.{expr.attr}"
+    return None
+
+
+def _hydra_names_used() -> list[tuple[str, str, str]]:
+    """(file, module, dotted name) for every name the plugins take from Hydra: each from-import, each attribute of
+    an imported name (``BasicSweeper.split_arguments``) and each method reached through ``super()`` in a class
+    whose base is one (``BasicSweeper.sweep``)."""
+    used: list[tuple[str, str, str]] = []
+    for path in sorted(PLUGINS.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        tree = ast.parse(path.read_text())
+        imported: dict[str, tuple[str, str]] = {}  # local name -> (module, name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and _from_hydra(node.module or ""):
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = (str(node.module), alias.name)
+                    used.append((where, str(node.module), alias.name))
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and (name := _dotted(node, imported)) is not None:
+                used.append((where, *name))
+            if isinstance(node, ast.ClassDef):
+                bases = [b for b in (_dotted(e, imported) for e in node.bases) if b is not None]
+                for call in ast.walk(node):
+                    if (
+                        isinstance(call, ast.Attribute)
+                        and isinstance(call.value, ast.Call)
+                        and isinstance(call.value.func, ast.Name)
+                        and call.value.func.id == "super"
+                    ):
+                        used += [(where, module, f"{name}.{call.attr}") for module, name in bases]
+    return sorted(set(used))
+
+
+def _resolves(module: str, name: str) -> bool:
+    """Whether ``from module import first`` works and each further part of ``name`` is an attribute."""
+    first, *rest = name.split(".")
+    try:
+        target = importlib.import_module(module)
+        target = (
+            getattr(target, first) if hasattr(target, first) else importlib.import_module(f"{module}.{first}")
+        )
+        for part in rest:
+            target = getattr(target, part)
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def test_every_hydra_name_the_plugins_use_resolves() -> None:
+    """The sweeper and the launchers build on Hydra's private code (``hydra._internal``, the joblib launcher's
+    ``_core``): an upgrade that moves a name fails here, naming it, rather than in a user's sweep."""
+    used = _hydra_names_used()
+    assert ("src/hydra_plugins/clusterable_sweeper/cell_sweeper.py", "hydra._internal.core_plugins.basic_sweeper",
+            "BasicSweeper") in used  # fmt: skip
+    assert any(module.startswith("hydra_plugins.hydra_joblib_launcher._") for _, module, _ in used), used
+    missing = [f"{module}.{name} ({where})" for where, module, name in used if not _resolves(module, name)]
+    assert not missing, (
+        f"Hydra {hydra.__version__} lacks names the plugins use: {', '.join(missing)}; pyproject.toml pins "
+        "hydra-core (and the launchers) to the versions they were written against"
+    )
+
+
+def test_hydra_is_pinned_to_the_minor_version_the_plugins_were_written_for() -> None:
+    requirements = {
+        (req := Requirement(line)).name: req.specifier for line in _pyproject()["project"]["dependencies"]
+    }
+    hydra_core = requirements["hydra-core"]
+    assert hydra.__version__ in hydra_core and "1.3.2" in hydra_core and "1.4.0" not in hydra_core, hydra_core
