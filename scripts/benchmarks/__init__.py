@@ -28,6 +28,7 @@ from . import (
     probes,
     resnet50_training,
     retrieval_eval,
+    run_overhead,
     sc_partition,
     stacked_steps,
     startup,
@@ -40,7 +41,7 @@ from . import (
 MODULES: tuple[ModuleType, ...] = (
     train_overhead, train_overhead_digits, vae_epoch, startup, clustering_eval, probes, per_sample_ae,
     cluster_heads, retrieval_eval, sc_partition, pairwise_losses, image_pipeline, resnet50_training, dscl, text,
-    stacked_steps,
+    stacked_steps, run_overhead,
 )  # fmt: skip
 
 

@@ -102,6 +102,37 @@ def test_max_members_bounds_a_stack_and_is_checked(train) -> None:
     )
 
 
+def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypatch) -> None:
+    """The probe's timings say stacking loses: the members run one by one, each a complete single run, and the
+    line says why with both timings."""
+    from clusterable.stacked import speed
+
+    slow = speed.StepTimes(stacked_s=0.5, single_s=0.001, members=2, steps=20)
+    monkeypatch.setattr(speed, "STEP_OVERHEAD_S", 0.0)
+    monkeypatch.setattr(speed, "RUN_OVERHEAD_S", 0.0)
+    monkeypatch.setattr(speed, "time_steps", lambda *args: slow)
+    result = train(*SWEEP, "loss=cce", "seed=0,1")
+    assert result.code == 0, result.err
+    assert (
+        "stacked: stacking is slower here: a step of 2 stacked members takes 500.00 ms against 2 x 1.00 ms "
+        "one by one (+0.0 ms Lightning's loop): 20 steps project to 10 s stacked, 0 s one by one; these 2 cells run "
+        "one by one"
+    ) in result.out
+    found = records(train.outputs)
+    assert len(found) == 2 and all(r["status"] == "ok" and "stacked" not in r for r in found.values())
+    for record in train.outputs.rglob("metrics.json"):
+        run_dir = record.parent
+        assert (run_dir / "checkpoints" / "best.ckpt").is_file() and (run_dir / ".hydra").is_dir()
+    # speed_check=false stacks them anyway
+    again = train(*SWEEP, "loss=cce", "seed=2,3", "hydra.launcher.speed_check=false")
+    assert again.code == 0 and "stacked: 2 cells as one model" in again.out
+    bad = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.speed_check=maybe")
+    assert (
+        bad.code == 2
+        and bad.err.strip() == "error: hydra.launcher.speed_check must be true or false, got 'maybe'"
+    )
+
+
 def _config(**changes) -> dict:
     config = {
         "seed": 0, "optimizer": {"_target_": "torch.optim.Adam", "lr": 0.001},

@@ -45,11 +45,13 @@ def single(tmp_path: Path, name: str, overrides: list[str]) -> dict:
     return _without_hydra(lambda: run(*_cell(tmp_path, name, overrides)))
 
 
-def stacked(tmp_path: Path, cells: dict[str, list[str]]) -> dict[str, dict]:
+def stacked(tmp_path: Path, cells: dict[str, list[str]], speed_check: bool = False) -> dict[str, dict]:
+    """Train ``cells`` as one stack (whatever the speed check would say, unless ``speed_check``)."""
+
     def body() -> dict[str, dict]:
         prepared = [prepare(*_cell(tmp_path, name, o)) for name, o in cells.items()]
         assert all(isinstance(p, Prepared) for p in prepared)
-        assert run_stack(prepared, progress=False) == []  # every cell stacked
+        assert run_stack(prepared, progress=False, speed_check=speed_check) == []  # every cell stacked
         return {name: p.payload for name, p in zip(cells, prepared, strict=True)}
 
     return _without_hydra(body)
@@ -229,3 +231,21 @@ def test_member_run_dirs_hold_the_single_runs_files(tmp_path: Path) -> None:
     assert set(a[0]) == set(b[0])
     losses = [float(r["train/loss"]) for r in a if r["train/loss"]]
     assert [float(r["train/loss"]) for r in b if r["train/loss"]] == pytest.approx(losses, rel=1e-10)
+
+
+def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path) -> None:
+    """The timing steps change nothing: members trained after the probe equal members trained without it (the
+    float64 equality with single runs is tests/stacked/test_stack.py's), and the record keeps both timings."""
+    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
+                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    plain = stacked(tmp_path / "plain", cells)
+    probed = stacked(tmp_path / "probed", cells, speed_check=True)
+    for name in cells:
+        assert probed[name]["metrics"] == plain[name]["metrics"]
+        timed = probed[name]["stacked"]["speed"]
+        assert (
+            timed["stacked_step_ms"] > 0
+            and timed["single_step_ms"] > 0
+            and timed["steps"] == probed[name]["timing"]["steps"]
+        )
+        assert plain[name]["stacked"]["speed"] is None

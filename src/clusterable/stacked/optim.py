@@ -75,6 +75,12 @@ class StackedOptimizer:
         self.kind, self.groups, self.options = kind, list(groups), opts
         self.steps = 0
 
+    def reset(self) -> None:
+        """Forget every step taken (moments, momentum buffers, the step count): as freshly built."""
+        self.steps = 0
+        for group in self.groups:
+            group.state = [{} for _ in group.params]
+
     def zero_grad(self) -> None:
         for group in self.groups:
             for p in group.params:

@@ -38,9 +38,10 @@ class Member:
         return self.cell.ctx.run_dir.name
 
 
-def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared]:
+def run_stack(cells: Sequence[Prepared], progress: bool = True, speed_check: bool = True) -> list[Prepared]:
     """Train ``cells`` as one stack and record each; returns the cells left unrecorded because they cannot stack
-    after all (``NotStackable`` found once their parts are built: the caller runs them one by one)."""
+    after all (``NotStackable`` found once their parts are built: the caller runs them one by one), or, with
+    ``speed_check``, because stacking is projected slower than one by one on this device (``stacked.speed``)."""
     from clusterable.run import training
 
     members = [Member(cell) for cell in cells]
@@ -65,17 +66,22 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True) -> list[Prepared
         print(f"stacked: {why}: the {len(built)} cells train as {math.ceil(len(built) / bound)} stacks")
     alone: list[Prepared] = []
     for start in range(0, len(built), bound):
-        alone += _train(built[start : start + bound], progress)
+        alone += _train(built[start : start + bound], progress, speed_check)
     return alone
 
 
-def _train(built: list[Member], progress: bool) -> list[Prepared]:
-    """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack."""
+def _train(built: list[Member], progress: bool, speed_check: bool) -> list[Prepared]:
+    """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack or
+    would train slower stacked."""
+    from clusterable.stacked import speed
+
     try:
         stack, optimizer, settings = _assemble(built)
         splits = _splits(built, settings, stack.dtype, stack.device)
         init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
-        _probe(stack, splits[0], built)
+        rows = _probe(stack, splits[0], built)
+        times = _time_steps(stack, optimizer, splits[0], built, settings, rows) if speed_check else None
+        speed.check(times)
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
@@ -85,9 +91,12 @@ def _train(built: list[Member], progress: bool) -> list[Prepared]:
     group = {
         "members": len(built), "index": None, "cells": [m.name for m in built],
         "varies": _varying(built), "device": str(stack.device),
+        "speed": times.as_record() if times is not None else None,
     }  # fmt: skip
     print(f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
           f"{settings.max_epochs} epochs on {stack.device}")  # fmt: skip
+    if times is not None:
+        print(f"stacked: {times.line()}")
     try:
         records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
     except BaseException as e:  # noqa: BLE001  (the whole stack failed: every member records it)
@@ -254,11 +263,11 @@ def _splits(members: Sequence[Member], settings: Any, dtype: torch.dtype, device
     return train, val
 
 
-def _probe(stack: Any, train: Any, members: Sequence[Member]) -> None:
+def _probe(stack: Any, train: Any, members: Sequence[Member]) -> int:
     """One stacked forward and backward on the first rows, undone (buffers, RNG, gradients): a head or encoder
     that does not run under ``vmap`` (Python control flow on a tensor, an op without a batching rule) is
     ``NotStackable`` here, before training, and its cells run alone. A batch the head refuses (``BatchError``)
-    is not the stack's business: the real batches decide."""
+    is not the stack's business: the real batches decide. Returns the rows of a step."""
     from clusterable.contracts import BatchError
 
     data = members[0].parts.datamodule
@@ -281,6 +290,21 @@ def _probe(stack: Any, train: Any, members: Sequence[Member]) -> None:
         torch.set_rng_state(rng)
         for p in stack.params.values():
             p.grad = None
+    return rows
+
+
+def _time_steps(stack: Any, optimizer: Any, train: Any, members: Sequence[Member], settings: Any, rows: int):
+    """``speed.time_steps`` for the group: a step of ``rows`` rows, and each member's steps over its training
+    (its batches an epoch, times their rows for per-sample steps, times the epochs)."""
+    from clusterable.stacked import speed
+
+    data = members[0].parts.datamodule
+    batches = len(data.train_dataloader())  # a new loader: its generator is not the one training draws from
+    if settings.max_batches is not None:
+        batches = min(batches, settings.max_batches)
+    per_epoch = batches if not settings.per_sample else min(train.size, batches * max(data.batch_size, 1))
+    module = members[0].parts.module
+    return speed.time_steps(stack, optimizer, train, module, rows, per_epoch * settings.max_epochs)
 
 
 def _fit(members, stack, settings, optimizer, splits, progress: bool):

@@ -8,7 +8,9 @@ A cell that fits no group, or a group that cannot stack after all, runs exactly 
 Grouping, the summary line and the exit status stay per cell.
 
 Options: ``hydra.launcher.max_members`` (default 40), the most cells one stack trains; fewer where memory is short
-(the stack says so).
+(the stack says so). ``hydra.launcher.speed_check`` (default true): a group whose stacked training is projected
+slower than its members' one by one on this device runs them one by one, saying so with both timings
+(``clusterable.stacked.speed``); ``false`` stacks every group that can stack.
 """
 
 from __future__ import annotations
@@ -38,18 +40,22 @@ log = logging.getLogger(__name__)
 class StackedLauncher(Launcher):
     """Runs a sweep's cells in this process, stacking those that differ only along stacked axes."""
 
-    def __init__(self, max_members: int = 40) -> None:
-        self.max_members = max_members
+    def __init__(self, max_members: int = 40, speed_check: bool = True) -> None:
+        self.max_members, self.speed_check = max_members, speed_check
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: Any = None
 
     def setup(self, *, hydra_context: Any, task_function: TaskFunction, config: DictConfig) -> None:
-        """Keep Hydra's context; ``max_members`` is checked here, before any cell runs (one line, exit 2)."""
+        """Keep Hydra's context; the options are checked here, before any cell runs (one line, exit 2)."""
         members = self.max_members
         if isinstance(members, bool) or not isinstance(members, int) or members < 1:
             raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
                                    f"{members!r}")  # fmt: skip
+        if not isinstance(self.speed_check, bool):
+            raise CommandLineError(
+                f"hydra.launcher.speed_check must be true or false, got {self.speed_check!r}"
+            )
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
@@ -128,7 +134,7 @@ class StackedLauncher(Launcher):
             returns[i] = self._single(sweep_configs[i])
             return
         if cells:
-            alone = {id(c) for c in run_stack(cells)}
+            alone = {id(c) for c in run_stack(cells, speed_check=self.speed_check)}
             for i, cell in pending.items():
                 if id(cell) in alone:
                     returns[i] = self._single(sweep_configs[i])
@@ -173,7 +179,11 @@ ConfigStore.instance().store(
     group="hydra/launcher",
     name="stacked",
     node=OmegaConf.create(
-        {"_target_": "hydra_plugins.clusterable_launcher.stacked_launcher.StackedLauncher", "max_members": 40}
+        {
+            "_target_": "hydra_plugins.clusterable_launcher.stacked_launcher.StackedLauncher",
+            "max_members": 40,
+            "speed_check": True,
+        }
     ),
     provider="clusterable",
 )
