@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections.abc
 import difflib
+import importlib.util
 import inspect
 import re
 import types
@@ -225,12 +226,41 @@ def _failed_node(error: InstantiationException, path: str) -> str:
     return f"{path}.{key}"
 
 
+# Options of Hydra's own config groups that an extra of the package installs: (group, option) -> (extra, the module
+# that provides the option).
+EXTRA_OPTIONS: dict[tuple[str, str], tuple[str, str]] = {
+    ("hydra/launcher", "joblib"): ("launchers", "hydra_plugins.hydra_joblib_launcher"),
+    ("hydra/launcher", "submitit_local"): ("launchers", "hydra_plugins.hydra_submitit_launcher"),
+    ("hydra/launcher", "submitit_slurm"): ("launchers", "hydra_plugins.hydra_submitit_launcher"),
+}
+
+
+def missing_extra(group: str, option: str) -> str | None:
+    """One line for an option of ``group`` that Hydra cannot find because the extra that installs it is not
+    installed (``hydra/launcher=joblib`` without the ``launchers`` extra), naming the command that installs it;
+    None for any other option, or when the extra is installed."""
+    extra = EXTRA_OPTIONS.get((group, option))
+    if extra is None:
+        return None
+    name, module = extra
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return None
+    except (ImportError, ValueError):  # a parent that cannot be imported, or a module without a spec
+        pass
+    return (
+        f"{group}={option} needs the {name} extra, which is not installed: pip install 'clusterable[{name}]' "
+        f"(in a checkout: pip install -e '.[{name}]')"
+    )
+
+
 def composition_error(error: BaseException) -> str:
     """One line for Hydra's several-line report that a config does not compose.
 
     The usual case, a key that does not exist set without ``+`` (``loss.lamda=0.3``), reads
     ``loss.lamda is not a key of the config (a typo? python train.py --cfg job prints the config; +loss.lamda=...
-    adds a new key)``.
+    adds a new key)``. An option that an extra installs, missing because the extra is not installed, names the extra
+    (``missing_extra``).
     """
     text = f"{error}\n{error.__cause__ or ''}"
     if "is not in struct" in text and text.startswith("Could not override '"):
@@ -241,6 +271,8 @@ def composition_error(error: BaseException) -> str:
         )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     missing = re.search(r"Could not find '([^']+)/([^'/]+)'", text)
+    if missing and (needs := missing_extra(*missing.groups())):
+        return needs
     if missing and "Available options in" in text:  # an option of a group Hydra itself holds (hydra/launcher)
         start = next(i for i, line in enumerate(lines) if line.startswith("Available options in"))
         options = [

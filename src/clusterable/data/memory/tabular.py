@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.datasets import load_digits, load_iris
 
 from clusterable.arrays import first_per_class
+from clusterable.data.errors import DatasetError
 from clusterable.data.memory import mnist
 from clusterable.data.memory.synthetic import full_splits
 from clusterable.data.splits import Split, SplitsWithNotes
@@ -60,8 +61,17 @@ def load_penguin_arrays() -> tuple[np.ndarray, np.ndarray]:
     every column, which also drops rows whose *sex* is missing, hence the paper's n = 334 (the same rule
     here would keep 333: 9 of our 342 rows lack the sex; Kaggle's file writes one of them as "."). Their
     ``culmen_*`` columns are our ``bill_*``. Labels: Adelie 0, Gentoo 1, Chinstrap 2.
+
+    Raises:
+        DatasetError: the ``palmerpenguins`` package (the ``penguins`` extra) is not installed (one line).
     """
-    from palmerpenguins import load_penguins
+    try:
+        from palmerpenguins import load_penguins
+    except ImportError:
+        raise DatasetError(
+            "dataset=penguins reads the palmerpenguins package, which is not installed: pip install "
+            "'clusterable[penguins]' (in a checkout: pip install -e '.[penguins]')"
+        ) from None
 
     frame = load_penguins().dropna(subset=[*PENGUIN_FEATURES, "species"])
     x = frame[list(PENGUIN_FEATURES)].to_numpy(dtype=np.float64)
