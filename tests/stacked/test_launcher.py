@@ -242,3 +242,48 @@ def test_a_full_disk_writing_the_next_cells_files_records_the_prepared_members_f
     assert "seed=0" in cell and record["status"] == "failed"
     assert record["error"] == error.removeprefix("error: ")
     assert failed == [f"failed: {cell}: {record['error']}"]  # the summary's line of the one cell recorded
+
+
+# A value each refused option takes in a run that the stacked loop does not implement.
+REFUSED_SAMPLES = {
+    "validation_evaluators": ["clustering"], "channels_last": True, "trainable": "embedding_layer",
+    "checkpoint.rule": "boudiaf", "scheduler": {"_target_": "clusterable.schedules.warmup_cosine"},
+    "trainer.devices": 2, "trainer.strategy": "ddp", "trainer.num_nodes": 2, "trainer.precision": "bf16-mixed",
+    "trainer.limit_train_batches": 0.5, "trainer.limit_val_batches": 0.5, "trainer.check_val_every_n_epoch": 2,
+    "trainer.val_check_interval": 0.5, "trainer.max_steps": 10, "trainer.min_steps": 10, "trainer.min_epochs": 2,
+    "trainer.max_time": "00:01:00:00", "trainer.fast_dev_run": True, "trainer.overfit_batches": 2,
+    "trainer.accumulate_grad_batches": 2, "trainer.gradient_clip_val": 1.0, "trainer.gradient_clip_algorithm": "value",
+    "trainer.deterministic": True, "trainer.benchmark": True, "trainer.detect_anomaly": True,
+    "trainer.profiler": "simple", "trainer.plugins": ["x"], "trainer.callbacks": ["x"], "trainer.sync_batchnorm": True,
+    "trainer.reload_dataloaders_every_n_epochs": 1, "trainer.logger": True,
+}  # fmt: skip
+
+
+def test_every_option_of_a_run_is_classified_by_the_stack_and_each_refusal_is_enforced() -> None:
+    """The stack's tables name every top-level key and config group a run has and every option of Lightning's
+    Trainer: a new one fails here until it is classified. Each refused option, set, makes a cell run alone."""
+    import inspect
+
+    import lightning
+
+    from clusterable.run.checks import GROUPS, TOP_LEVEL
+    from clusterable.stacked.grouping import TOP_LEVEL_RULES, TRAINER_RULES, why_not_stackable
+
+    assert set(TOP_LEVEL_RULES) == set(TOP_LEVEL) | set(GROUPS)
+    trainer_options = set(inspect.signature(lightning.Trainer.__init__).parameters) - {"self"}
+    assert set(TRAINER_RULES) == trainer_options
+    refused = {f"trainer.{k}" for k, r in TRAINER_RULES.items() if not isinstance(r, str)}
+    refused |= {k for k, r in TOP_LEVEL_RULES.items() if not isinstance(r, str)}
+    assert refused == set(REFUSED_SAMPLES)
+    assert why_not_stackable(_config()) is None
+    for key, value in REFUSED_SAMPLES.items():
+        config = _config()
+        node, _, option = key.rpartition(".")
+        (config.setdefault(node, {}) if node else config)[option] = value
+        assert why_not_stackable(config) is not None, key
+    unknown = _config()
+    unknown["trainer"]["new_option"] = 1
+    assert (
+        why_not_stackable(unknown)
+        == "trainer.new_option (the stacked loop does not know it) has no stacked version"
+    )

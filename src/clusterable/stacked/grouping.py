@@ -10,7 +10,7 @@ the autoencoders' ``loss.lam``). Loggers and progress bars never matter. A cell 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -24,32 +24,98 @@ STACKED_KEYS = ("seed", "optimizer.lr", "optimizer.weight_decay")
 PRECISIONS = {"32-true": torch.float32, "32": torch.float32, "64-true": torch.float64, "64": torch.float64}
 
 
+def _left(*defaults: Any) -> Callable[[Any], bool]:
+    """An option the stack honours only at one of ``defaults`` (what the single run would do otherwise, it does
+    not)."""
+    return lambda value: value in defaults
+
+
+HONOURED = "honoured"  # the stack does what the single run does with it
+NO_EFFECT = "no effect"  # it changes nothing a run trains or records here (display, Lightning's bookkeeping)
+
+# What the stacked loop does with every top-level key of a run's config (``run.checks.TOP_LEVEL`` and the config
+# groups) and every option of Lightning's Trainer (``trainer.<option>``): honoured, without effect, or honoured only
+# at the values a check accepts (what the check refuses is named in the reason). tests/stacked/test_launcher.py
+# ties these tables to ``TOP_LEVEL``, the groups and ``lightning.Trainer``'s signature, so that a new option cannot
+# reach a stacked run unclassified: an option missing here makes a cell run alone, by its single run.
+Rule = str | tuple[Callable[[Any], bool], str]
+TOP_LEVEL_RULES: dict[str, Rule] = {
+    "seed": HONOURED, "name": NO_EFFECT, "mode": NO_EFFECT, "eval_stages": HONOURED, "optimized_metric": HONOURED,
+    "divergence_limit": HONOURED, "torch_threads": HONOURED, "optimizer_steps": HONOURED,
+    "weight_decay_on": HONOURED, "tuned_lambda_fallback": HONOURED, "tuned_lambda_from": HONOURED,
+    "tuned_lambda_partial": HONOURED, "checkpoint.monitor": HONOURED, "checkpoint.mode": HONOURED,
+    "paths.data_dir": HONOURED, "paths.output_dir": HONOURED, "protocol": HONOURED,
+    "validation_evaluators": (lambda v: not v, "validation evaluators"),
+    "channels_last": (_left(False), "channels_last"),
+    "trainable": (_left("all"), "trainable=embedding_layer"),
+    "checkpoint.rule": (_left(None), "checkpoint.rule"),
+    # the groups: the dataset is checked below (in memory only), the loss by the probe step (vmap), the optimizer by
+    # the stacked optimizer (Adam, AdamW, SGD)
+    "dataset": HONOURED, "model": HONOURED, "loss": HONOURED, "optimizer": HONOURED, "evaluator": HONOURED,
+    "logger": HONOURED, "trainer": HONOURED,
+    "scheduler": (_left(None), "a learning-rate schedule"),
+}  # fmt: skip
+TRAINER_RULES: dict[str, Rule] = {
+    "accelerator": HONOURED, "max_epochs": HONOURED,
+    "devices": (lambda v: str(v) in ("1", "auto"), "several devices"),
+    "strategy": (_left("auto", None), "a distributed strategy"),
+    "num_nodes": (_left(1, None), "several nodes"),
+    "precision": (lambda v: v is None or str(v) in PRECISIONS, "this precision"),
+    "limit_train_batches": (lambda v: v is None or not _fraction(v), "a fraction of the training batches"),
+    "limit_val_batches": (_left(None, 0, 1, 1.0), "trainer.limit_val_batches"),
+    "check_val_every_n_epoch": (_left(1, None), "trainer.check_val_every_n_epoch"),
+    "val_check_interval": (_left(None, 1.0), "trainer.val_check_interval"),
+    "max_steps": (_left(-1, None), "trainer.max_steps"),
+    "min_steps": (_left(None), "trainer.min_steps"),
+    "min_epochs": (_left(None), "trainer.min_epochs"),
+    "max_time": (_left(None), "trainer.max_time"),
+    "fast_dev_run": (_left(False, 0), "trainer.fast_dev_run"),
+    "overfit_batches": (_left(0, 0.0), "trainer.overfit_batches"),
+    "accumulate_grad_batches": (_left(1), "trainer.accumulate_grad_batches"),
+    "gradient_clip_val": (_left(None), "gradient clipping (a norm over the members)"),
+    "gradient_clip_algorithm": (_left(None), "trainer.gradient_clip_algorithm"),
+    "deterministic": (_left(None, False), "trainer.deterministic"),
+    "benchmark": (_left(None, False), "trainer.benchmark"),
+    "detect_anomaly": (_left(False), "trainer.detect_anomaly"),
+    "profiler": (_left(None), "a profiler"),
+    "plugins": (_left(None), "Lightning plugins"),
+    "callbacks": (_left(None), "Trainer callbacks"),
+    "sync_batchnorm": (_left(False), "trainer.sync_batchnorm"),
+    "reload_dataloaders_every_n_epochs": (_left(0), "trainer.reload_dataloaders_every_n_epochs"),
+    "logger": (_left(None), "a Trainer logger (the logger group is honoured)"),
+    "num_sanity_val_steps": NO_EFFECT, "log_every_n_steps": NO_EFFECT, "enable_checkpointing": NO_EFFECT,
+    "enable_progress_bar": NO_EFFECT, "enable_model_summary": NO_EFFECT, "inference_mode": NO_EFFECT,
+    "use_distributed_sampler": NO_EFFECT, "barebones": NO_EFFECT, "default_root_dir": NO_EFFECT,
+    "limit_test_batches": NO_EFFECT, "limit_predict_batches": NO_EFFECT, "enable_autolog_hparams": NO_EFFECT,
+    "model_registry": NO_EFFECT,
+}  # fmt: skip
+
+
 def why_not_stackable(config: dict[str, Any]) -> str | None:
-    """Why a cell's resolved config cannot train in a stack (it runs alone), or None. What the stacked loop does
-    not do: schedules, validation evaluators, Boudiaf's checkpoint rule, a partly frozen encoder, step limits,
-    several devices, mixed precision, image folders and other datasets that are not held in memory."""
+    """Why a cell's resolved config cannot train in a stack (it runs alone), or None: a key or Trainer option the
+    stacked loop does not implement (``TOP_LEVEL_RULES``, ``TRAINER_RULES``: schedules, validation evaluators,
+    Boudiaf's checkpoint rule, a partly frozen encoder, step limits, several devices, mixed precision, ...), or a
+    dataset that is not held in memory (image folders)."""
     from clusterable.config import target_of
     from clusterable.data.memory.datamodule import InMemoryDataModule
 
-    trainer = config.get("trainer") or {}
-    checks = [
-        (config.get("scheduler") is not None, "a learning-rate schedule"),
-        (bool(config.get("validation_evaluators")), "validation evaluators"),
-        ((config.get("checkpoint") or {}).get("rule") is not None, "checkpoint.rule"),
-        (config.get("trainable", "all") != "all", "trainable=embedding_layer"),
-        (bool(config.get("channels_last")), "channels_last"),
-        (trainer.get("max_steps", -1) != -1, "trainer.max_steps"),
-        (str(trainer.get("devices", 1)) not in ("1", "auto"), "several devices"),
-        (str(trainer.get("precision", "32-true")) not in PRECISIONS, f"precision {trainer.get('precision')}"),
-        (trainer.get("accumulate_grad_batches", 1) != 1, "trainer.accumulate_grad_batches"),
-        (trainer.get("gradient_clip_val") is not None, "gradient clipping (a norm over the members)"),
-        (_fraction(trainer.get("limit_train_batches", 1.0)), "a fraction of the training batches"),
-        (trainer.get("limit_val_batches", 1.0) not in (0, 1, 1.0), "trainer.limit_val_batches"),
-        (trainer.get("check_val_every_n_epoch", 1) != 1, "trainer.check_val_every_n_epoch"),
-    ]
-    for failed, what in checks:
-        if failed:
-            return f"{what} has no stacked version"
+    flat_config = {k: v for k, v in flat(config).items() if not k.startswith("hydra.")}
+    for key, value in flat_config.items():
+        top = next((k for k in (key, key.split(".")[0]) if k in TOP_LEVEL_RULES), None)
+        if top is None:
+            return f"{key} has no stacked version (the stacked loop does not know it)"
+        reason = _refused(TOP_LEVEL_RULES[top], value if top == key else config.get(top))
+        if reason is not None:
+            return f"{reason} has no stacked version"
+    for option, value in (config.get("trainer") or {}).items():
+        if option == "_target_":
+            continue
+        rule = TRAINER_RULES.get(option)
+        reason = (
+            f"trainer.{option} (the stacked loop does not know it)" if rule is None else _refused(rule, value)
+        )
+        if reason is not None:
+            return f"{reason} has no stacked version"
     try:
         dataset = target_of(OmegaConf.create(config["dataset"]), "dataset")
     except Exception as e:  # a target that does not import: the single run says so in its own words
@@ -57,6 +123,14 @@ def why_not_stackable(config: dict[str, Any]) -> str | None:
     if not (isinstance(dataset, type) and issubclass(dataset, InMemoryDataModule)):
         return f"dataset {getattr(dataset, '__name__', dataset)} is not held in memory"
     return None
+
+
+def _refused(rule: Rule, value: Any) -> str | None:
+    """The reason ``rule`` refuses ``value``, or None."""
+    if isinstance(rule, str):
+        return None
+    accepts, what = rule
+    return None if accepts(value) else what
 
 
 def _fraction(limit: Any) -> bool:
