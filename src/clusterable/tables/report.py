@@ -12,7 +12,6 @@ import io
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +22,7 @@ import numpy as np
 import yaml
 
 from clusterable.rundir import IGNORED_IN_COMPARISON, find_runs
+from clusterable.tables.latex import escape
 
 # Keys of a recorded config that a table's cell may hold several values of: what changes no number a run computes
 # (loggers, paths, progress bars, the CPU threads it used; tuned_lambda_partial only lets a λ through, and the λ is
@@ -494,14 +494,11 @@ class Table:
         return "\n".join(lines)
 
     def latex(self) -> str:
-        def esc(s: str) -> str:
-            s = s.replace("±", r"$\pm$").replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
-            s = s.replace("✓", r"$\checkmark$").replace("✗", r"$\times$").replace("†", r"$^\dagger$")
-            return re.sub(r"\*\*(.+?)\*\*", r"\\textbf{\1}", s)  # markdown's bold (a column's best)
-
+        """The header and rows as a booktabs tabular, every header and cell escaped (``tables.latex.escape``:
+        LaTeX's specials, Greek letters, the other signs, markdown's bold)."""
         cols = "l" * len(self.header)
-        body = [" & ".join(esc(c) for c in self.header) + r" \\ \midrule"]
-        body += [" & ".join(esc(c) for c in r) + r" \\" for r in self.rows]
+        body = [" & ".join(escape(c) for c in self.header) + r" \\ \midrule"]
+        body += [" & ".join(escape(c) for c in r) + r" \\" for r in self.rows]
         return "\n".join(
             [r"\begin{tabular}{" + cols + "}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"]
         )
