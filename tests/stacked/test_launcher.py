@@ -126,6 +126,11 @@ def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypa
     # speed_check=false stacks them anyway
     again = train(*SWEEP, "loss=cce", "seed=2,3", "hydra.launcher.speed_check=false")
     assert again.code == 0 and "stacked: 2 cells as one model" in again.out
+    wrong = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.compile=fast")
+    assert (
+        wrong.code == 2
+        and wrong.err.strip() == "error: hydra.launcher.compile must be auto, true or false, got 'fast'"
+    )
     bad = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.speed_check=maybe")
     assert (
         bad.code == 2

@@ -45,13 +45,18 @@ def single(tmp_path: Path, name: str, overrides: list[str]) -> dict:
     return _without_hydra(lambda: run(*_cell(tmp_path, name, overrides)))
 
 
-def stacked(tmp_path: Path, cells: dict[str, list[str]], speed_check: bool = False) -> dict[str, dict]:
-    """Train ``cells`` as one stack (whatever the speed check would say, unless ``speed_check``)."""
+def stacked(
+    tmp_path: Path, cells: dict[str, list[str]], speed_check: bool = False, compile: bool | str = False
+) -> dict[str, dict]:
+    """Train ``cells`` as one stack (whatever the speed check would say, unless ``speed_check``), its step eager
+    unless ``compile``."""
 
     def body() -> dict[str, dict]:
         prepared = [prepare(*_cell(tmp_path, name, o)) for name, o in cells.items()]
         assert all(isinstance(p, Prepared) for p in prepared)
-        assert run_stack(prepared, progress=False, speed_check=speed_check) == []  # every cell stacked
+        assert (
+            run_stack(prepared, progress=False, speed_check=speed_check, compile=compile) == []
+        )  # every cell stacked
         return {name: p.payload for name, p in zip(cells, prepared, strict=True)}
 
     return _without_hydra(body)
@@ -129,11 +134,29 @@ GRIDS = {
 }
 
 
+# Compiled: two grids in every run of the tests (a compile costs 10-40 s on 2 busy cores), the others marked slow.
+COMPILED = [
+    pytest.param(grid, marks=() if grid in ("ffnn_center", "csrl_ae_per_sample") else pytest.mark.slow)
+    for grid in GRIDS
+]
+
+
 @pytest.mark.parametrize("grid", list(GRIDS))
 def test_each_member_ends_where_its_single_run_ends(tmp_path: Path, grid: str, evaluated: dict) -> None:
+    _compare_with_single_runs(tmp_path, grid, evaluated, compile=False)
+
+
+@pytest.mark.parametrize("grid", COMPILED)
+def test_a_compiled_member_ends_where_its_single_run_ends(tmp_path: Path, grid: str, evaluated: dict) -> None:
+    """The step compiled (``torch.compile``): float64 members within 1e-10 of their single runs, as eager."""
+    together = _compare_with_single_runs(tmp_path, grid, evaluated, compile=True)
+    assert all(r["stacked"]["speed"]["compiled"] is not None for r in together.values())
+
+
+def _compare_with_single_runs(tmp_path: Path, grid: str, evaluated: dict, compile: bool) -> dict[str, dict]:
     cells = {f"cell{i}": o for i, o in enumerate(GRIDS[grid])}
     alone = {name: single(tmp_path / "single", name, o) for name, o in cells.items()}
-    together = stacked(tmp_path / "stacked", cells)
+    together = stacked(tmp_path / "stacked", cells, compile=compile)
     for name in cells:
         a, b = alone[name], together[name]
         assert a["status"] == b["status"] == "ok", (a["error"], b["error"])
@@ -151,6 +174,7 @@ def test_each_member_ends_where_its_single_run_ends(tmp_path: Path, grid: str, e
         assert set(b["timing"]) == set(a["timing"])
         on_disk = json.loads((tmp_path / "stacked" / name / "metrics.json").read_text())
         assert on_disk["status"] == "ok" and on_disk["stacked"]["index"] == list(cells).index(name)
+    return together
 
 
 def test_a_member_starts_from_its_single_runs_parameters_in_its_batch_order(tmp_path: Path) -> None:
@@ -238,7 +262,7 @@ def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path) -> None:
     float64 equality with single runs is tests/stacked/test_stack.py's), and the record keeps both timings."""
     cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
                           "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
-    plain = stacked(tmp_path / "plain", cells)
+    plain = stacked(tmp_path / "plain", cells)  # neither timed nor compiled
     probed = stacked(tmp_path / "probed", cells, speed_check=True)
     for name in cells:
         assert probed[name]["metrics"] == plain[name]["metrics"]
@@ -249,3 +273,28 @@ def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path) -> None:
             and timed["steps"] == probed[name]["timing"]["steps"]
         )
         assert plain[name]["stacked"]["speed"] is None
+
+
+def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from clusterable.stacked import members
+
+    def broken():
+        def compiled(*args):
+            raise RuntimeError("Inductor could not lower aten::foo\nits long traceback")
+
+        return compiled
+
+    monkeypatch.setattr(members, "compiled_summed_loss", broken)
+    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
+                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    eager = stacked(tmp_path / "eager", cells)
+    fallen = stacked(tmp_path / "fallen", cells, compile=True)
+    said = [line for line in capsys.readouterr().out.splitlines() if "compile failed" in line]
+    assert said == [
+        "stacked: eager step: the compile failed (RuntimeError: Inductor could not lower aten::foo)"
+    ]
+    for name in cells:
+        assert fallen[name]["status"] == "ok" and fallen[name]["metrics"] == eager[name]["metrics"]
+        assert fallen[name]["stacked"]["speed"]["compiled"] is False

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from clusterable.contracts import ClusteringHead
 from clusterable.module import DivergedError, epoch_divergence
-from clusterable.stacked.members import StackedMembers
+from clusterable.stacked.members import StackedMembers, compiled_summed_loss, summed_loss
 from clusterable.stacked.optim import StackedOptimizer
 
 
@@ -80,6 +80,7 @@ class Settings:
     validates: bool
     class_disjoint: bool
     eval_batch_size: int
+    compiled: bool = False  # the step's loss through torch.compile (stacked.speed decides)
 
 
 @dataclass
@@ -201,6 +202,7 @@ def _train_epoch(
     epoch_rows = torch.stack([torch.cat(o) for o in orders]).to(stack.device) if sizes else None
     # Who is dead changes only between epochs: computed here, so that a step never syncs with the device.
     dead = (~alive).nonzero().flatten() if not bool(alive.all()) else None
+    objective = compiled_summed_loss() if settings.compiled else summed_loss
     train_start = time.perf_counter()
     sums: dict[str, Tensor] = {}
     count = offset = 0
@@ -209,8 +211,7 @@ def _train_epoch(
         offset += size
         units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(size)]
         for unit in units:
-            out = stack.losses(train.batch(unit), epoch)  # every key gathered per member: (M, B, ...)
-            total = torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum()
+            total, out = objective(stack, train.batch(unit), epoch, alive)  # the batch's keys (M, B, ...)
             optimizer.zero_grad()
             total.backward()
             optimizer.step(dead)

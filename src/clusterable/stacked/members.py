@@ -14,7 +14,8 @@ is its single-run gradient), and batched matmuls and elementwise ops never reduc
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -196,6 +197,24 @@ class StackedMembers:
             return self._vmapped(batch, set(shared), epoch, train=False)
         finally:
             self.modules[0].train(was)
+
+
+def summed_loss(
+    stack: StackedMembers, batch: dict[str, Tensor], epoch: int, alive: Tensor
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The objective of a stacked step: the living members' losses summed (a dead member adds 0), so that each
+    member's gradient is its single run's; and every member's loss parts (M,). Eager, or compiled through
+    ``compiled_summed_loss``: the stack is an argument, so one compiled graph serves every group of one
+    architecture and batch shape."""
+    out = stack.losses(batch, epoch)
+    return torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum(), out
+
+
+@functools.cache
+def compiled_summed_loss() -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
+    """``summed_loss`` under ``torch.compile`` (forward and backward fused by Inductor), made once a process so
+    that its compiled graphs are shared by every stack of the same shapes (torch also keeps them on disk)."""
+    return torch.compile(summed_loss)
 
 
 def _set_buffer(module: nn.Module, dotted: str, value: Tensor) -> None:

@@ -97,40 +97,59 @@ class StackedOptimizer:
         """
         self.steps += 1
         for group in self.groups:
-            for p, state in zip(group.params, group.state, strict=True):
-                if dead is not None and state.get("frozen_rows") is not dead:
-                    state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()
-                if p.grad is None:
-                    continue
-                shape = (-1,) + (1,) * (p.dim() - 1)
-                lr, decay = group.lr.view(shape), group.weight_decay.view(shape)
-                if self.kind == "sgd":
-                    self._sgd(p, p.grad, state, group, lr, decay)
-                else:
-                    self._adam(p, p.grad, state, group, lr, decay)
-                if dead is not None:
+            if dead is not None:
+                for p, state in zip(group.params, group.state, strict=True):
+                    if state.get("frozen_rows") is not dead:
+                        state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()
+            live = [
+                (p, state) for p, state in zip(group.params, group.state, strict=True) if p.grad is not None
+            ]
+            if not live:
+                continue
+            if self.kind == "sgd":
+                for p, state in live:
+                    shape = (-1,) + (1,) * (p.dim() - 1)
+                    self._sgd(p, p.grad, state, group, group.lr.view(shape), group.weight_decay.view(shape))
+            else:
+                self._adam([p for p, _ in live], [p.grad for p, _ in live], [st for _, st in live], group)
+            if dead is not None:
+                for p, state in live:
                     p.index_copy_(0, dead, state["frozen"])
 
-    def _adam(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor) -> None:
-        """torch's ``_single_tensor_adam`` (AdamW: ``decoupled_weight_decay``), op for op."""
+    def _adam(self, params: list[Tensor], grads: list[Tensor], states: list[dict], group: Group) -> None:
+        """torch's ``_single_tensor_adam`` (AdamW: ``decoupled_weight_decay``), op for op, on all the group's
+        tensors at once (torch's ``_foreach`` ops: one dispatch an op for the group, not one a tensor; bitwise the
+        same update: a CSRL AE3 stack's went from 0.10 to 0.075 ms at M = 15). The per-member lr and weight decay
+        (M,) are viewed as (M, 1, ...) for each tensor."""
         beta1, beta2 = self.options["betas"]
+        shapes = [(-1,) + (1,) * (p.dim() - 1) for p in params]
         if group.decays:
+            decays = [group.weight_decay.view(shape) for shape in shapes]
             if self.kind == "adamw":
-                p.mul_(1 - lr * decay)
+                torch._foreach_mul_(
+                    params, [1 - group.lr.view(sh) * d for sh, d in zip(shapes, decays, strict=True)]
+                )
             else:
-                grad = grad.add(p * decay)
-        if "exp_avg" not in state:
-            state["exp_avg"], state["exp_avg_sq"] = torch.zeros_like(p), torch.zeros_like(p)
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                grads = torch._foreach_add(grads, torch._foreach_mul(params, decays))
+        for p, state in zip(params, states, strict=True):
+            if "exp_avg" not in state:
+                state["exp_avg"], state["exp_avg_sq"] = torch.zeros_like(p), torch.zeros_like(p)
+        exp_avgs = [state["exp_avg"] for state in states]
+        exp_avg_sqs = [state["exp_avg_sq"] for state in states]
+        torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
         bias_correction1 = 1 - beta1**self.steps
         bias_correction2_sqrt = (1 - beta2**self.steps) ** 0.5
-        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.options["eps"])
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_div_(denom, bias_correction2_sqrt)
+        torch._foreach_add_(denom, self.options["eps"])
         if group.uniform_lr:  # a Python number, as torch's own step
-            p.addcdiv_(exp_avg, denom, value=-group.first_lr / bias_correction1)
+            torch._foreach_addcdiv_(params, exp_avgs, denom, value=-group.first_lr / bias_correction1)
         else:
-            p.add_(exp_avg.div(denom).mul_(-lr / bias_correction1))
+            update = torch._foreach_div(exp_avgs, denom)
+            torch._foreach_mul_(update, [-group.lr.view(shape) / bias_correction1 for shape in shapes])
+            torch._foreach_add_(params, update)
 
     def _sgd(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor) -> None:
         """torch's ``_single_tensor_sgd``, op for op."""

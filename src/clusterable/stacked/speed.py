@@ -15,6 +15,12 @@ by one is projected faster by more than ``TOLERANCE_S`` (a gain within the timin
 stack for); otherwise its members run one by one, in the same process, each in its own run directory. Both
 timings are the best of a few after a warm-up; everything the steps touched (parameters, buffers, the optimizer's
 state, the random number generator) is restored, so the probe leaves no trace in the members' training.
+
+The same probe decides whether the step's loss (the vmapped forward and its backward) is compiled
+(``torch.compile``, ``members.compiled_summed_loss``): with ``compile=auto``, where the eager training is
+projected longer than ``COMPILE_WORTH_S`` (a compile costs seconds to a minute on a CPU; torch keeps its graphs on
+disk, so later groups and processes of the same shapes pay little), the compiled step is timed too and kept where
+it is faster. A compile that fails leaves the step eager, said in one line.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ RUN_OVERHEAD_S = 0.1
 STEP_OVERHEAD_S = 0.0007
 TOLERANCE_S = 2.0
 REPEATS = 3
+COMPILE_WORTH_S = 30.0
 
 
 class SlowerStacked(NotStackable):
@@ -52,10 +59,23 @@ class StepTimes:
     single_s: float
     members: int
     steps: int
+    compiled_s: float | None = None  # the compiled stacked step, where one was timed
+    compile_s: float | None = None  # what compiling took (its first call less a step)
+    compile_note: str | None = None  # why the step stays eager, where a compile was asked for or tried
+
+    @property
+    def compiled(self) -> bool:
+        """Whether training takes the compiled step: it was timed and is the faster."""
+        return self.compiled_s is not None and self.compiled_s < self.stacked_s
+
+    @property
+    def step_s(self) -> float:
+        """The stacked step training takes."""
+        return self.compiled_s if self.compiled else self.stacked_s
 
     @property
     def stacked_total_s(self) -> float:
-        return self.stacked_s * self.steps
+        return self.step_s * self.steps
 
     @property
     def one_by_one_total_s(self) -> float:
@@ -67,15 +87,27 @@ class StepTimes:
 
     def line(self) -> str:
         """One line with both timings and both projections."""
-        return (f"a step of {self.members} stacked members takes {self.stacked_s * 1e3:.2f} ms against "
+        return (f"a step of {self.members} stacked members takes {self.step_s * 1e3:.2f} ms against "
                 f"{self.members} x {self.single_s * 1e3:.2f} ms one by one (+{STEP_OVERHEAD_S * 1e3:.1f} ms "
                 f"Lightning's loop): {self.steps} steps project to "
                 f"{self.stacked_total_s:.0f} s stacked, {self.one_by_one_total_s:.0f} s one by one")  # fmt: skip
 
-    def as_record(self) -> dict[str, float | int]:
+    def compile_line(self) -> str | None:
+        """Which step trains and why, where a compile was tried or asked for."""
+        if self.compiled:
+            return (f"compiled step: {self.compiled_s * 1e3:.2f} ms against {self.stacked_s * 1e3:.2f} ms eager "
+                    f"(compiling took {self.compile_s:.1f} s)")  # fmt: skip
+        if self.compiled_s is not None:
+            return (f"eager step: {self.stacked_s * 1e3:.2f} ms, the compiled one {self.compiled_s * 1e3:.2f} ms "
+                    f"is not faster")  # fmt: skip
+        return self.compile_note
+
+    def as_record(self) -> dict[str, Any]:
         return {"stacked_step_ms": self.stacked_s * 1e3, "single_step_ms": self.single_s * 1e3,
                 "steps": self.steps, "projected_stacked_s": self.stacked_total_s,
-                "projected_one_by_one_s": self.one_by_one_total_s}  # fmt: skip
+                "projected_one_by_one_s": self.one_by_one_total_s, "compiled": self.compiled,
+                "compiled_step_ms": None if self.compiled_s is None else self.compiled_s * 1e3,
+                "compile_s": self.compile_s, "compile_note": self.compile_note}  # fmt: skip
 
 
 def check(times: StepTimes | None) -> None:
@@ -85,26 +117,31 @@ def check(times: StepTimes | None) -> None:
 
 
 def time_steps(
-    stack: Any, optimizer: Any, train: Any, module: Any, rows: int, steps: int
+    stack: Any, optimizer: Any, train: Any, module: Any, rows: int, steps: int, compile: bool | str = "auto"
 ) -> StepTimes | None:
-    """Time one stacked step (``stack.losses``, the summed loss's backward, ``optimizer.step``) and one single
-    step of the first member's own module with its own optimizer (``loss_parts``, backward, step) on the first
-    ``rows`` rows of ``train`` (a ``fit.StackedSplit``); None where the head refuses that batch (``BatchError``).
-    Everything the steps change is restored.
+    """Time one stacked step (the summed loss, its backward, ``optimizer.step``), eager and, where ``compile``
+    says so, compiled, and one single step of the first member's own module with its own optimizer
+    (``loss_parts``, backward, step), on the first ``rows`` rows of ``train`` (a ``fit.StackedSplit``); None where
+    the head refuses that batch (``BatchError``). Everything the steps change is restored.
 
     Args:
         stack: the ``StackedMembers``; ``optimizer``: its ``StackedOptimizer``; ``module``: member 0's module.
         rows: a step's rows (the batch size; 1 for per-sample steps); steps: a member's steps in all.
+        compile: ``auto`` (timed where the eager training is projected over ``COMPILE_WORTH_S``), True (timed
+            always) or False (never).
     """
+    from clusterable.stacked.members import compiled_summed_loss, summed_loss
+
     index = torch.arange(rows, device=stack.device).expand(stack.size, rows)
     batch = train.batch(index)
     single_batch = {k: v[0] for k, v in batch.items()}  # member 0's rows
     own = module.build_optimizer()
+    alive = torch.ones(stack.size, dtype=torch.bool, device=stack.device)
 
-    def stacked_step() -> None:
-        loss = stack.losses(batch, epoch=0)["loss"]
+    def stacked_step(objective: Any = summed_loss) -> None:
+        total, _ = objective(stack, batch, 0, alive)
         optimizer.zero_grad()
-        loss.sum().backward()
+        total.backward()
         optimizer.step()
 
     def single_step() -> None:
@@ -116,11 +153,31 @@ def time_steps(
 
     with _restored(stack, optimizer):
         try:
-            stacked_s = _best_of(stacked_step, stack.device)
-            single_s = _best_of(single_step, stack.device)
+            times = StepTimes(_best_of(stacked_step, stack.device), _best_of(single_step, stack.device),
+                              stack.size, steps)  # fmt: skip
         except BatchError:
             return None
-    return StepTimes(stacked_s, single_s, stack.size, steps)
+    if compile is True or (compile == "auto" and times.stacked_total_s > COMPILE_WORTH_S):
+        with _restored(stack, optimizer):
+            _time_compiled(times, lambda: stacked_step(compiled_summed_loss()), stack.device)
+    elif compile == "auto":
+        times.compile_note = (f"eager step: the training is projected at {times.stacked_total_s:.0f} s, too short "
+                              f"to pay for a compile")  # fmt: skip
+    return times
+
+
+def _time_compiled(times: StepTimes, step: Callable[[], None], device: torch.device) -> None:
+    """The compiled step's time and its compile's into ``times``; a compile that fails is a note (eager)."""
+    start = time.perf_counter()
+    try:
+        step()  # compiles
+        _sync(device)
+        first = time.perf_counter() - start
+        times.compiled_s = _best_of(step, device)
+        times.compile_s = max(0.0, first - times.compiled_s)
+    except Exception as e:  # noqa: BLE001  (whatever Dynamo or Inductor raise: the eager step is the fallback)
+        reason = f"{type(e).__name__}: {e}".splitlines()[0][:160]
+        times.compiled_s, times.compile_note = None, f"eager step: the compile failed ({reason})"
 
 
 def _best_of(step: Callable[[], None], device: torch.device) -> float:

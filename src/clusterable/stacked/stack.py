@@ -38,10 +38,13 @@ class Member:
         return self.cell.ctx.run_dir.name
 
 
-def run_stack(cells: Sequence[Prepared], progress: bool = True, speed_check: bool = True) -> list[Prepared]:
+def run_stack(
+    cells: Sequence[Prepared], progress: bool = True, speed_check: bool = True, compile: bool | str = "auto"
+) -> list[Prepared]:
     """Train ``cells`` as one stack and record each; returns the cells left unrecorded because they cannot stack
     after all (``NotStackable`` found once their parts are built: the caller runs them one by one), or, with
-    ``speed_check``, because stacking is projected slower than one by one on this device (``stacked.speed``)."""
+    ``speed_check``, because stacking is projected slower than one by one on this device (``stacked.speed``).
+    ``compile``: ``auto``, True or False, whether the step is compiled (``speed.time_steps``)."""
     from clusterable.run import training
 
     members = [Member(cell) for cell in cells]
@@ -66,11 +69,11 @@ def run_stack(cells: Sequence[Prepared], progress: bool = True, speed_check: boo
         print(f"stacked: {why}: the {len(built)} cells train as {math.ceil(len(built) / bound)} stacks")
     alone: list[Prepared] = []
     for start in range(0, len(built), bound):
-        alone += _train(built[start : start + bound], progress, speed_check)
+        alone += _train(built[start : start + bound], progress, speed_check, compile)
     return alone
 
 
-def _train(built: list[Member], progress: bool, speed_check: bool) -> list[Prepared]:
+def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool | str) -> list[Prepared]:
     """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack or
     would train slower stacked."""
     from clusterable.stacked import speed
@@ -80,8 +83,11 @@ def _train(built: list[Member], progress: bool, speed_check: bool) -> list[Prepa
         splits = _splits(built, settings, stack.dtype, stack.device)
         init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
         rows = _probe(stack, splits[0], built)
-        times = _time_steps(stack, optimizer, splits[0], built, settings, rows) if speed_check else None
-        speed.check(times)
+        timed = speed_check or compile is not False
+        times = _time_steps(stack, optimizer, splits[0], built, settings, rows, compile) if timed else None
+        if speed_check:
+            speed.check(times)
+        settings.compiled = times is not None and times.compiled
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
@@ -97,6 +103,8 @@ def _train(built: list[Member], progress: bool, speed_check: bool) -> list[Prepa
           f"{settings.max_epochs} epochs on {stack.device}")  # fmt: skip
     if times is not None:
         print(f"stacked: {times.line()}")
+        if times.compile_line() is not None:
+            print(f"stacked: {times.compile_line()}")
     try:
         records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
     except BaseException as e:  # noqa: BLE001  (the whole stack failed: every member records it)
@@ -293,7 +301,15 @@ def _probe(stack: Any, train: Any, members: Sequence[Member]) -> int:
     return rows
 
 
-def _time_steps(stack: Any, optimizer: Any, train: Any, members: Sequence[Member], settings: Any, rows: int):
+def _time_steps(
+    stack: Any,
+    optimizer: Any,
+    train: Any,
+    members: Sequence[Member],
+    settings: Any,
+    rows: int,
+    compile: bool | str,
+) -> Any:
     """``speed.time_steps`` for the group: a step of ``rows`` rows, and each member's steps over its training
     (its batches an epoch, times their rows for per-sample steps, times the epochs)."""
     from clusterable.stacked import speed
@@ -304,7 +320,7 @@ def _time_steps(stack: Any, optimizer: Any, train: Any, members: Sequence[Member
         batches = min(batches, settings.max_batches)
     per_epoch = batches if not settings.per_sample else min(train.size, batches * max(data.batch_size, 1))
     module = members[0].parts.module
-    return speed.time_steps(stack, optimizer, train, module, rows, per_epoch * settings.max_epochs)
+    return speed.time_steps(stack, optimizer, train, module, rows, per_epoch * settings.max_epochs, compile)
 
 
 def _fit(members, stack, settings, optimizer, splits, progress: bool):

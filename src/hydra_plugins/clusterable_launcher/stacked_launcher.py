@@ -10,7 +10,9 @@ Grouping, the summary line and the exit status stay per cell.
 Options: ``hydra.launcher.max_members`` (default 40), the most cells one stack trains; fewer where memory is short
 (the stack says so). ``hydra.launcher.speed_check`` (default true): a group whose stacked training is projected
 slower than its members' one by one on this device runs them one by one, saying so with both timings
-(``clusterable.stacked.speed``); ``false`` stacks every group that can stack.
+(``clusterable.stacked.speed``); ``false`` stacks every group that can stack. ``hydra.launcher.compile`` (default
+``auto``): the step compiled (``torch.compile``) where its group's training is long enough to pay for it and the
+compiled step measures faster; ``true`` times the compiled step for every group, ``false`` never compiles.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ log = logging.getLogger(__name__)
 class StackedLauncher(Launcher):
     """Runs a sweep's cells in this process, stacking those that differ only along stacked axes."""
 
-    def __init__(self, max_members: int = 40, speed_check: bool = True) -> None:
-        self.max_members, self.speed_check = max_members, speed_check
+    def __init__(self, max_members: int = 40, speed_check: bool = True, compile: bool | str = "auto") -> None:
+        self.max_members, self.speed_check, self.compile = max_members, speed_check, compile
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: Any = None
@@ -55,6 +57,10 @@ class StackedLauncher(Launcher):
         if not isinstance(self.speed_check, bool):
             raise CommandLineError(
                 f"hydra.launcher.speed_check must be true or false, got {self.speed_check!r}"
+            )
+        if not (isinstance(self.compile, bool) or self.compile == "auto"):
+            raise CommandLineError(
+                f"hydra.launcher.compile must be auto, true or false, got {self.compile!r}"
             )
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
@@ -134,7 +140,7 @@ class StackedLauncher(Launcher):
             returns[i] = self._single(sweep_configs[i])
             return
         if cells:
-            alone = {id(c) for c in run_stack(cells, speed_check=self.speed_check)}
+            alone = {id(c) for c in run_stack(cells, speed_check=self.speed_check, compile=self.compile)}
             for i, cell in pending.items():
                 if id(cell) in alone:
                     returns[i] = self._single(sweep_configs[i])
@@ -183,6 +189,7 @@ ConfigStore.instance().store(
             "_target_": "hydra_plugins.clusterable_launcher.stacked_launcher.StackedLauncher",
             "max_members": 40,
             "speed_check": True,
+            "compile": "auto",
         }
     ),
     provider="clusterable",
