@@ -318,7 +318,8 @@ def _time_steps(
     batches = len(data.train_dataloader())  # a new loader: its generator is not the one training draws from
     if settings.max_batches is not None:
         batches = min(batches, settings.max_batches)
-    per_epoch = batches if not settings.per_sample else min(train.size, batches * max(data.batch_size, 1))
+    batch_rows = data.batch_size if data.batch_size > 0 else train.size  # -1: the whole split a batch
+    per_epoch = batches if not settings.per_sample else min(train.size, batches * batch_rows)
     module = members[0].parts.module
     return speed.time_steps(stack, optimizer, train, module, rows, per_epoch * settings.max_epochs, compile)
 
