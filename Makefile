@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-all lint format bench smoke clean
+.PHONY: install train test test-all lint format bench smoke clean device-check-prepare device-check-dry-run
 
 install: $(STAMP)
 
@@ -41,3 +41,15 @@ smoke: install
 
 clean:
 	rm -rf outputs/runs outputs/multirun outputs/tables .pytest_cache
+
+# The device check's luggage (scripts/device_check.sh, docs/benchmarks.md): pure-Python wheels of what the GPU
+# image lacks, at this environment's versions, into .whl/; the four Fashion-MNIST files of Debian's package into
+# data/fashion_mnist/. Both folders are ignored by git and carried by the device call.
+DEVICE_WHEELS := hydra-core omegaconf antlr4-python3-runtime typeguard pytorch-metric-learning
+device-check-prepare: install
+	$(PY) -m pip wheel -q --no-deps -w .whl $$($(PY) -m pip freeze | grep -i -E "^($$(echo $(DEVICE_WHEELS) | tr ' ' '|'))==")
+	test -d /usr/share/datasets/fashion-mnist || apt-get install -y dataset-fashion-mnist
+	mkdir -p data/fashion_mnist && cp /usr/share/datasets/fashion-mnist/*.gz data/fashion_mnist/
+
+device-check-dry-run: install
+	bash scripts/device_check.sh --dry-run $${TMPDIR:-/tmp}/device_check

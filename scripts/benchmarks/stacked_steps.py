@@ -1,7 +1,11 @@
 """Stacked steps (``hydra/launcher=stacked``): one step of M members stacked against M single steps, for COREL's
 FFNN 784-500-500 and CNN 15/30/60 (batch 128, Adam) and CSRL's AE3 with one step per sample, at M = 1, 5, 10,
-20, 40, as ms per step and effective TFLOP/s; on the GPU too when there is one. Goal: the stacked step well under
-M single steps (the issue's anchors: 2.4x / 4.1x at 10 / 50 members on the CPU for cluster heads)."""
+20, 40, as ms per step and effective TFLOP/s; eager and with the step's objective compiled (``torch.compile``, the
+engine's ``members.compiled_summed_loss``), and on a GPU also graphed (``mode="reduce-overhead"``: CUDA graph
+replay); the aten operations one stacked step dispatches at M = 10 (``torch.profiler``, eager). Goal: the stacked
+step well under M single steps (the issue's anchors: 2.4x / 4.1x at 10 / 50 members on the CPU for cluster heads).
+
+``STACKED_STEPS_MEMBERS=1,2`` and ``STACKED_STEPS_COMPILE=0`` narrow it (the device check's dry run)."""
 
 from __future__ import annotations
 
@@ -91,9 +95,21 @@ def _single_step_s(build: Callable, batch: dict, device: torch.device) -> float:
     return best_of(lambda: [step() for _ in range(5)], 3) / 5
 
 
-def _stacked_step_s(build: Callable, batch: dict, members: int, device: torch.device) -> float:
-    """One stacked step of ``members`` members (``StackedMembers.losses``, the summed loss, ``StackedOptimizer``)."""
-    from clusterable.stacked.members import StackedMembers
+def _stacked_step_s(
+    build: Callable, batch: dict, members: int, device: torch.device, how: str = "eager"
+) -> float:
+    """One stacked step of ``members`` members (the engine's objective, its backward, ``StackedOptimizer``), its
+    objective ``eager``, ``compiled`` or ``graphed`` (CUDA graph replay through ``torch.compile``)."""
+    step = _stacked_step(build, batch, members, device, how)
+    step()
+    if how != "eager":
+        step()  # a graphed step records its graph on the second call
+    repeats = 1 if members * 1e-3 > 0.02 else 3
+    return best_of(lambda: [step() for _ in range(3)], repeats) / 3
+
+
+def _stacked_step(build: Callable, batch: dict, members: int, device: torch.device, how: str) -> Callable:
+    from clusterable.stacked.members import StackedMembers, compiled_summed_loss, summed_loss
     from clusterable.stacked.optim import Group, StackedOptimizer
 
     torch.manual_seed(0)
@@ -106,36 +122,65 @@ def _stacked_step_s(build: Callable, batch: dict, members: int, device: torch.de
     )
     data = {k: v.to(device).expand(members, *v.shape).contiguous() for k, v in batch.items()}
     alive = torch.ones(members, dtype=torch.bool, device=device)
+    objective = {"eager": summed_loss, "compiled": compiled_summed_loss()}.get(how) or _graphed()
 
     def step() -> None:
-        loss = stack.losses(data, epoch=0)["loss"]
+        total, _ = objective(stack, data, 0, alive)
         opt.zero_grad()
-        torch.where(alive, loss, torch.zeros_like(loss)).sum().backward()
+        total.backward()
         opt.step()
         cuda_sync()
 
+    return step
+
+
+def _graphed() -> Callable:
+    from clusterable.stacked.members import summed_loss
+
+    return torch.compile(summed_loss, mode="reduce-overhead")
+
+
+def _ops_per_step(build: Callable, batch: dict, members: int) -> int:
+    """The aten operations one eager stacked step dispatches on the CPU (every level of the profiler's tree)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step = _stacked_step(build, batch, members, torch.device("cpu"), "eager")
     step()
-    repeats = 1 if members * 1e-3 > 0.02 else 3
-    return best_of(lambda: [step() for _ in range(3)], repeats) / 3
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    return sum(1 for e in prof.events() if e.name.startswith("aten::"))
 
 
 def measure() -> dict:
-    """For each model and device: ms per single step, ms per stacked step at each M, the speed-up over M single
-    steps and the stacked step's effective TFLOP/s."""
+    """For each model and device: ms per single step, ms per stacked step at each M (eager, compiled, and graphed
+    on a GPU), the speed-up over M single steps and the stacked step's effective TFLOP/s; the aten operations of
+    an eager stacked step at M = 10."""
+    members = tuple(int(m) for m in os.environ.get("STACKED_STEPS_MEMBERS", "1,5,10,20,40").split(","))
+    compiles = os.environ.get("STACKED_STEPS_COMPILE", "1") != "0"
     out: dict = {
         "stacked_steps_cpu_threads": torch.get_num_threads(),
         "stacked_steps_loadavg": os.getloadavg()[0],
     }
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     for device in devices:
+        hows = ["eager"] + (["compiled"] if compiles else []) + (["graphed"] if compiles and device.type == "cuda"
+                                                                 else [])  # fmt: skip
         for kind in ("ffnn", "cnn", "ae3"):
             build, batch, flops = _models(kind)
             single_s = _single_step_s(build, batch, device)
             prefix = f"stacked_steps_{device.type}_{kind}"
             out[f"{prefix}_single_ms"] = 1e3 * single_s
-            for m in MEMBERS:
-                stacked_s = _stacked_step_s(build, batch, m, device)
-                out[f"{prefix}_m{m}_ms"] = 1e3 * stacked_s
-                out[f"{prefix}_m{m}_speedup"] = m * single_s / stacked_s
-                out[f"{prefix}_m{m}_tflops"] = m * flops / stacked_s / 1e12
+            if device.type == "cpu":
+                out[f"stacked_steps_ops_{kind}_m10"] = _ops_per_step(build, batch, 10)
+            for m in members:
+                for how in hows:
+                    name = f"{prefix}_m{m}" + ("" if how == "eager" else f"_{how}")
+                    try:
+                        stacked_s = _stacked_step_s(build, batch, m, device, how)
+                    except Exception as e:  # noqa: BLE001  (a compile that fails is a figure too)
+                        out[f"{name}_error"] = f"{type(e).__name__}: {e}".splitlines()[0][:160]
+                        continue
+                    out[f"{name}_ms"] = 1e3 * stacked_s
+                    out[f"{name}_speedup"] = m * single_s / stacked_s
+                    out[f"{name}_tflops"] = m * flops / stacked_s / 1e12
     return out
