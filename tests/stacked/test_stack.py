@@ -298,3 +298,26 @@ def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(
     for name in cells:
         assert fallen[name]["status"] == "ok" and fallen[name]["metrics"] == eager[name]["metrics"]
         assert fallen[name]["stacked"]["speed"]["compiled"] is False
+
+
+def test_a_single_run_and_a_member_assemble_and_conclude_through_the_same_phases(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``run.phases`` is the one code path by which both widths assemble their parts and end their runs."""
+    from clusterable.run import phases
+
+    seen: list[tuple[str, str]] = []
+    for name in ("assemble", "conclude"):
+        original = getattr(phases, name)
+
+        def spy(cfg, ctx, *args, _original=original, _name=name, **kwargs):
+            seen.append((_name, Path(ctx.run_dir).parent.name))
+            return _original(cfg, ctx, *args, **kwargs)
+
+        monkeypatch.setattr(phases, name, spy)
+    cells = {f"s{seed}": ["dataset=iris", "trainer.max_epochs=1", "loss=cce", "evaluator=[classification]",
+                          f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    single(tmp_path / "single", "s0", cells["s0"])
+    stacked(tmp_path / "stacked", cells)
+    assert sorted(seen) == sorted([("assemble", "single"), ("conclude", "single")]
+                                  + [("assemble", "stacked"), ("conclude", "stacked")] * 2)  # fmt: skip

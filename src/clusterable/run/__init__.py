@@ -108,22 +108,14 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
 def _train_and_evaluate(
     cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], loggers: list, rank_zero: bool
 ) -> None:
-    import lightning as L
-
+    """The single run's width of the phases (``run.phases``): assemble, fit in Lightning's loop, conclude."""
     from clusterable.callbacks import EpochTimer
     from clusterable.run import training
-    from clusterable.run.checks import check_config
-    from clusterable.run.parts import build_parts, build_trainer, check_monitor
+    from clusterable.run.parts import build_trainer
+    from clusterable.run.phases import Outcome, assemble, conclude
 
     training.quiet_lightning()
-    check_config(cfg, payload["mode"])
-    payload["torch_threads"] = training.cpu_threads(cfg, ctx)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-
-    parts = build_parts(cfg, ctx)
-    if parts.data_notes is not None:  # what reading the data did (a corpus's lemmatiser, OOV words)
-        payload["data_notes"] = parts.data_notes
-    check_monitor(cfg, ctx, parts)
+    parts = assemble(cfg, ctx, payload)
     checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
     validation = [parts.validation] if cfg.validation_evaluators else []
     trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation])
@@ -131,20 +123,10 @@ def _train_and_evaluate(
 
     timing, diverged = training.fit(trainer, parts, timer)
     payload["timing"].update(timing)
-    if diverged is not None and not (checkpoint.monitor and checkpoint.best_model_path):
-        raise diverged  # nothing learned before the runaway is kept: no metrics
-    if not rank_zero:
-        payload["status"] = "ok"
-        return
-    payload["best_epoch"] = training.restore_best(checkpoint, trainer, parts.module)
-    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(
-        cfg, ctx, parts, trainer.callback_metrics
-    )
-    for lg in loggers:
-        lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=trainer.global_step)
-    if diverged is not None:  # recorded diverged, with the best epoch's metrics
-        raise diverged
-    payload["status"] = "ok"
+    outcome = Outcome(steps=trainer.global_step, last_train=trainer.callback_metrics, diverged=diverged,
+                      has_best=bool(checkpoint.monitor and checkpoint.best_model_path))  # fmt: skip
+    conclude(cfg, ctx, payload, parts, outcome, lambda: training.restore_best(checkpoint, trainer, parts.module),
+             loggers, rank_zero)  # fmt: skip
 
 
 def _is_rank_zero() -> bool:

@@ -197,22 +197,14 @@ def _record(member: Member, error: BaseException | None, body: Any = None) -> No
 
 
 def _build(member: Member) -> BaseException | None:
-    """The member's parts, as its single run builds them (its seed first, so its initial parameters are its
-    single run's); the error that refused them, or None."""
-    import lightning as L
-
+    """The member's parts, assembled as its single run assembles them (``run.phases.assemble``: its seed first, so
+    its initial parameters are its single run's), and its loggers; the error that refused them, or None."""
     from clusterable.config import build
-    from clusterable.run.checks import check_config
-    from clusterable.run.parts import build_parts, check_monitor
+    from clusterable.run.phases import assemble
 
     cfg, ctx, payload = member.cell.cfg, member.cell.ctx, member.cell.payload
     try:
-        check_config(cfg, payload["mode"])
-        L.seed_everything(cfg.seed, workers=True, verbose=False)
-        member.parts = build_parts(cfg, ctx)
-        if member.parts.data_notes is not None:
-            payload["data_notes"] = member.parts.data_notes
-        check_monitor(cfg, ctx, member.parts)
+        member.parts = assemble(cfg, ctx, payload, threads=False)  # the stack set the threads once for all
         for name, node in (cfg.logger or {}).items():
             member.loggers.append(build(node, f"logger.{name}"))
     except KeyboardInterrupt:
@@ -344,33 +336,34 @@ def _fit(members, stack, settings, optimizer, splits, progress: bool):
 
 def _finish_member(member: Member, index: int, stack: Any, record: Any, best_params: dict, best_buffers: dict,
                    settings: Any) -> None:  # fmt: skip
-    """Member ``index`` as a single run from here on: its best epoch restored into its own module, checkpointed,
-    evaluated and logged; ``DivergedError`` raised (inside the record) when it diverged."""
-    import lightning as L
-
-    from clusterable.run import training
-    from clusterable.run.checkpointing import save_checkpoint
+    """Member ``index`` concludes as a single run does (``run.phases.conclude``): its best epoch restored into its
+    own module, checkpointed and its epochs logged (``keep_best``), then evaluated and recorded."""
+    from clusterable.run.phases import Outcome, conclude
 
     cfg, ctx, payload = member.cell.cfg, member.cell.ctx, member.cell.payload
-    if record.diverged is not None and not (settings.monitor and record.best_epoch is not None):
-        raise record.diverged  # nothing learned before the runaway is kept: no metrics
-    module = stack.unstack_into(index, best_params, best_buffers)
-    for lg in member.loggers:
-        for row in record.rows:
-            lg.log_metrics({k: v for k, v in row.items() if k != "step" and not _nan(v)}, step=row["step"])
-    if settings.monitor and record.best_epoch is not None:
-        state = {"epoch": record.best_epoch, "global_step": record.best_step, "state_dict": module.state_dict(),
-                 "pytorch-lightning_version": L.__version__, "stacked": payload["stacked"]}  # fmt: skip
-        save_checkpoint(state, Path(ctx.run_dir) / "checkpoints" / "best.ckpt")
-    payload["best_epoch"] = record.best_epoch
-    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(
-        cfg, ctx, member.parts, record.last_train
+    has_best = bool(settings.monitor and record.best_epoch is not None)
+
+    def keep_best() -> int | None:
+        import lightning as L
+
+        from clusterable.run.checkpointing import save_checkpoint
+
+        module = stack.unstack_into(index, best_params, best_buffers)
+        for lg in member.loggers:
+            for row in record.rows:
+                lg.log_metrics(
+                    {k: v for k, v in row.items() if k != "step" and not _nan(v)}, step=row["step"]
+                )
+        if has_best:
+            state = {"epoch": record.best_epoch, "global_step": record.best_step, "state_dict": module.state_dict(),
+                     "pytorch-lightning_version": L.__version__, "stacked": payload["stacked"]}  # fmt: skip
+            save_checkpoint(state, Path(ctx.run_dir) / "checkpoints" / "best.ckpt")
+        return record.best_epoch
+
+    outcome = Outcome(
+        steps=record.steps, last_train=record.last_train, has_best=has_best, diverged=record.diverged
     )
-    for lg in member.loggers:
-        lg.log_metrics({k: v for k, v in payload["metrics"].items() if not _nan(v)}, step=record.steps)
-    if record.diverged is not None:
-        raise record.diverged
-    payload["status"] = "ok"
+    conclude(cfg, ctx, payload, member.parts, outcome, keep_best, member.loggers)
 
 
 def _nan(value: Any) -> bool:
