@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# COREL's image half as the experiment files define it (conf/experiment/corel/table1.yaml, table2.yaml): per table,
-# its groups (losses x datasets x models) and members a group (the stacked axis: Table 1's 20 λ, Table 2's 10 seeds).
+# COREL's image half as the experiment files define it (src/clusterable/conf/experiment/corel/table1.yaml,
+# table2.yaml): per table, its groups (losses x datasets x models) and members a group (the stacked axis: Table 1's
+# 20 λ, Table 2's 10 seeds).
 GRIDS = {"table1": {"losses": 3, "members": 20}, "table2": {"losses": 4, "members": 10}}
 DATASETS, MODELS = ("mnist", "fashion_mnist"), ("ffnn", "cnn")
 EPOCHS, STEPS_PER_EPOCH = 150, 430  # 55,000 training rows in batches of 128

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
-    # The folder train.py writes to: $CLUSTERABLE_OUTPUTS when set (conf/train.yaml, paths.output_dir), else outputs.
+    # The folder train.py writes to: $CLUSTERABLE_OUTPUTS when set (src/clusterable/conf/train.yaml,
+    # paths.output_dir), else outputs.
     parser.add_argument("--outputs", default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
                         help="folder of the multirun directories ($CLUSTERABLE_OUTPUTS, else outputs)")  # fmt: skip
     parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",

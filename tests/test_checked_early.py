@@ -84,8 +84,10 @@ def test_heads_declare_the_rows_a_batch_needs() -> None:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from clusterable.config import CONFIG_DIR
+
     def head(name: str, **extra):
-        node = OmegaConf.load(Path(__file__).parents[1] / "conf" / "loss" / f"{name}.yaml")
+        node = OmegaConf.load(Path(CONFIG_DIR) / "loss" / f"{name}.yaml")
         node = {k: v for k, v in OmegaConf.to_container(node).items() if k != "defaults"}
         return instantiate({**node, **extra}, num_classes=3, embedding_dim=4)
 

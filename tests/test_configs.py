@@ -96,7 +96,8 @@ def test_model_options(tmp_path, name):
     assert encoder(torch.rand(2, *shape)).shape == (2, encoder.embedding_dim)
 
 
-# conf/loss/metric is the `loss/metric` group: the metric losses the Safir 2022 heads build, not heads of their own.
+# src/clusterable/conf/loss/metric is the `loss/metric` group: the metric losses the Safir 2022 heads build, not
+# heads of their own.
 @pytest.mark.parametrize("name", [n for n in options("loss") if not n.startswith("metric/")])
 def test_loss_options(tmp_path, name):
     cfg = composed(tmp_path, f"loss={name}")

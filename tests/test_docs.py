@@ -1,12 +1,15 @@
 """The docs cannot drift from the code: what README.md and docs/*.md name exists, and their commands compose.
 
 For every page, in its code spans, links, tables and code blocks:
-- a repository path (``src/...``, ``conf/...``, ``scripts/...``, ``docs/...``, ``tests/...``, ``train.py``) exists
-  (a glob or ``{a,b}`` names at least one file); a relative link exists, and its ``#anchor`` is a heading there;
-- ``experiment=<name>`` and every ``<group>=<option>`` of a config group name a file ``conf/<group>/<option>.yaml``
-  (``hydra/<group>=<option>``: one Hydra composes); so does every option a ``| `group` | options |`` table row lists;
+- a repository path (``src/...``, ``scripts/...``, ``docs/...``, ``tests/...``, ``train.py``) exists (a glob or
+  ``{a,b}`` names at least one file); ``conf/...``, the configs' folder before they moved into the package
+  (``src/clusterable/conf/``), is checked too, so that a page still naming it fails; a relative link exists, and
+  its ``#anchor`` is a heading there;
+- ``experiment=<name>`` and every ``<group>=<option>`` of a config group name a file
+  ``src/clusterable/conf/<group>/<option>.yaml`` (``hydra/<group>=<option>``: one Hydra composes); so does every
+  option a ``| `group` | options |`` table row lists;
 - a dotted option ``group.key=value`` names a key of that group's config (of one of its options, composed by Hydra);
-  ``+group.key=value`` a parameter of the node's ``_target_``; a key outside the groups, one of ``conf/train.yaml``
+  ``+group.key=value`` a parameter of the node's ``_target_``; a key outside the groups, one of ``train.yaml``
   or of an experiment; a lone ``group.key`` code span either;
 - ``clusterable.<module>.<name>`` imports; a lone ``<paper>/<name>`` code span is an experiment;
 - every ``python train.py ...`` (code blocks and code spans) composes in-process with Hydra's compose API, no
@@ -15,11 +18,11 @@ For every page, in its code spans, links, tables and code blocks:
   a case, ``make <target>`` a Makefile target;
 - the README's layout tree names files and folders that exist, where it draws them.
 
-A page may write files of its own in code blocks whose first line names them (``# conf/loss/prototypes.yaml``, the
-extension guide's): its paths count as existing on that page and its configs compose beside ``conf/`` (a Hydra search
-path). A failure names the page, the line and what is missing. Mistakes the docs show on purpose
-(``+loss.lamda=0.5``) are listed in ``SHOWN_FAILING``: the test checks that each still fails, so the list cannot hide
-drift either.
+A page may write files of its own in code blocks whose first line names them
+(``# src/clusterable/conf/loss/prototypes.yaml``, the extension guide's): its paths count as existing on that page
+and its configs compose beside the package's (a Hydra search path). A failure names the page, the line and what is
+missing. Mistakes the docs show on purpose (``+loss.lamda=0.5``) are listed in ``SHOWN_FAILING``: the test checks
+that each still fails, so the list cannot hide drift either.
 """
 
 from __future__ import annotations
@@ -42,9 +45,12 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 import clusterable  # noqa: F401  (registers the resolvers the configs name)
+from clusterable.config import CONFIG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = Path(CONFIG_DIR)
+# The configs' folder as a page names it (a repository path); a page's own config files are written below it.
+CONF_PATH = CONF.relative_to(ROOT).as_posix() + "/"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # Mistakes the docs show failing on purpose; each must still be refused by the check it would fail.
@@ -236,7 +242,7 @@ def _braces(text: str) -> list[str]:
 @dataclass
 class Checker:
     """The checks of one page; ``files`` are the page's own (``page_files``), its configs written below
-    ``scratch / "conf"`` and composed beside ``conf/``."""
+    below ``scratch`` (``scratch / CONF_PATH``) and composed beside the package's."""
 
     page: Path
     files: dict[str, str] = field(default_factory=dict)
@@ -244,12 +250,12 @@ class Checker:
 
     def __post_init__(self) -> None:
         self.searchpath: tuple[str, ...] = ()
-        written = {k: v for k, v in self.files.items() if k.startswith("conf/")}
+        written = {k: v for k, v in self.files.items() if k.startswith(CONF_PATH)}
         if written and self.scratch is not None:
             for name, text in written.items():
                 (self.scratch / name).parent.mkdir(parents=True, exist_ok=True)
                 (self.scratch / name).write_text(text)
-            self.searchpath = (f"hydra.searchpath=[file://{self.scratch / 'conf'}]",)
+            self.searchpath = (f"hydra.searchpath=[file://{self.scratch / CONF_PATH}]",)
 
     # --- the config tree, with the page's own files
 
@@ -257,14 +263,14 @@ class Checker:
         return composed(*self.searchpath, *overrides)
 
     def groups(self) -> set[str]:
-        """Config groups: every folder under conf/ but Hydra's own (nested ones too: ``loss/metric``)."""
+        """Config groups: every folder of the configs but Hydra's own (nested ones too: ``loss/metric``)."""
         names = {p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()}
-        names |= {str(Path(f).parent.relative_to("conf")) for f in self.files if f.startswith("conf/")}
+        names |= {str(Path(f).parent.relative_to(CONF_PATH)) for f in self.files if f.startswith(CONF_PATH)}
         return {n for n in names if n.split("/")[0] != "hydra" and n != "."}
 
     def options(self, group: str) -> list[str]:
         found = {str(p.relative_to(CONF / group).with_suffix("")) for p in (CONF / group).rglob("*.yaml")}
-        prefix = f"conf/{group}/"
+        prefix = f"{CONF_PATH}{group}/"
         found |= {f[len(prefix) : -len(".yaml")] for f in self.files if f.startswith(prefix)}
         return sorted(found)
 
@@ -289,9 +295,11 @@ class Checker:
     def where(self, key: str) -> str:
         first = key.split(".")[0]
         if first in self.groups():
-            return f"any conf/{first}/*.yaml"
+            return f"any {CONF_PATH}{first}/*.yaml"
         return (
-            "conf/train.yaml or any experiment" if first != "hydra" else "Hydra's config under any launcher"
+            f"{CONF_PATH}train.yaml or any experiment"
+            if first != "hydra"
+            else "Hydra's config under any launcher"
         )
 
     # --- the checks
@@ -333,7 +341,7 @@ class Checker:
             return None
         if bare in self.groups() or bare == "experiment":
             missing = [v for v in _values(value) if v != "null" and v not in self.options(bare)]
-            return f"no conf/{bare}/{missing[0]}.yaml (`{token}`)" if missing else None
+            return f"no {CONF_PATH}{bare}/{missing[0]}.yaml (`{token}`)" if missing else None
         if bare.startswith("hydra/"):
             problems = [self.compose(f"{bare}={v}") for v in _values(value)]
             return next((f"`{token}`: {p}" for p in problems if isinstance(p, str)), None)
@@ -381,7 +389,7 @@ class Checker:
                 problems.append(self.check_key(word, named=True))
             elif re.match(r"^[a-z]+/[\w{},]+$", word) and (CONF / "experiment" / word.split("/")[0]).is_dir():
                 problems += [
-                    f"no experiment `{n}` (conf/experiment/{n}.yaml)"
+                    f"no experiment `{n}` ({CONF_PATH}experiment/{n}.yaml)"
                     for n in _braces(word)
                     if n not in self.options("experiment")
                 ]
@@ -472,11 +480,11 @@ class Checker:
         if mention.kind.startswith("option:"):
             group = mention.kind.partition(":")[2]
             if group not in self.groups():
-                return [f"no config group `{group}` (conf/{group}/)"]
+                return [f"no config group `{group}` ({CONF_PATH}{group}/)"]
             if DOTTED_KEY.match(mention.text) or "=" in mention.text:
                 return self.check_span(mention.text)
             missing = [n for n in _values(mention.text) if n not in self.options(group)]
-            return [f"`{n}` is not an option of `{group}` (no conf/{group}/{n}.yaml)" for n in missing]
+            return [f"`{n}` is not an option of `{group}` (no {CONF_PATH}{group}/{n}.yaml)" for n in missing]
         return self.check_span(mention.text)
 
 
@@ -594,7 +602,7 @@ def test_shown_failing_examples_are_on_a_page():
 def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     checker = Checker(ROOT / "README.md")
     assert checker.check_assignment("dataset=digits") is None
-    assert "no conf/dataset/nope.yaml" in checker.check_assignment("dataset=digits,nope")
+    assert "no src/clusterable/conf/dataset/nope.yaml" in checker.check_assignment("dataset=digits,nope")
     assert checker.check_assignment("experiment=corel/{table1,table2}") is None
     assert "conf/experiment/corel/table9.yaml" in checker.check_assignment("experiment=corel/{table1,table9}")
     assert checker.check_assignment("loss.lam=0.5") is None
@@ -609,7 +617,9 @@ def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     assert checker.check_key("trainer.limit_train_batches", named=True) is None  # a Trainer argument
     assert checker.check_assignment("hydra/launcher=joblib") is None
     assert checker.check_assignment("hydra/launcher=nope") is not None
-    assert checker.check_path("conf/model/text_*.yaml") is None
+    assert checker.check_path("src/clusterable/conf/model/text_*.yaml") is None
+    # The configs' folder before they moved into the package.
+    assert "no such file" in checker.check_path("conf/model/ffnn.yaml")
     assert "no such file" in checker.check_path("src/clusterable/nope.py")
     assert "no heading" in checker.check_path("README.md#nope")
     assert check_module_name("clusterable.config.build") is None
@@ -622,10 +632,11 @@ def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     )
     assert "does not compose" in checker.compose_command(["-m", "experiment=dscl/digits", "loss.nope=1,2"])
     assert check_table("corel/table2") is None and check_table("corel/table9") is not None
-    # A page's own config files compose beside conf/ and its paths count as existing on that page.
-    own = Checker(ROOT / "README.md", {"conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}, tmp_path)
+    # A page's own config files compose beside the package's and its paths count as existing on that page.
+    mine = "src/clusterable/conf/loss/mine.yaml"
+    own = Checker(ROOT / "README.md", {mine: "_target_: torch.nn.Identity\n"}, tmp_path)
     assert own.check_assignment("loss=mine") is None and checker.check_assignment("loss=mine") is not None
-    assert own.compose_command(["loss=mine"]) is None and own.check_path("conf/loss/mine.yaml") is None
+    assert own.compose_command(["loss=mine"]) is None and own.check_path(mine) is None
 
 
 def test_mentions_are_found_with_their_lines(tmp_path):
@@ -634,7 +645,7 @@ def test_mentions_are_found_with_their_lines(tmp_path):
         "Run `python train.py\nloss=cce` or [the design](docs/design.md).\n\n"
         "```bash\npython train.py -m experiment=corel/table2 \\\n    debug=smoke && python scripts/make_tables.py "
         "corel/table2   # a comment\n```\n\n| group | options |\n|---|---|\n| `model` | `ffnn` (default), `cnn` |\n\n"
-        "```yaml\n# conf/loss/mine.yaml\n_target_: torch.nn.Identity\n```\n"
+        "```yaml\n# src/clusterable/conf/loss/mine.yaml\n_target_: torch.nn.Identity\n```\n"
     )
     found = mentions(page)
     assert Mention(1, "python train.py loss=cce", "span") in found
@@ -643,17 +654,17 @@ def test_mentions_are_found_with_their_lines(tmp_path):
     assert Mention(5, "python train.py -m experiment=corel/table2 debug=smoke", "command") in found
     assert Mention(5, "python scripts/make_tables.py corel/table2", "command") in found
     assert Mention(11, "ffnn", "option:model") in found and Mention(11, "cnn", "option:model") in found
-    assert page_files(page) == {"conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}
+    assert page_files(page) == {"src/clusterable/conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}
 
 
 def test_layout_tree_is_checked():
     text = (
         "## Layout\n\n```\nsrc/\n  clusterable/\n    config.py   what\n            wrapped\n    nope.py\n"
-        "conf/\n  <group>/<option>.yaml\n  <group>/<nope>.json\n```\n"
+        "    conf/\n      <group>/<option>.yaml\n      <group>/<nope>.json\n```\n"
     )
     problems = layout_problems(ROOT / "README.md", text)
     assert len(problems) == 2 and "`src/clusterable/nope.py`" in problems[0], problems
-    assert "`conf/<group>/<nope>.json`" in problems[1], problems
+    assert "`src/clusterable/conf/<group>/<nope>.json`" in problems[1], problems
 
 
 # ------------------------------------------------------------------------------ the cheap commands, run as written

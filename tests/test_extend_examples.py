@@ -1,9 +1,9 @@
 """The extension guide (docs/extend.md) runs as written: its code is the code tested here, so it cannot rot.
 
 Each code block of the guide whose first line names a file (``# src/clusterable/heads/prototypes.py``,
-``# conf/loss/prototypes.yaml``, ``# tests/heads/test_prototypes.py``) is installed for the test only: the YAML files
-in a folder added with ``hydra.searchpath`` (as a user outside the repository would), the modules under their
-dotted names in this process, and the test files' functions run. Then every part is built through
+``# src/clusterable/conf/loss/prototypes.yaml``, ``# tests/heads/test_prototypes.py``) is installed for the test
+only: the YAML files in a folder added with ``hydra.searchpath`` (as a user outside the repository would), the
+modules under their dotted names in this process, and the test files' functions run. Then every part is built through
 ``clusterable.config.build`` from a composed config and checked against its contract as a run does, every
 ``python train.py ...`` of the guide runs in-process (the ``train`` fixture), the errors the guide shows are the
 ones printed, and each "were `<member>` missing" refusal is the one a part without that member gets.
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from test_docs import CONF, ROOT, _fences, page_files
+from test_docs import CONF, CONF_PATH, ROOT, _fences, page_files
 
 from clusterable.config import build
 from clusterable.contracts import (
@@ -44,7 +44,7 @@ CONTRACTS = {"loss": Head, "model": Encoder, "dataset": DataModule, "evaluator":
 
 def _guide_options() -> dict[str, str]:
     """{group: option} of the YAML files the guide writes."""
-    return {Path(f).parent.name: Path(f).stem for f in FILES if f.startswith("conf/")}
+    return {Path(f).parent.name: Path(f).stem for f in FILES if f.startswith(CONF_PATH)}
 
 
 def _commands() -> list[tuple[list[str], list[str]]]:
@@ -69,7 +69,7 @@ def _refusals() -> list[tuple[str, str]]:
 
 @pytest.fixture
 def guide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Install the guide's files for this test: the YAML below ``tmp_path / "conf"``, the modules in this process
+    """Install the guide's files for this test: the YAML below ``tmp_path / CONF_PATH``, the modules in this process
     under their dotted names (``clusterable.heads.prototypes``), which are removed again afterwards. Returns the
     ``hydra.searchpath=...`` override that adds the YAML files."""
     for name, text in FILES.items():
@@ -84,7 +84,7 @@ def guide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
             exec(compile(text, str(path), "exec"), module.__dict__)
             parent, _, leaf = dotted.rpartition(".")
             monkeypatch.setattr(importlib.import_module(parent), leaf, module, raising=False)
-    return f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    return f"hydra.searchpath=[file://{tmp_path / CONF_PATH}]"
 
 
 def test_the_guide_writes_a_part_of_each_group_with_its_code_and_test():
@@ -148,9 +148,9 @@ def test_a_part_without_a_contract_member_is_refused_as_shown(guide, train, monk
     ``member`` (a class attribute removed, or an instance attribute deleted after ``__init__``)."""
     choice = re.match(r"error: (\S+)=", error).group(1)
     option = _guide_options()[choice]
-    target = re.search(r"^_target_: (\S+)", FILES[f"conf/{choice}/{option}.yaml"], flags=re.MULTILINE).group(
-        1
-    )
+    target = re.search(
+        r"^_target_: (\S+)", FILES[f"{CONF_PATH}{choice}/{option}.yaml"], flags=re.MULTILINE
+    ).group(1)
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     if member in vars(cls):
@@ -174,9 +174,9 @@ def test_an_evaluator_that_takes_no_context_is_refused_as_shown(guide, train, mo
         r"`(error: evaluator\.\w+: an evaluator takes [^`]+)`", " ".join(GUIDE.read_text().split())
     )
     assert error, "the guide shows the refusal of an evaluator that takes no context"
-    target = re.search(r"^_target_: (\S+)", FILES[f"conf/evaluator/{option}.yaml"], flags=re.MULTILINE).group(
-        1
-    )
+    target = re.search(
+        r"^_target_: (\S+)", FILES[f"{CONF_PATH}evaluator/{option}.yaml"], flags=re.MULTILINE
+    ).group(1)
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     call = cls.__call__

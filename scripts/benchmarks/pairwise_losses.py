@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import ROOT, best_of
+from .common import best_of
 
 PAIRWISE_LOSSES = [
     "ce", "pce", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor",
@@ -16,19 +16,19 @@ PAIRWISE_LOSSES = [
 def measure(
     batch: int = 256, dim: int = 128, classes: int = 32, steps: int = 10, names: list[str] | None = None
 ) -> dict:
-    """Seconds of one forward + backward step of each named loss head built from conf/loss, best of 3 runs of
-    ``steps`` steps on the same random embeddings (batch x dim, ``classes`` classes of batch / classes each), and
-    the ratio to the ``ce`` head (Boudiaf et al.'s cross-entropy: a linear classifier, the unary baseline)."""
+    """Seconds of one forward + backward step of each named loss head built from src/clusterable/conf/loss, best of 3
+    runs of ``steps`` steps on the same random embeddings (batch x dim, ``classes`` classes of batch / classes each),
+    and the ratio to the ``ce`` head (Boudiaf et al.'s cross-entropy: a linear classifier, the unary baseline)."""
     from hydra import compose, initialize_config_dir
 
-    from clusterable.config import build
+    from clusterable.config import CONFIG_DIR, build
 
     names = names or PAIRWISE_LOSSES
     g = torch.Generator().manual_seed(0)
     embeddings = torch.randn(batch, dim, generator=g).requires_grad_(True)
     labels = torch.arange(batch) % classes
     seconds = {}
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         for name in ["ce", *(n for n in names if n != "ce")]:
             node = compose(overrides=[f"+loss={name}"]).loss
             head = build(node, "loss", num_classes=classes, embedding_dim=dim)

@@ -1,6 +1,6 @@
-"""One epoch of text_cnn (conf/model/text_cnn.yaml) + CCE on 94,721 fake documents of 25 tokens (50,000-word
-vocabulary, 300-d vectors) through the framework against a plain loop (goal: ratio <= 1.2); GloVe's reader
-restricted to 50,000 words from a generated 2.2-million-line 300-d file: seconds and peak extra memory of the
+"""One epoch of text_cnn (src/clusterable/conf/model/text_cnn.yaml) + CCE on 94,721 fake documents of 25 tokens
+(50,000-word vocabulary, 300-d vectors) through the framework against a plain loop (goal: ratio <= 1.2); GloVe's
+reader restricted to 50,000 words from a generated 2.2-million-line 300-d file: seconds and peak extra memory of the
 scan, seconds from its cache; the one-time AGNews-8 corpus build (read_agnews8: read, sample, spaCy
 preprocessing, cache) from a generated newsSpace dump of 20,000 documents: seconds per 10,000 documents, seconds
 from its cache."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .common import MEMORY_PEAK, MEMORY_PROBE, ROOT, alternated, indented, run_child
+from .common import MEMORY_PEAK, MEMORY_PROBE, alternated, indented, run_child
 from .loops import framework_loop, plain_loop
 from .newsspace import write_newsspace
 
@@ -65,9 +65,9 @@ def _agnews_build(per_topic: int = 2_500) -> dict:
 def measure() -> dict:
     """COREL's text CNN on AGNews-8's size (94,721 documents; our fake corpus, ``data.text.fake_corpus``, padded to
     25 tokens, 50,000 words with random 300-d vectors): one epoch through the framework (``loops.framework_loop``)
-    against ``loops.plain_loop`` with the same model (``conf/model/text_cnn.yaml``), CCE head and batches of 128;
-    after a warm-up on 5,000 rows, the best of 2 alternated runs each (an epoch is about a minute on 2 CPU threads).
-    Goal <= 1.2.
+    against ``loops.plain_loop`` with the same model (``src/clusterable/conf/model/text_cnn.yaml``), CCE head and
+    batches of 128; after a warm-up on 5,000 rows, the best of 2 alternated runs each (an epoch is about a minute on
+    2 CPU threads). Goal <= 1.2.
 
     Then ``glove.read_glove`` restricted to a 50,000-word vocabulary (45,000 words in the file, 4,995 not, PAD, UNK
     and the number tokens) from a generated GloVe-format file of 2.2 million lines (``glove.840B.300d.txt``'s
@@ -86,7 +86,7 @@ def measure() -> dict:
 
     from hydra import compose, initialize_config_dir
 
-    from clusterable.config import build
+    from clusterable.config import CONFIG_DIR, build
     from clusterable.data.text import fake_corpus, random_vectors
     from clusterable.heads import CCELoss
 
@@ -96,7 +96,7 @@ def measure() -> dict:
     splits = {"train": split, "val": split, "test": split}
     vectors, _ = random_vectors(corpus.vocab, 300, 0)
     small = {k: v[:5000] for k, v in split.items()}
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         node = compose(overrides=["+model=text_cnn"]).model
 
     def make() -> tuple:

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from .common import ROOT
+from pathlib import Path
+
 from .loops import overhead
 
 
 def measure() -> dict:
-    """Seconds of ``conf/trainer/default.yaml``'s ``max_epochs`` epochs of each path on scikit-learn's digits
-    (2x500 FFNN, Gaussian-COREL head, batch 128; ``loops.overhead``) and their ratio, framework / plain."""
+    """Seconds of ``src/clusterable/conf/trainer/default.yaml``'s ``max_epochs`` epochs of each path on
+    scikit-learn's digits (2x500 FFNN, Gaussian-COREL head, batch 128; ``loops.overhead``) and their ratio,
+    framework / plain."""
     from omegaconf import OmegaConf
 
+    from clusterable.config import CONFIG_DIR
     from clusterable.data.memory.digits import read_digits
     from clusterable.heads import GaussianCOREL
     from clusterable.models import FFNN
 
-    cfg = OmegaConf.load(ROOT / "conf" / "trainer" / "default.yaml")
+    cfg = OmegaConf.load(Path(CONFIG_DIR) / "trainer" / "default.yaml")
     splits = read_digits()
 
     def make():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .common import ROOT, alternated
+from .common import alternated
 from .loops import framework_loop
 
 
@@ -28,13 +28,13 @@ def _plain_head_loop(encoder, head, split: dict, batch_size: int, lr: float = 1e
 def measure() -> dict:
     """One epoch of Safir 2022's MetricVAE (``loss=mvae`` as configured: triplet with semi-hard mining on a 10-d
     latent, VampPrior of 50 pseudo-inputs embedded through the encoder every step, decoder 2x500; epoch 0 of the
-    alternate schedule, so L_S and L_U both run) on a 2x500 FFNN (conf/model/ffnn.yaml), 55,000 x 784 random pixels
-    with 10 classes and 10% of the labels kept (the rest -1), batches of 128, Adam lr 1e-3: the framework
-    (``loops.framework_loop``) against ``_plain_head_loop`` with the same encoder and head; the best of 3
+    alternate schedule, so L_S and L_U both run) on a 2x500 FFNN (src/clusterable/conf/model/ffnn.yaml), 55,000 x 784
+    random pixels with 10 classes and 10% of the labels kept (the rest -1), batches of 128, Adam lr 1e-3: the
+    framework (``loops.framework_loop``) against ``_plain_head_loop`` with the same encoder and head; the best of 3
     alternated runs each, after a warm-up on 5,000 rows. Goal: ratio <= 1.2."""
     from hydra import compose, initialize_config_dir
 
-    from clusterable.config import build
+    from clusterable.config import CONFIG_DIR, build
     from clusterable.models import FFNN
 
     g = torch.Generator().manual_seed(0)
@@ -43,7 +43,7 @@ def measure() -> dict:
     split = {"inputs": torch.rand(55_000, 784, generator=g), "labels": labels}
     splits = {"train": split, "val": split, "test": split}
     small = {k: v[:5000] for k, v in split.items()}
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         node = compose(overrides=["+loss=mvae"]).loss
 
     def make() -> tuple:

@@ -28,8 +28,9 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
 
-# The repository's config folder (conf/): train.yaml and the config groups.
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+# The configs (src/clusterable/conf/: train.yaml and the config groups), package data: an installed wheel carries
+# them, and a checkout (editable install) reads them in place.
+CONFIG_DIR = str(Path(__file__).resolve().parent / "conf")
 
 
 class ConfigError(ValueError):

@@ -32,7 +32,7 @@ class BatchError(ValueError):
 
 @runtime_checkable
 class Encoder(Protocol):
-    """``conf/model``: ``forward(x) -> (N, embedding_dim)`` for inputs ``x`` (N, *input_shape)."""
+    """``src/clusterable/conf/model``: ``forward(x) -> (N, embedding_dim)`` for inputs ``x`` (N, *input_shape)."""
 
     embedding_dim: int
 
@@ -69,7 +69,7 @@ class HasWordVectors(Protocol):
 
 @runtime_checkable
 class Head(Protocol):
-    """``conf/loss``: ``forward(embeddings (N, D), labels (N,), **batch) -> {part: scalar}``.
+    """``src/clusterable/conf/loss``: ``forward(embeddings (N, D), labels (N,), **batch) -> {part: scalar}``.
 
     ``loss_parts`` names the scalars ``forward`` returns, ``"loss"`` (the one minimised) first; each is logged as
     ``train/<part>`` once an epoch and checked for divergence. ``labels == -1`` marks an unlabelled sample.
@@ -232,7 +232,7 @@ class EvalContext:
 
 
 class Evaluator(Protocol):
-    """``conf/evaluator``: ``(embeddings (N, D'), labels (N,), context) -> {name: value}``.
+    """``src/clusterable/conf/evaluator``: ``(embeddings (N, D'), labels (N,), context) -> {name: value}``.
 
     Names carry no stage prefix (the runner adds ``"{stage}/"``). An evaluator with options is a small frozen
     dataclass whose fields are its options (the config node sets them, ``check_node`` checks them against the
@@ -273,9 +273,9 @@ def declared_metrics(fn: object) -> list[str] | None:
 
 @runtime_checkable
 class DataModule(Protocol):
-    """``conf/dataset``: what the module, the runner and ``train.py`` need of a datamodule besides Lightning's
-    loaders. ``splits`` (after ``load()``): name -> per-row tensors (``labels`` (N,), ``inputs`` (N, ...) for
-    in-memory datasets, flags such as ``is_query``); ``split(name)`` is one of them, loaded first if need be;
+    """``src/clusterable/conf/dataset``: what the module, the runner and ``train.py`` need of a datamodule besides
+    Lightning's loaders. ``splits`` (after ``load()``): name -> per-row tensors (``labels`` (N,), ``inputs`` (N, ...)
+    for in-memory datasets, flags such as ``is_query``); ``split(name)`` is one of them, loaded first if need be;
     ``eval_batches(stage, device)`` yields the split's rows in order as batches ready for the encoder (``inputs``
     on ``device``, transformed for evaluation): the one way a whole split is embedded (``EmbedsSplits``);
     ``class_disjoint``: the val/test splits hold classes never seen in training (retrieval benchmarks), so no

@@ -1,6 +1,6 @@
-"""Hydra callbacks (``hydra.callbacks`` in ``conf/train.yaml``): the output folder is checked before anything
-runs, and a multirun ends with ``N ok, M failed, K skipped`` (and ``D diverged`` when a head recognised its loss's
-unbounded regime: results of the grid, not failures; ``B busy`` for cells another process was running; ``I
+"""Hydra callbacks (``hydra.callbacks`` in ``src/clusterable/conf/train.yaml``): the output folder is checked before
+anything runs, and a multirun ends with ``N ok, M failed, K skipped`` (and ``D diverged`` when a head recognised its
+loss's unbounded regime: results of the grid, not failures; ``B busy`` for cells another process was running; ``I
 interrupted`` after Ctrl-C), the failed cells' reasons and a non-zero exit status when any cell failed. A sweep that
 Hydra does not finish (Ctrl-C, a full disk) still prints its summary: ``clusterable.cli`` calls ``end_sweep``.
 

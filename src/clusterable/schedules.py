@@ -1,4 +1,4 @@
-"""Learning-rate schedules, stepped once per optimizer step (``conf/scheduler``; none by default).
+"""Learning-rate schedules, stepped once per optimizer step (``src/clusterable/conf/scheduler``; none by default).
 
 A schedule is a function ``schedule(optimizer, total_steps, *, <options>) -> LRScheduler``; the config binds the
 options (``_partial_``) and the module passes the optimizer and the run's number of optimizer steps.

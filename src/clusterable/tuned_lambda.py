@@ -67,9 +67,10 @@ class UnknownTable(TunedLambdaError):
 
 
 def experiment_grid(experiment: str) -> tuple[float, ...] | None:
-    """The λ values ``experiment`` sweeps: ``hydra.sweeper.params["loss.lam"]`` of conf/experiment/<experiment>.yaml,
-    sorted (None when it sweeps no λ, or there is no such experiment). The grid a Table 1's settings are checked
-    against: a sub-grid on the command line or an interrupted sweep leaves some of its values out."""
+    """The λ values ``experiment`` sweeps: ``hydra.sweeper.params["loss.lam"]`` of
+    src/clusterable/conf/experiment/<experiment>.yaml, sorted (None when it sweeps no λ, or there is no such
+    experiment). The grid a Table 1's settings are checked against: a sub-grid on the command line or an interrupted
+    sweep leaves some of its values out."""
     path = Path(CONFIG_DIR) / "experiment" / f"{experiment}.yaml"
     try:
         cfg = yaml.safe_load(path.read_text()) or {}

@@ -11,12 +11,13 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from sklearn.metrics import adjusted_rand_score
 
+from clusterable.config import CONFIG_DIR
 from clusterable.data.memory.synthetic import read_synthetic
 from clusterable.heads.linear_ae import LinearAE
 from clusterable.heads.tensorized_ae import TensorizedAE
 from clusterable.models.identity import Identity
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 ARCHS = ("ae1", "ae2", "ae3", "tae1", "tae2", "ptae")
 # dataset -> (d, C, #params of AE1, AE2, AE3, TAE1, TAE2, PTAE): the CSRL paper's Fig. 2 and 7 (right), counted
 # from the authors' code (repository mahalakshmi-sabanayagam/cluster_specific_representation, src/models.py)

@@ -12,9 +12,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from sklearn.datasets import load_digits, load_iris
 
+from clusterable.config import CONFIG_DIR
 from clusterable.data.memory import synthetic, tabular
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "dataset"
+CONF = Path(CONFIG_DIR) / "dataset"
 # name -> (n, d, C) as the authors' code generates them (repository
 # mahalakshmi-sabanayagam/cluster_specific_representation, src/data.py; triangle: d = 5 as coded, the paper's
 # appendix B says 6)

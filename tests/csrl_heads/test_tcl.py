@@ -12,6 +12,7 @@ import torchvision.transforms.v2.functional as TF
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from clusterable.config import CONFIG_DIR
 from clusterable.heads.tcl import (
     TensorizedContrastive,
     apply_displacement,
@@ -21,7 +22,7 @@ from clusterable.heads.tcl import (
 )
 from clusterable.models.tcl_conv import TCLConv
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 
 
 def make_head(

@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from clusterable.config import CONFIG_DIR
 from clusterable.heads.trbm import TensorizedRBM
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 
 
 def random_rbm(d: int, h: int, c: int, n: int, k: int, **kw) -> tuple[TensorizedRBM, torch.Tensor]:

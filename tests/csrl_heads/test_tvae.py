@@ -12,9 +12,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch.distributions import Normal, kl_divergence
 
+from clusterable.config import CONFIG_DIR
 from clusterable.heads.tvae import TensorizedVAE
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 
 
 def make_head(recon: str = "bce", d: int = 16, c: int = 3, n: int = 8, hidden=(8, 6), latent: int = 2):

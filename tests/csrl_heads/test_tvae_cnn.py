@@ -13,6 +13,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch import nn
 
+from clusterable.config import CONFIG_DIR
 from clusterable.contracts import (
     ClusteringHead,
     ContractError,
@@ -25,7 +26,7 @@ from clusterable.contracts import (
 from clusterable.evaluation.csrl import TVAELatents
 from clusterable.heads.tvae_cnn import TensorizedConvVAE
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 SHAPE = [
     1,
     12,

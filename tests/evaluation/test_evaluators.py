@@ -20,6 +20,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from torch import nn
 
+from clusterable.config import CONFIG_DIR
 from clusterable.contracts import DeclaresMetrics, EvalContext, require_evaluator
 from clusterable.data.memory import InMemoryDataModule
 from clusterable.evaluation import classification
@@ -32,7 +33,7 @@ from clusterable.heads.linear_ae import LinearAE
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "evaluator"
+CONF = Path(CONFIG_DIR) / "evaluator"
 EVALUATORS = ["classification", "clustering", "clustering_l2", "latent_plot"]
 KEYS = ["acc", "ari", "nmi", "ami", "v_measure", "silhouette"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -332,13 +333,14 @@ def test_latent_plot_rejects_options_out_of_range_naming_them(option, value):
 
 
 def evaluator_node(name: str):
-    """The node ``conf/evaluator/{name}.yaml`` composes to (its defaults merged: clustering_l2 extends clustering)."""
+    """The node ``src/clusterable/conf/evaluator/{name}.yaml`` composes to (its defaults merged: clustering_l2
+    extends clustering)."""
     with initialize_config_dir(config_dir=str(CONF.parent), version_base="1.3"):
         return compose(overrides=[f"+evaluator=[{name}]"]).evaluator[name]
 
 
 def evaluator_target(name: str):
-    """The class or function a ``conf/evaluator/{name}.yaml`` names."""
+    """The class or function a ``src/clusterable/conf/evaluator/{name}.yaml`` names."""
     return hydra.utils.get_object(evaluator_node(name)._target_)
 
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from sklearn.exceptions import ConvergenceWarning
 from torch import nn
 
-from clusterable.config import ConfigError, build
+from clusterable.config import CONFIG_DIR, ConfigError, build
 from clusterable.contracts import EVALUATOR_ARGS, EvalContext, declared_metrics
 from clusterable.data.memory import InMemoryDataModule
 from clusterable.evaluation.probes import CLASSIFIERS, Probes
@@ -25,7 +25,7 @@ from clusterable.heads.cce import CCELoss
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 KEYS = [f"{c}/{s}" for c in ("knn", "rf", "mlp") for s in ("acc", "ami")]
 
 

@@ -13,11 +13,11 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from clusterable.config import build
+from clusterable.config import CONFIG_DIR, build
 from clusterable.contracts import EVALUATOR_ARGS, DeclaresMetrics, EvalContext, declared_metrics
 from clusterable.evaluation.retrieval import RetrievalMetrics
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "evaluator" / "retrieval.yaml"
+CONF = Path(CONFIG_DIR) / "evaluator" / "retrieval.yaml"
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,5 +1,5 @@
-"""Every head in conf/loss and every encoder in conf/model: its contracts, its loss parts, and a constructor that
-takes exactly the framework arguments it uses and refuses anything else."""
+"""Every head in src/clusterable/conf/loss and every encoder in src/clusterable/conf/model: its contracts, its loss
+parts, and a constructor that takes exactly the framework arguments it uses and refuses anything else."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
 import clusterable  # noqa: F401  (registers the resolvers model configs use, e.g. ${inception_arch:})
+from clusterable.config import CONFIG_DIR
 from clusterable.contracts import (
     ClassifyingHead,
     ClusteringHead,
@@ -31,7 +32,7 @@ from clusterable.contracts import (
 )
 from clusterable.models.identity import Identity
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 HEADS = sorted(p.stem for p in (CONF / "loss").glob("*.yaml"))
 ENCODERS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 CLASSIFYING = {"cce", "center", "cosine_corel", "gaussian_corel", "gaussian_corel_authors", "ce"}

@@ -11,9 +11,10 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
+from clusterable.config import CONFIG_DIR
 from clusterable.heads import CCELoss, CenterLoss, CosineCOREL, GaussianCOREL
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "loss"
+CONF = Path(CONFIG_DIR) / "loss"
 K, D = 3, 4
 LAMS = [0.0, 0.3, 0.5, 1.0]
 

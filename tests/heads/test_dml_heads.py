@@ -1,5 +1,6 @@
 """Deep-metric-learning heads: Boudiaf et al.'s cross-entropy and PCE against direct formulas and per-pair loops,
-the generic pytorch-metric-learning head against PML called directly, and every conf/loss file they use."""
+the generic pytorch-metric-learning head against PML called directly, and every src/clusterable/conf/loss file they
+use."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
-from clusterable.config import ConfigError, build
+from clusterable.config import CONFIG_DIR, ConfigError, build
 from clusterable.contracts import ClassifyingHead, Head, OwnLearningRate
 from clusterable.evaluation.clustering import hungarian_accuracy
 from clusterable.heads.ce import CrossEntropy
 from clusterable.heads.pce import PairwiseCrossEntropy
 from clusterable.heads.pml import PMLHead
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 K, D = 3, 4
 DML_LOSSES = [
     "ce", "pce", "pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor",

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from clusterable.config import CONFIG_DIR
 from clusterable.rundir import read_metrics, write_metrics
 
 SMOKE_LIMITS = {"limit_train_batches": 3}
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(CONFIG_DIR)
 # The config groups (``loss``, ``loss/metric``, ...): an override of one selects an option, recorded as a choice.
 GROUPS = frozenset(p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()) - {
     "hydra",

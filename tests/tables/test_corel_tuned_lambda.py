@@ -105,7 +105,8 @@ GRID = (
 
 
 def test_a_complete_grid_is_recorded_complete_and_handed_over(tmp_path, make_tables):
-    assert corel.experiment_grid("corel/table1") == GRID  # read from conf/experiment/corel/table1.yaml
+    # read from src/clusterable/conf/experiment/corel/table1.yaml
+    assert corel.experiment_grid("corel/table1") == GRID
     for lam in GRID:
         params = {"dataset": "mnist", "model": "ffnn", "loss": "center", "loss.lam": lam, "seed": 0}
         write_run(tmp_path, "corel/table1", params, {"val/acc": 0.9 + lam / 100})

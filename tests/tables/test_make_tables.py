@@ -157,7 +157,8 @@ def test_every_csrl_figure_is_drawn_through_make_tables(csrl_outputs, run_main, 
 
 
 def test_the_outputs_default_to_where_train_py_writes(tmp_path, run_main, monkeypatch):
-    # train.py writes below $CLUSTERABLE_OUTPUTS when it is set (conf/train.yaml): the tables read the same place.
+    # train.py writes below $CLUSTERABLE_OUTPUTS when it is set (src/clusterable/conf/train.yaml): the tables read
+    # the same place.
     n = corel_table2_runs(tmp_path / "elsewhere", mode="full", source="real")
     monkeypatch.setenv("CLUSTERABLE_OUTPUTS", str(tmp_path / "elsewhere"))
     monkeypatch.chdir(tmp_path)

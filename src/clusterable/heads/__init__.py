@@ -1,4 +1,5 @@
-"""Loss heads (``conf/loss``): ``nn.Module``s ``head(embeddings, labels, **batch) -> {part: scalar}``.
+"""Loss heads (config group ``loss``, ``src/clusterable/conf/loss``): ``nn.Module``s
+``head(embeddings, labels, **batch) -> {part: scalar}``.
 
 One file per head, and the contracts they satisfy (``clusterable.contracts``):
 - classifying heads of COREL (Kenyon-Dean et al. 2019) and its baseline: ``cce``, ``center``, ``cosine_corel``,

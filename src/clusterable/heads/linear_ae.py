@@ -1,8 +1,8 @@
 """The standard linear autoencoders AE1-AE3 of the CSRL paper (Sabanayagam et al. 2024, §III.B).
 
 The baselines against which the cluster-specific (tensorized) autoencoders are compared. The head owns the
-whole network; pair it with the identity encoder (``conf/model/identity.yaml``), so ``embeddings`` are the
-flattened inputs.
+whole network; pair it with the identity encoder (``src/clusterable/conf/model/identity.yaml``), so ``embeddings``
+are the flattened inputs.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ per-cluster layer is a stacked weight (C, in, out) (``heads.stacked``); nothing 
   per-cluster layer applies the point's own slice (gathered), so PTAE's step costs what AE3's does;
 - the Lloyd step and eq. 2 need every point under every cluster: batched matmuls on (C, N, in) activations,
   and for PTAE, whose outer layers are shared, no (C, N, d) tensor at all (linearity, see ``terms``).
-Pair this head with the identity encoder (``conf/model/identity.yaml``): the head owns the whole network.
+Pair this head with the identity encoder (``src/clusterable/conf/model/identity.yaml``): the head owns the whole
+network.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 One Bernoulli RBM per cluster j, with energy ``E_j(v, h) = -v.b_j - h.c_j - v^T W_j h``, stored as stacked
 tensors ``W`` (C, d, h), visible biases ``b`` (C, d) and hidden biases ``c`` (C, h). Every computation runs
 all clusters with one batched matmul and picks each point's cluster afterwards (``heads.stacked``): no loop over
-clusters. Pair this head with the identity encoder (``conf/model/identity.yaml``) and inputs in [0, 1].
+clusters. Pair this head with the identity encoder (``src/clusterable/conf/model/identity.yaml``) and inputs in
+[0, 1].
 
 With ``num_clusters=1`` the same code is the authors' standard RBM (the paper's Fig. 13): one RBM, its centre at
 the origin, nothing to assign, trained on binary draws of the raw inputs as ``train_RBM`` feeds it (repository

@@ -5,7 +5,7 @@ g^sigma_j (width -> latent) and f_Phi_j (latent -> width), and a shared decoder 
 centred on its own centre, ``x~_j = x - c_j`` (passed through a sigmoid in the BCE case, as the authors' code
 does, so that it is a valid Bernoulli target). Per-cluster heads are stacked tensors (C, in, out) applied with
 batched matmuls (``heads.stacked``): no loop over clusters anywhere. Pair these heads with the identity encoder
-(``conf/model/identity.yaml``): the head owns the whole network.
+(``src/clusterable/conf/model/identity.yaml``): the head owns the whole network.
 
 ``ClusterSpecificVAE`` is everything but the shared trunk (losses, sampling, the clustering contract); the trunks
 are the MLP of ``TensorizedVAE`` here (the authors' ``VAE``) and the convolutional one of

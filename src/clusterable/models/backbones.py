@@ -4,8 +4,8 @@ One encoder, ``PretrainedBackbone``, wraps the three networks' convolutional tru
 learning papers put around them: the input normalisation the weights expect (inside the model, so the data
 pipeline only scales images to [0, 1]), BatchNorm frozen, a global pooling, an optional feature BatchNorm and an
 optional linear embedding layer. Its subclasses ``ResNet50``, ``GoogLeNet`` and ``BNInceptionEncoder`` fix the
-network: they are the ``_target_`` of ``conf/model/{resnet50,googlenet,bninception}.yaml`` (classes, as every
-model target: the config checks and tests read a target's constructor signature).
+network: they are the ``_target_`` of ``src/clusterable/conf/model/{resnet50,googlenet,bninception}.yaml`` (classes,
+as every model target: the config checks and tests read a target's constructor signature).
 
 Sources:
 - Boudiaf et al. 2020, "A unifying mutual information view of metric learning" (authors' code

@@ -106,7 +106,7 @@ def _recipe(runs: list[Run]) -> str:
             f"linear embedding of {values('protocol.embedding_dim')}; Safir's heads make it their latent layer), "
             f"{values('optimizer')} at lr {values('optimizer.lr')}, {values('trainer.max_epochs')} epochs of "
             f"{values('dataset.batch_size')}-row batches, the last epoch evaluated; each loss keeps its own paper's "
-            "settings (conf/loss/).")  # fmt: skip
+            "settings (src/clusterable/conf/loss/).")  # fmt: skip
 
 
 def _cell(table: dict[str, dict[tuple[str, ...], Cell]], key: str, loss: str) -> Cell:

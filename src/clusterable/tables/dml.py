@@ -64,7 +64,8 @@ def losses(runs: list[Run], out_dir: Path) -> Table:
     claims = [claim]
     notes = [
         "Every loss uses the same encoder, data, optimizer, schedule, epochs and seeds (the experiment file); "
-        "the loss's own hyperparameters are those of its paper or MLRC (Musgrave et al. 2020), see conf/loss/.",
+        "the loss's own hyperparameters are those of its paper or MLRC (Musgrave et al. 2020), see "
+        "src/clusterable/conf/loss/.",
         "R@1 and MAP@R with cosine similarity on the test classes (never seen in training); NMI of k-means with "
         "k = number of test classes. The last epoch is evaluated (no model selection).",
     ]

@@ -189,8 +189,8 @@ def _notes(name: str, selected: list[Run], others: int, runs: list[Run]) -> list
         "vectors of the centred test embeddings) and Recall@K among the rows of T; the paper does not say which "
         "features its 'with SC' Recall@K uses, the rows of T are our assumption. Without SC: k-means NMI and cosine "
         "Recall@K on the l2-normalised embeddings.",
-        "The iteration evaluated is the one our config keeps (conf/experiment/dscl/): the paper performs early "
-        "stopping 'in the same way as the baselines' without saying how.",
+        "The iteration evaluated is the one our config keeps (src/clusterable/conf/experiment/dscl/): the paper "
+        "performs early stopping 'in the same way as the baselines' without saying how.",
     ]
     if others:
         notes.append(f"{others} of {len(runs)} runs left out: another dataset, or not a row of the paper.")

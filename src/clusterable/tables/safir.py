@@ -220,7 +220,7 @@ def _cell_note(digits: bool, dataset: str, partial: bool = True) -> str:
     return (
         f"Ours: {DATASETS.get(dataset, dataset)}, mean ± std over seeds; ✓: the published number lies within the "
         "range of our repetitions, ✗: it does not. kNN probe fit on the training embeddings with all their labels, "
-        "scored on the test embeddings (conf/evaluator/probes.yaml)."
+        "scored on the test embeddings (src/clusterable/conf/evaluator/probes.yaml)."
     )
 
 

@@ -14,6 +14,7 @@ import scipy.io
 import yaml
 from PIL import Image
 
+from clusterable.config import CONFIG_DIR
 from clusterable.data.errors import CorruptFileError, DatasetError, DatasetNotFoundError
 from clusterable.data.folders.retrieval_sets import (
     STANDARD_SIZES,
@@ -23,7 +24,7 @@ from clusterable.data.folders.retrieval_sets import (
     read_sop,
 )
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "dataset"
+CONF = Path(CONFIG_DIR) / "dataset"
 # Varied sizes, portrait and landscape, so that canvases are padded and resizes keep or change the aspect ratio.
 SHAPES = [(40, 60), (64, 48), (50, 50), (33, 70), (72, 40)]
 

@@ -11,9 +11,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from sklearn.datasets import load_digits
 
+from clusterable.config import CONFIG_DIR
 from clusterable.data.memory.digits import read_digits, read_digits_zeroshot
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "dataset"
+CONF = Path(CONFIG_DIR) / "dataset"
 N = 1797
 
 

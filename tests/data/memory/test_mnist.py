@@ -15,9 +15,10 @@ import torchvision
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable.config import CONFIG_DIR
 from clusterable.data.memory.mnist import DatasetNotFoundError, read_mnist
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "dataset"
+CONF = Path(CONFIG_DIR) / "dataset"
 VARIANTS = ["mnist", "fashion_mnist"]
 FILES = [
     "train-images-idx3-ubyte",

@@ -14,6 +14,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from clusterable.config import CONFIG_DIR
 from clusterable.contracts import EvalContext, PartiallyLabelled
 from clusterable.data.memory import InMemoryDataModule
 from clusterable.data.memory.datamodule import hide_labels, labelled_count
@@ -22,7 +23,7 @@ from clusterable.heads.cce import CCELoss
 from clusterable.models.identity import Identity
 from clusterable.module import RepresentationModule
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "dataset"
+CONF = Path(CONFIG_DIR) / "dataset"
 
 
 def splits_of(n_train: int = 200, k: int = 4, n_eval: int = 40, dim: int = 2) -> dict:

@@ -18,13 +18,14 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from clusterable.config import CONFIG_DIR
 from clusterable.data.errors import CorruptFileError, WrongFileError
 from clusterable.data.memory import mnist
 from clusterable.data.memory.tabular import read_mnist_subset
 
 from .conftest import N_TEST, N_TRAIN, RAW_SUBDIR, idx_labels
 
-CONF = Path(__file__).resolve().parents[3] / "conf" / "dataset"
+CONF = Path(CONFIG_DIR) / "dataset"
 SYSTEM = Path("/usr/share/datasets/fashion-mnist")  # Debian's and Ubuntu's dataset-fashion-mnist
 TRAIN_IMAGES, TRAIN_LABELS = "train-images-idx3-ubyte", "train-labels-idx1-ubyte"
 TEST_IMAGES, TEST_LABELS = "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"

@@ -30,13 +30,15 @@ LOSSES = {
 }
 TUNED = ("center", "cosine_corel", "gaussian_corel")  # the losses with a λ (CCE has none)
 # Loss options beyond the paper's four that a grid may add: a row of their own, never part of the paper's claims.
-# Gaussian-COREL as the authors' code trains it (conf/loss/gaussian_corel_authors.yaml; tuned on its own λ).
+# Gaussian-COREL as the authors' code trains it (src/clusterable/conf/loss/gaussian_corel_authors.yaml; tuned on its
+# own λ).
 VARIANTS = {"gaussian_corel_authors": "Gaussian-COREL (authors' code)"}
 LABELS = {**LOSSES, **VARIANTS}
 MODELS = {"ffnn": "FFNN", "cnn": "CNN"}  # the paper's two architectures: its row and column labels
 DATASETS = {"mnist": "MNIST", "fashion_mnist": "Fashion", "agnews8": "AGNews"}
-# On a text dataset the paper's FFNN and CNN are the text encoders (conf/model/text_ffnn.yaml, text_cnn.yaml): the
-# experiments sweep them in a grid of their own, and their runs fill the same FFNN / CNN rows and columns.
+# On a text dataset the paper's FFNN and CNN are the text encoders (src/clusterable/conf/model/text_ffnn.yaml,
+# text_cnn.yaml): the experiments sweep them in a grid of their own, and their runs fill the same FFNN / CNN rows and
+# columns.
 TEXT_DATASETS = frozenset({"agnews8"})
 DIGITS = {"digits": "Digits"}  # the corel/digits_* tables: the protocol on a CPU, no paper column
 # Datasets beyond the paper's: a column of their own when their runs are there (e.g. corel/table1 dataset=digits).
