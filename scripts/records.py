@@ -31,6 +31,8 @@ KEPT_SUFFIXES = (
     ".csv",
     ".npz",
 )  # metrics.json, .hydra/*.yaml, csv/metrics.csv, saved arrays
+# A run's representations (clusterable.evaluation.saved) are megabytes a run: kept in outputs/, not in the repository.
+LEFT_OUT = ("representations.npz",)
 
 
 def finished(cell: Path) -> bool:
@@ -44,7 +46,8 @@ def copy_cell(src: Path, dest: Path) -> bool:
         return False
     for path in sorted(src.rglob("*")):
         relative = path.relative_to(src)
-        if path.is_file() and path.suffix in KEPT_SUFFIXES and "checkpoints" not in relative.parts:
+        kept = path.suffix in KEPT_SUFFIXES and path.name not in LEFT_OUT
+        if path.is_file() and kept and "checkpoints" not in relative.parts:
             target = dest / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)

@@ -27,8 +27,10 @@ LIMITS = {
 }
 # Keys that do not change what a run computes: a finished run is reused whatever they are now.
 # tuned_lambda_partial lets Table 2 take a winner from an incomplete λ grid: the λ it ran at is loss.lam.
+# What a run keeps besides its metrics (save_representations) changes nothing it computes.
 IGNORED_IN_COMPARISON = (
     "logger", "paths", "trainer.enable_progress_bar", "trainer.enable_model_summary", "tuned_lambda_partial",
+    "save_representations",
 )  # fmt: skip
 
 

@@ -66,6 +66,7 @@ def evaluate(
     stages: Iterable[str] = ("val", "test"),
     run_dir: Path | None = None,
     seed: int = 0,
+    keep: str | None = None,
 ) -> dict[str, float]:
     """Metrics ``{"{stage}/{name}": value}`` of every evaluator on every stage's split.
 
@@ -73,6 +74,8 @@ def evaluate(
     stage (see ``represent`` for what it scores). The training split's representation is computed once for all
     stages (the nearest-class-mean classifier needs it), with the training labels as training saw them
     (``train_labels``) and as read (``train_all_labels``: a ``PartiallyLabelled`` dataset's ``all_labels``).
+    ``keep`` (``float16`` or ``float32``) keeps the representations and the head in ``run_dir``
+    (``evaluation.saved``) for re-scoring later.
 
     Raises:
         ValueError: a stage that is not one of ``data.splits``, before anything is computed.
@@ -87,7 +90,29 @@ def evaluate(
                 f"eval_stages: no split named {stage!r}; the dataset has: {', '.join(data.splits)}"
             )
     module.eval()  # the evaluators call the head (logits, assign, reconstruct) as a trained model
-    _, train_rep, train = represent(module, data, "train")
+    represented = {stage: represent(module, data, stage) for stage in dict.fromkeys(["train", *stages])}
+    if keep is not None and run_dir is not None:
+        from clusterable.evaluation import saved
+
+        kept = {stage: (out, rep, split["labels"]) for stage, (out, rep, split) in represented.items()}
+        for line in saved.save(Path(run_dir), kept, module.head, keep):
+            print(line)
+    return score(represented, data, evaluators, stages, module.head, run_dir, seed)
+
+
+def score(
+    represented: Mapping[str, tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]],
+    data: DataModule,
+    evaluators: Mapping[str, Evaluator],
+    stages: Iterable[str],
+    head: torch.nn.Module,
+    run_dir: Path | None = None,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The evaluators on representations already computed: split -> (encoder output (N, D), representation
+    (N, D'), the split's tensors), the training split's among them; ``evaluate``'s second half, and what
+    ``clusterable.rescore`` calls on the representations a run kept."""
+    _, train_rep, train = represented["train"]
     train_labels = train["labels"]
     # The labels `dataset.labelled_percent` hid from training, for evaluators that score with every label.
     train_all_labels = (
@@ -97,11 +122,11 @@ def evaluate(
     )
     metrics: dict[str, float] = {}
     for stage in stages:
-        out, rep, split = represent(module, data, stage)
+        out, rep, split = represented[stage]
         context = EvalContext(
             stage=stage,
             split=split,
-            head=module.head,
+            head=head,
             encoder_output=out,
             train_embeddings=train_rep,
             train_labels=train_labels,

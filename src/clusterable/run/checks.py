@@ -32,6 +32,7 @@ TOP_LEVEL = {
     "validation_evaluators": list[str],
     "channels_last": bool,
     "trainable": Literal["all", "embedding_layer"],
+    "save_representations": Literal["float16", "float32", "none"],
     "tuned_lambda_fallback": bool,
     "tuned_lambda_from": str | None,
     "tuned_lambda_partial": bool | None,

@@ -145,9 +145,11 @@ def evaluate(
     from clusterable.module import count_parameters
 
     start = time.perf_counter()
+    keep = cfg.get("save_representations", "float16")
     metrics = run_evaluators(
-        parts.module, parts.datamodule, parts.evaluators, cfg.eval_stages, ctx.run_dir, cfg.seed
-    )
+        parts.module, parts.datamodule, parts.evaluators, cfg.eval_stages, ctx.run_dir, cfg.seed,
+        keep=None if keep in (None, "none") else keep,
+    )  # fmt: skip
     metrics["model/params"] = count_parameters(parts.encoder, parts.head)
     metrics.update({k: float(v) for k, v in last_train.items() if k.startswith("train/")})
     return metrics, time.perf_counter() - start

@@ -1,0 +1,99 @@
+"""Re-scoring finished runs (``clusterable.rescore``): a new evaluator's metrics from the kept representations, or
+from the best checkpoint embedded again, equal those of a fresh run that had the evaluator; the refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clusterable.rescore import main as rescore
+
+RUN = ["dataset=iris", "trainer.max_epochs=2", "logger=none", "trainer.enable_progress_bar=false",
+       "save_representations=float32"]  # fmt: skip
+
+
+def _run_dir(outputs: Path, name: str) -> Path:
+    (found,) = [p.parent for p in outputs.rglob("metrics.json") if f"/{name}/" in p.as_posix()]
+    return found
+
+
+@pytest.fixture
+def runs(train) -> dict[str, Path]:
+    """One run with the classification evaluator only, and the same run with clustering too."""
+    assert train(*RUN, "evaluator=[classification]", "name=plain").code == 0
+    assert train(*RUN, "evaluator=[classification,clustering]", "name=fresh").code == 0
+    return {name: _run_dir(train.outputs, name) for name in ("plain", "fresh")}
+
+
+def _metrics(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_a_new_evaluator_scores_the_kept_representations_as_a_fresh_run_would(runs, capsys) -> None:
+    assert (runs["plain"] / "representations.npz").exists() and (runs["plain"] / "head.pt").exists()
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "rescore: 1 re-scored, 0 failed"
+    plain, fresh = _metrics(runs["plain"]), _metrics(runs["fresh"])
+    added = {k: v for k, v in plain["metrics"].items() if "kmeans" in k or "gmm" in k or "silhouette" in k}
+    assert added and added == {k: fresh["metrics"][k] for k in added}
+    (entry,) = plain["rescored"]
+    assert (
+        entry["from"] == "its kept representations (representations.npz)"
+        and "clustering" in entry["evaluator"]
+    )
+    assert sorted(entry["keys"]) == sorted(added)
+
+
+def test_a_run_without_kept_representations_is_embedded_again_from_its_checkpoint(runs, capsys) -> None:
+    (runs["plain"] / "representations.npz").unlink()
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]"]) == 0
+    out = capsys.readouterr().out
+    assert "no kept representations: embedding its splits again from best.ckpt" in out
+    plain, fresh = _metrics(runs["plain"]), _metrics(runs["fresh"])
+    added = plain["rescored"][0]["keys"]
+    assert added and all(plain["metrics"][k] == pytest.approx(fresh["metrics"][k], abs=1e-6) for k in added)
+
+
+def test_what_cannot_be_rescored_is_one_line(runs, capsys, tmp_path) -> None:
+    # metrics it already has
+    assert rescore([str(runs["fresh"]), "evaluator=[clustering]"]) == 1
+    assert "not re-scored: it already has test/" in capsys.readouterr().out
+    assert rescore([str(runs["fresh"]), "evaluator=[clustering]", "--replace"]) == 0
+    # nothing kept, no checkpoint
+    for name in ("representations.npz", "head.pt", "checkpoints/best.ckpt"):
+        (runs["plain"] / name).unlink()
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]"]) == 1
+    assert "it kept no representations (representations.npz) and no checkpoint to embed again from" in (
+        capsys.readouterr().out
+    )
+    # the command line
+    assert rescore([str(runs["fresh"])]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
+    )
+    assert rescore([str(tmp_path / "nothing"), "evaluator=[clustering]"]) == 2
+    assert "neither a run directory nor an experiment with runs" in capsys.readouterr().err
+    assert rescore([str(runs["fresh"]), "evaluator=[nope]"]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_the_projector_export_writes_vectors_and_labels(runs, tmp_path) -> None:
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "--projector", str(tmp_path / "proj")]) == 0
+    vectors = (tmp_path / "proj" / f"{runs['plain'].name}.tsv").read_text().splitlines()
+    labels = (tmp_path / "proj" / f"{runs['plain'].name}_labels.tsv").read_text().splitlines()
+    assert len(vectors) == len(labels) > 0 and all(len(v.split("\t")) > 1 for v in vectors)
+
+
+def test_a_run_recorded_before_runs_kept_representations_is_still_reused() -> None:
+    """``save_representations`` changes what a run keeps, not what it computes: a finished run recorded without the
+    key (every run before it existed) is the same config, so a resumed grid skips it."""
+    from clusterable.rundir import config_changes
+
+    old = {"seed": 0, "loss": {"lam": 0.5}}
+    assert config_changes(old, {**old, "save_representations": "float16"}) == []
+    assert (
+        config_changes({**old, "save_representations": "float16"}, {**old, "save_representations": "none"})
+        == []
+    )
