@@ -119,6 +119,10 @@ class StackedLauncher(Launcher):
                 if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
                     pending[i] = ret.return_value
                     ret.return_value = None
+                elif ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
+                    ret.return_value = _recorded_metric(
+                        ret.return_value
+                    )  # a finished run reused, as train.py
             self._train(pending, sweep_configs, returns)
         except BaseException as e:
             # A full disk (Hydra's files of the next cell), Ctrl-C or SIGTERM, a bug outside the members' records:
@@ -172,6 +176,13 @@ def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
         return None
     finally:
         HydraConfig.instance().cfg = previous
+
+
+def _recorded_metric(payload: dict[str, Any]) -> float | None:
+    """A reused run's ``optimized_metric``, from its record (what ``train.py``'s job returns for it)."""
+    key = str((payload.get("config") or {}).get("optimized_metric"))
+    value = (payload.get("metrics") or {}).get(key)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _optimized(cell: Any) -> float | None:
