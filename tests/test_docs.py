@@ -15,7 +15,8 @@ For every page, in its code spans, links, tables and code blocks:
 - every ``python train.py ...`` (code blocks and code spans) composes in-process with Hydra's compose API, no
   training (``-m``: the sweep's first and last cell, as ``hydra_plugins.clusterable_sweeper`` expands it);
   ``python scripts/make_tables.py <table>`` names a table ``make_tables.py`` knows, ``scripts/bench.py --only <case>``
-  a case, ``make <target>`` a Makefile target;
+  a case, ``make <target>`` a Makefile target; the installed commands ``clusterable-train ...`` and
+  ``clusterable-tables ...`` are checked as ``train.py`` and ``make_tables.py``;
 - the README's layout tree names files and folders that exist, where it draws them.
 
 A page may write files of its own in code blocks whose first line names them
@@ -65,6 +66,8 @@ REPO_PATH = re.compile(
 FILE_SUFFIX = re.compile(r"\.(?:py|ya?ml|md|json|csv|png|npz|npy|ckpt|txt|pth|mat|bz2|gz|xml|zip|log)$")
 DOTTED_KEY = re.compile(r"^[+~]*[a-z_][a-z0-9_]*(?:\.[A-Za-z_@0-9][\w@-]*)+$")
 PYTHON = ("python", "python3", ".venv/bin/python")
+# The installed package's commands (pyproject.toml's [project.scripts]) and the checkout's scripts they are.
+INSTALLED = {"clusterable-train": "train.py", "clusterable-tables": "scripts/make_tables.py"}
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ def _split_commands(line: int, text: str) -> Iterator[Mention]:
 
 
 def _is_command(words: list[str]) -> bool:
-    return bool(words) and (words[0] in PYTHON and len(words) > 1 or words[0] == "make")
+    return bool(words) and (words[0] in PYTHON and len(words) > 1 or words[0] in ("make", *INSTALLED))
 
 
 def mentions(path: Path) -> list[Mention]:
@@ -396,8 +399,13 @@ class Checker:
         return [p for p in problems if p]
 
     def check_command(self, text: str) -> list[str]:
-        """A ``python train.py ...`` composes; make_tables' table, bench's case and make's target exist."""
+        """A ``python train.py ...`` composes; make_tables' table, bench's case and make's target exist. An installed
+        command (``clusterable-train ...``) is checked as the script it is, and pyproject.toml must declare it."""
         words = shlex.split(text)
+        if words[0] in INSTALLED:
+            if words[0] not in declared_commands():
+                return [f"pyproject.toml's [project.scripts] declares no `{words[0]}`"]
+            words = ["python", INSTALLED[words[0]], *words[1:]]
         if words[0] == "make":
             targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.MULTILINE))
             return [f"no Makefile target `{t}`" for t in words[1:] if "=" not in t and t not in targets]
@@ -525,6 +533,14 @@ def check_module_name(token: str) -> str | None:
     return f"`{token}` does not import"
 
 
+@functools.cache
+def declared_commands() -> set[str]:
+    """The commands pyproject.toml's ``[project.scripts]`` declares."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = re.search(r"^\[project\.scripts\]\n(.*?)(?=^\[|\Z)", text, flags=re.MULTILINE | re.DOTALL)
+    return set(re.findall(r"^([\w-]+)\s*=", section.group(1), flags=re.MULTILINE)) if section else set()
+
+
 def check_table(name: str) -> str | None:
     """``make_tables.py <paper>/<name>``: the paper's tables module lists it in ``SOURCES``, as the script reads."""
     paper, _, table = name.partition("/")
@@ -632,6 +648,10 @@ def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     )
     assert "does not compose" in checker.compose_command(["-m", "experiment=dscl/digits", "loss.nope=1,2"])
     assert check_table("corel/table2") is None and check_table("corel/table9") is not None
+    # The installed commands are checked as the checkout's scripts they are.
+    assert checker.check_command("clusterable-train loss=cce") == [] and declared_commands() >= set(INSTALLED)
+    assert "does not compose" in checker.check_command("clusterable-train trainer.precison=16")[0]
+    assert "knows no table" in checker.check_command("clusterable-tables corel/table9")[0]
     # A page's own config files compose beside the package's and its paths count as existing on that page.
     mine = "src/clusterable/conf/loss/mine.yaml"
     own = Checker(ROOT / "README.md", {mine: "_target_: torch.nn.Identity\n"}, tmp_path)

@@ -1,1 +1,2 @@
-"""Aggregate run directories into paper tables, ours beside the published numbers (see scripts/make_tables.py)."""
+"""Aggregate run directories into paper tables, ours beside the published numbers (the command line:
+``tables.cli``, installed as ``clusterable-tables``; ``scripts/make_tables.py`` in a checkout)."""

@@ -1,0 +1,112 @@
+"""Regenerate a paper's table or figure from run directories, ours beside the published numbers.
+
+    clusterable-tables corel/table1            # after: clusterable-train -m experiment=corel/table1
+    clusterable-tables corel/table2            # after: clusterable-train -m experiment=corel/table2
+    clusterable-tables corel/digits_table1     # also digits_table2, digits_table3_4 (CPU-sized)
+    clusterable-tables csrl/fig2 --mode smoke
+    clusterable-tables dscl/digits             # also dscl/table1, dscl/table2, dscl/table3
+    clusterable-tables safir/table6_1          # also table6_2 ... table6_6, fig6_2, fig6_3, digits6_1 ...
+    clusterable-tables cross/fashion           # every clustering loss of the five papers on one recipe
+
+``clusterable-tables`` is the installed command (``pip install clusterable``); in a checkout,
+``python scripts/make_tables.py`` is the same (and ``clusterable-train`` is ``python train.py``). Both read the runs
+below ``./outputs`` of the folder they run in, or ``$CLUSTERABLE_OUTPUTS``, as the training commands write them.
+
+Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
+the paper's claims checked on our numbers (holds / does not hold), each on the settings whose numbers are there
+(naming the others). A cell averages runs of one config (they differ in their seed and the table's own axes alone);
+the notes say how many runs each configuration has and which runs are not their experiment's protocol. A table is
+built from runs of one mode only (full: real data, whole training; smoke: fake data or a few batches, testing the
+pipeline) and one data source; its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its
+λ winners, which the Table 2 runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``),
+with whether each setting's λ grid was complete.
+
+A run's identity is what it recorded (config, group options, data checksums, code version), never its folder name:
+folders holding one run count once. Runs of two code versions share a cell only with ``--pool-code-versions``.
+
+Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json or an array file that
+cannot be read (each one named), the selected runs mix modes, data sources or budgets, or the runs of one cell differ
+in more than their seed (trainer steps, learning rate, λ, data files, code...: one line on stderr naming the keys
+that differ; nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from clusterable.rundir import UnreadableRuns, tables_dir
+from clusterable.tables.protocol import protocol_note
+from clusterable.tables.report import MixedRuns, code_note, copies_note, describe, load_runs, seed_note
+
+PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
+
+
+def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int:
+    """The command line (``argv``: sys.argv[1:] if None); ``train``: the training command its messages name.
+    Returns the exit status."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
+    # The folder the training command writes to: $CLUSTERABLE_OUTPUTS when set (src/clusterable/conf/train.yaml,
+    # paths.output_dir), else outputs.
+    parser.add_argument("--outputs", default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
+                        help="folder of the multirun directories ($CLUSTERABLE_OUTPUTS, else outputs)")  # fmt: skip
+    parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
+                        help="which runs: full, smoke (fake data or few batches), auto: full if any")  # fmt: skip
+    parser.add_argument("--pool-code-versions", action="store_true",
+                        help="let runs of different code versions (git commit, dirty flag) share a cell; the table "
+                             "names the versions (without it such a cell is refused)")  # fmt: skip
+    args = parser.parse_args(argv)
+
+    paper, _, name = args.table.partition("/")
+    if paper not in PAPERS:
+        parser.error(f"unknown paper {paper!r}; choose from {', '.join(PAPERS)}")
+    module = importlib.import_module(f"clusterable.tables.{paper}")
+    if name not in module.SOURCES:
+        parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
+
+    # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets).
+    source = module.SOURCES[name]
+    experiments = (source,) if isinstance(source, str) else source
+    experiment = " + ".join(experiments)
+    try:
+        runs, mode = load_runs(args.outputs, experiments, args.mode, pool_code=args.pool_code_versions)
+    except (MixedRuns, UnreadableRuns) as err:
+        print(f"error: {args.table}: {err}", file=sys.stderr)
+        return 2
+    if not runs:
+        print(f"no runs of experiment {experiment!r} under {args.outputs}/ (mode {mode}); run first:\n"
+              + "\n".join(f"  {train} -m experiment={e}" for e in experiments), file=sys.stderr)  # fmt: skip
+        return 1
+    # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
+    out_dir = tables_dir(args.outputs, mode)
+    try:  # a cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written
+        table = getattr(module, name)(runs, out_dir)
+    except (MixedRuns, UnreadableRuns) as err:  # also an array file a table reads that cannot be read
+        print(f"error: {args.table}: {err}", file=sys.stderr)
+        return 2
+    suffix, note = describe(runs, mode)
+    table.title = f"{table.title} — {suffix}"
+    if note:
+        table.notes.insert(0, note)
+    if seeds := seed_note(runs):
+        table.notes.insert(1 if note else 0, seeds)
+    table.notes += [n for n in (copies_note(runs), code_note(runs)) if n]
+    for exp in experiments:  # steps, lr... set on the command line: said under the title
+        if odd := protocol_note([r for r in runs if r.payload.get("experiment") == exp], exp):
+            table.notes.insert(0, odd)
+    paths = table.write(out_dir, f"{paper}_{name}")
+    diverged = sum(r.payload.get("status") == "diverged" for r in runs)
+    failed = sum(not r.ok for r in runs) - diverged
+    print(table.markdown())
+    counts = f"{diverged} diverged, {failed} failed" if diverged else f"{failed} failed"
+    print(f"\n{len(runs)} runs ({counts}) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
