@@ -72,3 +72,17 @@ def test_the_search_space_becomes_optunas_distributions() -> None:
     assert space["optimizer.lr"] == optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
     assert space["model"] == optuna.distributions.CategoricalDistribution(["ffnn", "cnn"])
     assert space["dataset.batch_size"] == optuna.distributions.IntDistribution(32, 256, step=32)
+
+
+def test_without_optuna_the_search_names_the_extra(monkeypatch) -> None:
+    import sys
+
+    from hydra_plugins.clusterable_sweeper.optuna_sweeper import distributions
+
+    from clusterable.hydra_callbacks import CommandLineError
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
+    with pytest.raises(
+        CommandLineError, match=r"^hydra/sweeper=optuna needs Optuna: pip install 'clusterable\[optuna\]'$"
+    ):
+        distributions({"loss.lam": {"type": "float", "low": 0.1, "high": 1.0}})
