@@ -77,9 +77,8 @@ def test_the_search_space_becomes_optunas_distributions() -> None:
 def test_without_optuna_the_search_names_the_extra(monkeypatch) -> None:
     import sys
 
-    from hydra_plugins.clusterable_sweeper.optuna_sweeper import distributions
-
     from clusterable.hydra_callbacks import CommandLineError
+    from hydra_plugins.clusterable_sweeper.optuna_sweeper import distributions
 
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
     with pytest.raises(
