@@ -21,9 +21,11 @@ For every page, in its code spans, links, tables and code blocks:
 
 A page may write files of its own in code blocks whose first line names them
 (``# src/clusterable/conf/loss/prototypes.yaml``, the extension guide's): its paths count as existing on that page
-and its configs compose beside the package's (a Hydra search path). A failure names the page, the line and what is
-missing. Mistakes the docs show on purpose (``+loss.lamda=0.5``) are listed in ``SHOWN_FAILING``: the test checks
-that each still fails, so the list cannot hide drift either.
+and its configs compose beside the package's (a Hydra search path). So do the files it writes in a folder of a
+user's own, outside the repository (``# myproject/conf/loss/soft_prototypes.yaml``: ``outside_files``); ``$PWD`` in
+its commands is that folder (``hydra.searchpath=[file://$PWD/conf]``) and ``python <script>`` may run its scripts.
+A failure names the page, the line and what is missing. Mistakes the docs show on purpose (``+loss.lamda=0.5``) are
+listed in ``SHOWN_FAILING``: the test checks that each still fails, so the list cannot hide drift either.
 """
 
 from __future__ import annotations
@@ -180,16 +182,32 @@ def mentions(path: Path) -> list[Mention]:
     return found
 
 
-def page_files(path: Path) -> dict[str, str]:
-    """The files a page writes: code blocks whose first line is ``# <repository path>``, by path."""
+def _named_blocks(path: Path) -> dict[str, str]:
+    """Code blocks whose first line is ``# <path>`` (one word), by path: their text without that line."""
     _, blocks = _fences(path.read_text())
     files = {}
     for block in blocks:
         first = block.lines[0].strip() if block.lines else ""
         name = first[2:].strip() if first.startswith("# ") else ""
-        if REPO_PATH.match(name) and " " not in name:
+        if name and " " not in name:
             files[name] = "\n".join(block.lines[1:]) + "\n"
     return files
+
+
+def page_files(path: Path) -> dict[str, str]:
+    """The files a page writes: code blocks whose first line is ``# <repository path>``, by path."""
+    return {name: text for name, text in _named_blocks(path).items() if REPO_PATH.match(name)}
+
+
+def outside_files(path: Path) -> dict[str, str]:
+    """The files a page writes in a folder of a user's own, outside the repository: code blocks whose first line is
+    ``# <folder>/<path>`` (``# myproject/myparts.py``), ``<folder>`` no name of the repository's root, by path."""
+    return {
+        name: text
+        for name, text in _named_blocks(path).items()
+        if not REPO_PATH.match(name) and "/" in name and FILE_SUFFIX.search(name)
+        and not (ROOT / name.split("/")[0]).exists()
+    }  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ the config tree
@@ -245,36 +263,68 @@ def _braces(text: str) -> list[str]:
 @dataclass
 class Checker:
     """The checks of one page; ``files`` are the page's own (``page_files``), its configs written below
-    below ``scratch`` (``scratch / CONF_PATH``) and composed beside the package's."""
+    ``scratch`` (``scratch / CONF_PATH``) and composed beside the package's; ``outside`` the files it writes in a
+    user's own folder (``outside_files``), written below ``scratch / "outside"``, that folder's ``conf/`` composed
+    beside the package's too."""
 
     page: Path
     files: dict[str, str] = field(default_factory=dict)
     scratch: Path | None = None
+    outside: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # The folders (``file://...``) composed beside the package's configs.
         self.searchpath: tuple[str, ...] = ()
+        self.pwd: Path | None = None  # the user's folder of ``outside``, where the page's commands run
         written = {k: v for k, v in self.files.items() if k.startswith(CONF_PATH)}
         if written and self.scratch is not None:
             for name, text in written.items():
                 (self.scratch / name).parent.mkdir(parents=True, exist_ok=True)
                 (self.scratch / name).write_text(text)
-            self.searchpath = (f"hydra.searchpath=[file://{self.scratch / CONF_PATH}]",)
+            self.searchpath = (f"file://{self.scratch / CONF_PATH}",)
+        if self.outside and self.scratch is not None:
+            folders = {name.split("/")[0] for name in self.outside}
+            assert len(folders) == 1, f"{self.page.name} writes in several folders of its own: {folders}"
+            self.pwd = self.scratch / "outside" / folders.pop()
+            for name, text in self.outside.items():
+                (self.scratch / "outside" / name).parent.mkdir(parents=True, exist_ok=True)
+                (self.scratch / "outside" / name).write_text(text)
+            self.searchpath += (f"file://{self.pwd / 'conf'}",)
 
     # --- the config tree, with the page's own files
 
     def compose(self, *overrides: str) -> DictConfig | str:
-        return composed(*self.searchpath, *overrides)
+        """``composed`` with the page's folders on the search path, merged with a command's own
+        ``hydra.searchpath=[...]`` (Hydra reads one such override)."""
+        paths, rest = list(self.searchpath), []
+        for override in overrides:
+            named = re.fullmatch(r"hydra\.searchpath=\[(.*)\]", override)
+            if named:
+                paths += [p.strip() for p in named.group(1).split(",") if p.strip()]
+            else:
+                rest.append(override)
+        searchpath = [f"hydra.searchpath=[{','.join(dict.fromkeys(paths))}]"] if paths else []
+        return composed(*searchpath, *rest)
+
+    def _own_configs(self) -> set[str]:
+        """The page's config files relative to their config folder (``loss/prototypes.yaml``): its own and those of
+        the user's folder."""
+        names = {f[len(CONF_PATH) :] for f in self.files if f.startswith(CONF_PATH)}
+        if self.pwd is not None:
+            prefix = f"{self.pwd.name}/conf/"
+            names |= {f[len(prefix) :] for f in self.outside if f.startswith(prefix)}
+        return names
 
     def groups(self) -> set[str]:
         """Config groups: every folder of the configs but Hydra's own (nested ones too: ``loss/metric``)."""
         names = {p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()}
-        names |= {str(Path(f).parent.relative_to(CONF_PATH)) for f in self.files if f.startswith(CONF_PATH)}
+        names |= {str(Path(f).parent) for f in self._own_configs()}
         return {n for n in names if n.split("/")[0] != "hydra" and n != "."}
 
     def options(self, group: str) -> list[str]:
         found = {str(p.relative_to(CONF / group).with_suffix("")) for p in (CONF / group).rglob("*.yaml")}
-        prefix = f"{CONF_PATH}{group}/"
-        found |= {f[len(prefix) : -len(".yaml")] for f in self.files if f.startswith(prefix)}
+        prefix = f"{group}/"
+        found |= {f[len(prefix) : -len(".yaml")] for f in self._own_configs() if f.startswith(prefix)}
         return sorted(found)
 
     def configs_for(self, key: str) -> Iterator[DictConfig]:
@@ -402,6 +452,8 @@ class Checker:
         """A ``python train.py ...`` composes; make_tables' table, bench's case and make's target exist. An installed
         command (``clusterable-train ...``) is checked as the script it is, and pyproject.toml must declare it."""
         words = shlex.split(text)
+        if self.pwd is not None:  # the page's commands run in the user's folder it writes
+            words = [w.replace("$PWD", str(self.pwd)) for w in words]
         if words[0] in INSTALLED:
             if words[0] not in declared_commands():
                 return [f"pyproject.toml's [project.scripts] declares no `{words[0]}`"]
@@ -412,7 +464,8 @@ class Checker:
         script, args = words[1], words[2:]
         if script.startswith("-"):
             return []  # python -m ..., python -c ...
-        problems = [self.check_path(script)]
+        own = self.pwd is not None and (self.pwd / script).is_file()  # a script of the user's folder
+        problems = [] if own else [self.check_path(script)]
         if script == "train.py":
             problems.append(self.compose_command(args))
         elif script == "scripts/make_tables.py":
@@ -591,7 +644,7 @@ def hydra_conf():
 
 @pytest.mark.parametrize("page", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
 def test_page_names_what_exists(hydra_conf, tmp_path, page: Path):
-    checker = Checker(page, page_files(page), tmp_path)
+    checker = Checker(page, page_files(page), tmp_path, outside_files(page))
     problems = []
     for mention in mentions(page):
         found = checker.problems(mention)
@@ -657,6 +710,14 @@ def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     own = Checker(ROOT / "README.md", {mine: "_target_: torch.nn.Identity\n"}, tmp_path)
     assert own.check_assignment("loss=mine") is None and checker.check_assignment("loss=mine") is not None
     assert own.compose_command(["loss=mine"]) is None and own.check_path(mine) is None
+    # So do the files it writes in a user's folder outside the repository, $PWD in its commands that folder.
+    theirs = {"myfolder/conf/loss/theirs.yaml": "_target_: torch.nn.Identity\n", "myfolder/run.py": "\n"}
+    outside = Checker(ROOT / "README.md", {}, tmp_path / "outside", theirs)
+    assert outside.check_assignment("loss=theirs") is None and checker.check_assignment("loss=theirs")
+    searchpath = '"hydra.searchpath=[file://$PWD/conf]"'
+    assert outside.check_command(f"clusterable-train {searchpath} loss=theirs") == []
+    assert outside.check_command(f"clusterable-train -m {searchpath} loss=theirs,cce") == []
+    assert outside.check_command("python run.py") == [] and checker.check_command("python run.py") != []
 
 
 def test_mentions_are_found_with_their_lines(tmp_path):
@@ -675,6 +736,8 @@ def test_mentions_are_found_with_their_lines(tmp_path):
     assert Mention(5, "python scripts/make_tables.py corel/table2", "command") in found
     assert Mention(11, "ffnn", "option:model") in found and Mention(11, "cnn", "option:model") in found
     assert page_files(page) == {"src/clusterable/conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}
+    page.write_text(page.read_text() + "\n```python\n# myfolder/mine.py\nx = 1\n```\n")
+    assert outside_files(page) == {"myfolder/mine.py": "x = 1\n"} and len(page_files(page)) == 1
 
 
 def test_layout_tree_is_checked():
