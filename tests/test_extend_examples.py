@@ -40,6 +40,15 @@ GUIDE = ROOT / "docs" / "extend.md"
 FILES = page_files(GUIDE)
 # What each group's part is checked against, and the framework's arguments to its constructor or call.
 CONTRACTS = {"loss": Head, "model": Encoder, "dataset": DataModule, "evaluator": Evaluator}
+# The guide's last section runs a head and a dataset from a folder outside the repository: tests/test_extend_outside.py
+# runs it; the helpers here read the guide above it.
+OUTSIDE = "## From your own repository"
+
+
+def _in_repository() -> str:
+    """The guide's text above its section on a repository of one's own."""
+    text = GUIDE.read_text()
+    return text[: text.index(f"\n{OUTSIDE}\n")] if f"\n{OUTSIDE}\n" in text else text
 
 
 def _guide_options() -> dict[str, str]:
@@ -49,7 +58,7 @@ def _guide_options() -> dict[str, str]:
 
 def _commands() -> list[tuple[list[str], list[str]]]:
     """Every ``python train.py ...`` of the guide's code blocks, with the lines its ``text`` blocks show it prints."""
-    _, blocks = _fences(GUIDE.read_text())
+    _, blocks = _fences(_in_repository())
     found: list[tuple[list[str], list[str]]] = []
     for block in blocks:
         for line in block.lines:
@@ -63,7 +72,7 @@ def _commands() -> list[tuple[list[str], list[str]]]:
 
 def _refusals() -> list[tuple[str, str]]:
     """("member", "error: ...") of each "were `member` missing, `error: ...`" sentence of the guide."""
-    text = " ".join(GUIDE.read_text().split())
+    text = " ".join(_in_repository().split())
     return re.findall(r"were `(\w+)` missing, `(error: [^`]+)`", text)
 
 
@@ -171,7 +180,7 @@ def test_a_part_without_a_contract_member_is_refused_as_shown(guide, train, monk
 def test_an_evaluator_that_takes_no_context_is_refused_as_shown(guide, train, monkeypatch):
     option = _guide_options()["evaluator"]
     error = re.search(
-        r"`(error: evaluator\.\w+: an evaluator takes [^`]+)`", " ".join(GUIDE.read_text().split())
+        r"`(error: evaluator\.\w+: an evaluator takes [^`]+)`", " ".join(_in_repository().split())
     )
     assert error, "the guide shows the refusal of an evaluator that takes no context"
     target = re.search(
