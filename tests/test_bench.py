@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = [
     "train_overhead", "train_overhead_digits", "vae_epoch", "startup", "clustering_eval", "probes", "per_sample_ae",
     "cluster_heads", "retrieval_eval", "sc_partition", "pairwise_losses", "image_pipeline", "resnet50_training",
-    "dscl", "text", "stacked_steps",
+    "dscl", "text", "stacked_steps", "run_overhead",
 ]  # fmt: skip
 
 
