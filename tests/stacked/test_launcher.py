@@ -110,6 +110,9 @@ def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypa
     slow = speed.StepTimes(stacked_s=0.5, single_s=0.001, members=2, steps=20)
     monkeypatch.setattr(speed, "STEP_OVERHEAD_S", 0.0)
     monkeypatch.setattr(speed, "RUN_OVERHEAD_S", 0.0)
+    monkeypatch.setattr(
+        speed, "worth_timing", lambda bound_s, speed_check, compile: speed_check
+    )  # even this short
     monkeypatch.setattr(speed, "time_steps", lambda *args: slow)
     result = train(*SWEEP, "loss=cce", "seed=0,1")
     assert result.code == 0, result.err

@@ -257,11 +257,19 @@ def test_member_run_dirs_hold_the_single_runs_files(tmp_path: Path) -> None:
     assert [float(r["train/loss"]) for r in b if r["train/loss"]] == pytest.approx(losses, rel=1e-10)
 
 
-def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path) -> None:
+def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path, monkeypatch) -> None:
     """The timing steps change nothing: members trained after the probe equal members trained without it (the
-    float64 equality with single runs is tests/stacked/test_stack.py's), and the record keeps both timings."""
+    float64 equality with single runs is tests/stacked/test_stack.py's), and the record keeps both timings. A
+    group whose whole stacked training is bound below the tolerance is not timed at all."""
+    from clusterable.stacked import speed
+
     cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
                           "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    short = stacked(tmp_path / "short", cells, speed_check=True)
+    assert all(r["stacked"]["speed"] is None for r in short.values())  # a second at most: not worth timing
+    monkeypatch.setattr(
+        speed, "worth_timing", lambda bound_s, speed_check, compile: speed_check
+    )  # even this short
     plain = stacked(tmp_path / "plain", cells)  # neither timed nor compiled
     probed = stacked(tmp_path / "probed", cells, speed_check=True)
     for name in cells:

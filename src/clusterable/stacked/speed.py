@@ -110,6 +110,14 @@ class StepTimes:
                 "compile_s": self.compile_s, "compile_note": self.compile_note}  # fmt: skip
 
 
+def worth_timing(bound_s: float, speed_check: bool, compile: bool | str) -> bool:
+    """Whether to time the group's steps, given ``bound_s``, an upper bound on its stacked training (its steps at
+    the probe step's time, a first call): stacking cannot lose by more than ``TOLERANCE_S`` when the whole stacked
+    training takes less, and a compile is not worth it under ``COMPILE_WORTH_S``; ``compile=True`` always times."""
+    return (speed_check and bound_s > TOLERANCE_S) or compile is True or (compile == "auto" and
+                                                                          bound_s > COMPILE_WORTH_S)  # fmt: skip
+
+
 def check(times: StepTimes | None) -> None:
     """``SlowerStacked`` (its line names both timings) when stacking is projected slower than one by one."""
     if times is not None and not times.stacks:

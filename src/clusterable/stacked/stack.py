@@ -82,9 +82,11 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         stack, optimizer, settings = _assemble(built)
         splits = _splits(built, settings, stack.dtype, stack.device)
         init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
-        rows = _probe(stack, splits[0], built)
-        timed = speed_check or compile is not False
-        times = _time_steps(stack, optimizer, splits[0], built, settings, rows, compile) if timed else None
+        rows, probe_s = _probe(stack, splits[0], built)
+        steps = _steps(built, settings, splits[0])
+        timed = speed.worth_timing(probe_s * steps, speed_check, compile)
+        times = speed.time_steps(stack, optimizer, splits[0], built[0].parts.module, rows, steps, compile) if timed \
+            else None  # fmt: skip
         if speed_check:
             speed.check(times)
         settings.compiled = times is not None and times.compiled
@@ -263,11 +265,12 @@ def _splits(members: Sequence[Member], settings: Any, dtype: torch.dtype, device
     return train, val
 
 
-def _probe(stack: Any, train: Any, members: Sequence[Member]) -> int:
+def _probe(stack: Any, train: Any, members: Sequence[Member]) -> tuple[int, float]:
     """One stacked forward and backward on the first rows, undone (buffers, RNG, gradients): a head or encoder
     that does not run under ``vmap`` (Python control flow on a tensor, an op without a batching rule) is
     ``NotStackable`` here, before training, and its cells run alone. A batch the head refuses (``BatchError``)
-    is not the stack's business: the real batches decide. Returns the rows of a step."""
+    is not the stack's business: the real batches decide. Returns the rows of a step and the seconds the probe
+    took (a first call: more than a step takes, so a bound on it)."""
     from clusterable.contracts import BatchError
 
     data = members[0].parts.datamodule
@@ -277,6 +280,7 @@ def _probe(stack: Any, train: Any, members: Sequence[Member]) -> int:
     index = torch.arange(rows, device=stack.device).expand(stack.size, rows)
     buffers = {k: v.clone() for k, v in stack.buffers.items()}
     rng = torch.get_rng_state()
+    start = time.perf_counter()
     try:
         stack.losses(train.batch(index), epoch=0)["loss"].sum().backward()
     except BatchError:
@@ -290,30 +294,19 @@ def _probe(stack: Any, train: Any, members: Sequence[Member]) -> int:
         torch.set_rng_state(rng)
         for p in stack.params.values():
             p.grad = None
-    return rows
+    return rows, time.perf_counter() - start
 
 
-def _time_steps(
-    stack: Any,
-    optimizer: Any,
-    train: Any,
-    members: Sequence[Member],
-    settings: Any,
-    rows: int,
-    compile: bool | str,
-) -> Any:
-    """``speed.time_steps`` for the group: a step of ``rows`` rows, and each member's steps over its training
-    (its batches an epoch, times their rows for per-sample steps, times the epochs)."""
-    from clusterable.stacked import speed
-
+def _steps(members: Sequence[Member], settings: Any, train: Any) -> int:
+    """Each member's optimizer steps over its training: its batches an epoch (times their rows for per-sample
+    steps) times the epochs."""
     data = members[0].parts.datamodule
     batches = len(data.train_dataloader())  # a new loader: its generator is not the one training draws from
     if settings.max_batches is not None:
         batches = min(batches, settings.max_batches)
     batch_rows = data.batch_size if data.batch_size > 0 else train.size  # -1: the whole split a batch
     per_epoch = batches if not settings.per_sample else min(train.size, batches * batch_rows)
-    module = members[0].parts.module
-    return speed.time_steps(stack, optimizer, train, module, rows, per_epoch * settings.max_epochs, compile)
+    return per_epoch * settings.max_epochs
 
 
 def _fit(members, stack, settings, optimizer, splits, progress: bool):
