@@ -43,7 +43,10 @@ RUN_OVERHEAD_S = 0.1
 STEP_OVERHEAD_S = 0.0007
 TOLERANCE_S = 2.0
 REPEATS = 3
-COMPILE_WORTH_S = 30.0
+COMPILE_WORTH_S = 20.0
+# The shapes compiled in this process (architecture, parameter and batch shapes, device): a later group of one of
+# them compiles in no time (Dynamo's cache), so it is timed compiled however short its training.
+_COMPILED: set[tuple] = set()
 
 
 class SlowerStacked(NotStackable):
@@ -165,13 +168,26 @@ def time_steps(
                               stack.size, steps)  # fmt: skip
         except BatchError:
             return None
-    if compile is True or (compile == "auto" and times.stacked_total_s > COMPILE_WORTH_S):
+    shape = _shape(stack, module, batch)
+    if compile is True or (
+        compile == "auto" and (shape in _COMPILED or times.stacked_total_s > COMPILE_WORTH_S)
+    ):
         with _restored(stack, optimizer):
             _time_compiled(times, lambda: stacked_step(compiled_summed_loss()), stack.device)
+        if times.compiled_s is not None:
+            _COMPILED.add(shape)
     elif compile == "auto":
         times.compile_note = (f"eager step: the training is projected at {times.stacked_total_s:.0f} s, too short "
                               f"to pay for a compile")  # fmt: skip
     return times
+
+
+def _shape(stack: Any, module: Any, batch: dict[str, torch.Tensor]) -> tuple:
+    """What a compiled graph is specialised on: the architecture, the stacked parameters' and the batch's shapes and
+    dtypes, the device."""
+    return (type(module.encoder).__qualname__, type(module.head).__qualname__, str(stack.device),
+            tuple((k, tuple(v.shape), str(v.dtype)) for k, v in stack.params.items()),
+            tuple((k, tuple(v.shape), str(v.dtype)) for k, v in batch.items()))  # fmt: skip
 
 
 def _time_compiled(times: StepTimes, step: Callable[[], None], device: torch.device) -> None:
