@@ -3,22 +3,19 @@ run on this CPU (slow: a bench and a stacked grid in child processes)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.running import script_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("device_check", ROOT / "scripts" / "device_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module(ROOT / "scripts" / "device_check.py")
 
 
 def test_the_projection_costs_each_stack_its_steps_at_the_fastest_measured_step_plus_the_time_outside_them():

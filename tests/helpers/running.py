@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 # `hydra.searchpath=...` adds tests/helpers/conf: the failure-forcing heads and the experiment with a typo.
 SEARCHPATH = f"hydra.searchpath=[file://{Path(__file__).parent / 'conf'}]"
@@ -35,3 +37,12 @@ def by_override(outputs: Path, key: str) -> dict[str, dict]:
         overrides = dict(o.split("=", 1) for o in m["overrides"] if "=" in o)
         out[overrides.get(key, "")] = m
     return out
+
+
+def script_module(path: Path) -> ModuleType:
+    """A script of the repository (``scripts/records.py``, ``scripts/device_check.py``) imported as a module, for
+    testing its functions without a subprocess."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

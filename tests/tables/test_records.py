@@ -3,8 +3,9 @@ without checkpoints, locks or unfinished runs; a table builds from the saved rec
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from helpers.running import script_module
 
 from tables.rundirs import write_run
 
@@ -12,10 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def records():
-    spec = importlib.util.spec_from_file_location("records", ROOT / "scripts" / "records.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module(ROOT / "scripts" / "records.py")
 
 
 def test_save_keeps_finished_records_only_and_restore_brings_them_back(
