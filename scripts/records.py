@@ -22,9 +22,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from clusterable.run.cell import FINISHED
 from clusterable.rundir import read_metrics
 
-FINISHED = ("ok", "diverged")
 KEPT_SUFFIXES = (
     ".json",
     ".yaml",

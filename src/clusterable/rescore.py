@@ -33,9 +33,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable.run.cell import FINISHED
 from clusterable.rundir import read_metrics, write_metrics
-
-FINISHED = ("ok", "diverged")
 
 
 class RescoreError(ValueError):
