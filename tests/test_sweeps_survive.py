@@ -100,12 +100,17 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
 
 
 # 20-30 s each (every command starts an interpreter); the in-process versions follow.
-@pytest.mark.parametrize("launcher", ["stacked", "basic", "joblib"])
+# stacked-parallel: two groups (the encoders differ) of two members, each group in a worker (n_jobs=2).
+LAUNCHERS = {"stacked": [], "basic": [], "joblib": ["hydra.launcher.n_jobs=2"],
+             "stacked-parallel": ["hydra.launcher.n_jobs=2", "model.hidden=[8],[4]"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, launcher):
     # A cluster's time limit: SIGTERM to the command. Each launcher records the cells it runs `interrupted`, prints
     # the summary and exits 143 (128 + SIGTERM); a stacked grid's members are each recorded.
-    args = ["-m", SEARCHPATH, f"hydra/launcher={launcher}", "loss=slow", "seed=0,1", "name=sigterm",
-            "trainer.max_epochs=2", *QUICK, *(["hydra.launcher.n_jobs=2"] if launcher == "joblib" else [])]  # fmt: skip
+    args = ["-m", SEARCHPATH, f"hydra/launcher={launcher.split('-')[0]}", "loss=slow", "seed=0,1", "name=sigterm",
+            "trainer.max_epochs=2", *QUICK, *LAUNCHERS[launcher]]  # fmt: skip
     proc = _start(tmp_path, *args)
     try:
         _wait_for_start(tmp_path, proc)
@@ -119,18 +124,24 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_p
     assert "Traceback" not in out + err, err
     runs = all_metrics(tmp_path / "outputs")
     assert runs and all(m["status"] == "failed" and m["error"] == "interrupted" for m in runs), runs
-    # The stack's two members, the basic launcher's one cell, the joblib cells under way.
+    # The stack's two members, the basic launcher's one cell, the joblib cells under way, the groups' members.
     assert len(runs) == {"stacked": 2, "basic": 1}.get(launcher, len(runs))
+    if launcher == "stacked-parallel":  # each worker had prepared its group's two cells, or was training them
+        assert len(runs) in (2, 4), runs
+        assert not list((tmp_path / "outputs").rglob(".joblib-*")), (
+            "the launch's control folder was left behind"
+        )
     (summary,) = [line for line in out.splitlines() if line.startswith("sweep: ")]
     assert summary.startswith(f"sweep: 0 ok, 0 failed, 0 skipped, {len(runs)} interrupted ("), (out, err)
     assert err.count("interrupted: ") == len(runs) and "run the same command again" in err
-    if launcher != "stacked":
-        return  # the resume is the launchers' own, checked under Ctrl-C; the stacked one here
+    if not launcher.startswith("stacked"):
+        return  # the resume is the launchers' own, checked under Ctrl-C; the stacked ones here
     again = _start(tmp_path, *args)
     out, err = again.communicate(timeout=300)
-    assert again.returncode == 0 and "sweep: 2 ok, 0 failed, 0 skipped (" in out, (out, err)
+    cells = 2 if launcher == "stacked" else 4
+    assert again.returncode == 0 and f"sweep: {cells} ok, 0 failed, 0 skipped (" in out, (out, err)
     runs = all_metrics(tmp_path / "outputs")
-    assert [m["status"] for m in runs] == ["ok", "ok"] and {m["stacked"]["members"] for m in runs} == {2}
+    assert [m["status"] for m in runs] == ["ok"] * cells and {m["stacked"]["members"] for m in runs} == {2}
 
 
 def test_sigterm_in_a_run_records_it_interrupted_with_exit_status_143_and_the_same_command_resumes(train):

@@ -102,6 +102,25 @@ def test_max_members_bounds_a_stack_and_is_checked(train) -> None:
     )
 
 
+def test_groups_train_side_by_side_in_worker_processes_with_n_jobs(train) -> None:
+    # Two groups (the encoders differ), each a stack of two seeds, each in its own worker process: every member
+    # is its own run, as in one process; each worker divides the cores and the device's memory by n_jobs.
+    result = train(*SWEEP, "loss=center", "seed=0,1", "model.hidden=[8,8],[4]", "hydra.launcher.n_jobs=2")
+    assert result.code == 0, result.err
+    assert "stacked: 2 groups, 2 at a time" in result.out
+    assert "sweep: 4 ok, 0 failed, 0 skipped" in result.out
+    found = records(train.outputs)
+    assert len(found) == 4 and {r["stacked"]["members"] for r in found.values()} == {2}
+    assert {r["torch_threads"] for r in found.values()} == {max(1, (os.cpu_count() or 1) // 2)}
+    assert {tuple(r["stacked"]["cells"]) for r in found.values()} == {
+        tuple(sorted(k for k in found if f"hidden={h}" in k)) for h in ("[8,8]", "[4]")
+    }
+    bad = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.n_jobs=0")
+    assert bad.code == 2 and bad.err.strip() == (
+        "error: hydra.launcher.n_jobs must be a number of groups trained at once (1 or more), got 0"
+    )
+
+
 def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypatch) -> None:
     """The probe's timings say stacking loses: the members run one by one, each a complete single run, and the
     line says why with both timings."""

@@ -27,8 +27,9 @@ class RunContext:
         overrides: the command line's (or the sweep cell's) overrides, for display and the record.
         job_name: Hydra's job name (its log file is ``<job_name>.log`` in ``run_dir``).
         single: a single run (``python train.py ...``), not a cell of a sweep (``-m``).
-        parallel_jobs: how many local jobs run side by side (the joblib launcher's ``n_jobs``; 1 otherwise), so
-            the default CPU threads divide the cores among them.
+        parallel_jobs: how many local jobs run side by side (the joblib launcher's ``n_jobs``, the stacked
+            launcher's groups at once; 1 otherwise), so the default CPU threads divide the cores among them (and a
+            stack the device's free memory).
     """
 
     run_dir: Path
@@ -52,6 +53,8 @@ class RunContext:
         if "joblib" in str(launcher.get("_target_", "")):
             n_jobs = int(launcher.get("n_jobs") or -1)
             jobs = n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+        elif "stacked" in str(launcher.get("_target_", "")):
+            jobs = max(1, int(launcher.get("n_jobs") or 1))
         return cls(
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
             choices=choices,

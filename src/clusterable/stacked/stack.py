@@ -64,7 +64,7 @@ def run_stack(
             _record(member, error)
     if not built:
         return []
-    bound, why = memory_bound(built)
+    bound, why = memory_bound(built, share=1 / first.ctx.parallel_jobs)
     if bound < len(built):
         print(f"stacked: {why}: the {len(built)} cells train as {math.ceil(len(built) / bound)} stacks")
     alone: list[Prepared] = []
@@ -156,9 +156,10 @@ def _record_interrupted(members: Sequence[Member]) -> None:
     raise KeyboardInterrupt
 
 
-def memory_bound(members: Sequence[Member]) -> tuple[int, str]:
-    """How many of ``members`` one stack may hold, and why: half the free memory of the device they train on
-    (the GPU's, else the machine's available memory) over an estimate of one member's share: its parameters
+def memory_bound(members: Sequence[Member], share: float = 1.0) -> tuple[int, str]:
+    """How many of ``members`` one stack may hold, and why: half its ``share`` of the free memory of the device
+    they train on (the GPU's, else the machine's available memory; ``share`` 1/n where n stacks train at once)
+    over an estimate of one member's share: its parameters
     with their gradients, Adam's two moments, the best epoch's copy and the update's temporaries (6x), its
     buffers twice, and its batch's activations (batch rows x input size x 16, a rough allowance)."""
     module = members[0].parts.module
@@ -172,10 +173,11 @@ def memory_bound(members: Sequence[Member]) -> tuple[int, str]:
         free = torch.cuda.mem_get_info()[0]
     else:
         free = _available_memory()
-    bound = max(1, int(free // 2 // max(per_member, 1)))
-    return min(
-        bound, len(members)
-    ), f"memory allows {bound} members of ~{per_member / 2**20:.0f} MB each ({free / 2**30:.1f} GiB free)"
+    bound = max(1, int(free * share // 2 // max(per_member, 1)))
+    shared = "" if share == 1 else f", {share:.2g} of it this stack's"
+    return min(bound, len(members)), (
+        f"memory allows {bound} members of ~{per_member / 2**20:.0f} MB each ({free / 2**30:.1f} GiB free{shared})"
+    )
 
 
 def _available_memory() -> int:

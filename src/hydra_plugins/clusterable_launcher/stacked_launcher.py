@@ -13,6 +13,10 @@ slower than its members' one by one on this device runs them one by one, saying 
 (``clusterable.stacked.speed``); ``false`` stacks every group that can stack. ``hydra.launcher.compile`` (default
 ``auto``): the step compiled (``torch.compile``) where its group's training is long enough to pay for it and the
 compiled step measures faster; ``true`` times the compiled step for every group, ``false`` never compiles.
+``hydra.launcher.n_jobs`` (default 1): how many groups train at once, each in its own worker process on the same
+device (``_workers``: joblib's loky processes, which stop on Ctrl-C as the joblib launcher's do). A group takes
+1/``n_jobs`` of the device's free memory and of the CPU cores (``run.training.cpu_threads``), so a GPU that one
+group leaves mostly idle (COREL's FFNN stacks) runs several; on a CPU the cores are already shared, and 1 is best.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from clusterable.hydra_callbacks import CommandLineError
+from hydra_plugins.clusterable_launcher._workers import run_jobs
 
 if TYPE_CHECKING:
     from clusterable.run import Prepared
@@ -42,8 +48,11 @@ log = logging.getLogger(__name__)
 class StackedLauncher(Launcher):
     """Runs a sweep's cells in this process, stacking those that differ only along stacked axes."""
 
-    def __init__(self, max_members: int = 40, speed_check: bool = True, compile: bool | str = "auto") -> None:
+    def __init__(
+        self, max_members: int = 40, speed_check: bool = True, compile: bool | str = "auto", n_jobs: int = 1
+    ) -> None:
         self.max_members, self.speed_check, self.compile = max_members, speed_check, compile
+        self.n_jobs = n_jobs
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: Any = None
@@ -54,6 +63,10 @@ class StackedLauncher(Launcher):
         if isinstance(members, bool) or not isinstance(members, int) or members < 1:
             raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
                                    f"{members!r}")  # fmt: skip
+        jobs = self.n_jobs
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise CommandLineError(f"hydra.launcher.n_jobs must be a number of groups trained at once (1 or more), "
+                                   f"got {jobs!r}")  # fmt: skip
         if not isinstance(self.speed_check, bool):
             raise CommandLineError(
                 f"hydra.launcher.speed_check must be true or false, got {self.speed_check!r}"
@@ -75,18 +88,39 @@ class StackedLauncher(Launcher):
         configs = [self._sweep_config(initial_job_idx + i, o) for i, o in enumerate(job_overrides)]
         groups = plan([_resolved(c) for c in configs], self.max_members)
         stacks = sum(len(g) > 1 for g in groups)
-        log.info(f"Launching {len(job_overrides)} jobs in this process: {stacks} stacked groups")
-        runs: list[JobReturn | None] = [None] * len(configs)
+        where = "in this process" if self.n_jobs == 1 else f"{self.n_jobs} groups at a time"
+        log.info(f"Launching {len(job_overrides)} jobs {where}: {stacks} stacked groups")
         for group in groups:
             for i in group:
                 log.info(f"\t#{initial_job_idx + i} : {' '.join(filter_overrides(job_overrides[i]))}")
-            if len(group) == 1:
-                runs[group[0]] = self._single(configs[group[0]])
-            else:
-                for i, ret in self._stack([configs[i] for i in group]).items():
-                    runs[group[i]] = ret
-            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        group_configs = [[configs[i] for i in group] for group in groups]
+        if self.n_jobs > 1 and len(groups) > 1:
+            print(f"stacked: {len(groups)} groups, {min(self.n_jobs, len(groups))} at a time")
+            done = run_jobs(Path(str(self.config.hydra.sweep.dir)), {"n_jobs": self.n_jobs, "backend": "loky"},
+                            _group_in_worker, [(self._options(), self.hydra_context, self.config,
+                                                self.task_function, Singleton.get_state(), g)
+                                               for g in group_configs])  # fmt: skip
+        else:
+            done = [self.run_group(g) for g in group_configs]
+        runs: list[JobReturn | None] = [None] * len(configs)
+        for group, returns in zip(groups, done, strict=True):
+            for i, ret in zip(group, returns, strict=True):
+                runs[i] = ret
         return [r for r in runs if r is not None]
+
+    def run_group(self, sweep_configs: list[DictConfig]) -> list[JobReturn]:
+        """One group's cells, in order: a lone cell as its single run, more as one stack."""
+        if len(sweep_configs) == 1:
+            returns = [self._single(sweep_configs[0])]
+        else:
+            stacked = self._stack(sweep_configs)
+            returns = [stacked[i] for i in range(len(sweep_configs))]
+        assert self.config is not None
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return returns
+
+    def _options(self) -> dict[str, Any]:
+        return {"max_members": self.max_members, "speed_check": self.speed_check, "compile": self.compile}
 
     def _sweep_config(self, idx: int, overrides: Sequence[str]) -> DictConfig:
         sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -152,6 +186,24 @@ class StackedLauncher(Launcher):
                     returns[i].return_value = _optimized(cell)
 
 
+def _group_in_worker(
+    options: dict[str, Any],
+    hydra_context: Any,
+    config: DictConfig,
+    task_function: TaskFunction,
+    singletons: dict[Any, Any],
+    sweep_configs: list[DictConfig],
+) -> list[JobReturn]:
+    """A group trained in a worker process (``n_jobs`` > 1): Hydra's state as the launching process had it, then
+    the group as a launcher of one job runs it."""
+    setup_globals()
+    Singleton.set_state(singletons)
+    launcher = StackedLauncher(**options)
+    launcher.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    return launcher.run_group(sweep_configs)
+
+
 def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
     """The cell's config resolved as its run resolves it (its group choices and output folder set), for grouping;
     None when it does not resolve (it runs alone, and its run says why)."""
@@ -201,6 +253,7 @@ ConfigStore.instance().store(
             "max_members": 40,
             "speed_check": True,
             "compile": "auto",
+            "n_jobs": 1,
         }
     ),
     provider="clusterable",
