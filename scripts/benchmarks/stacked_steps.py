@@ -135,9 +135,9 @@ def _stacked_step(build: Callable, batch: dict, members: int, device: torch.devi
 
 
 def _graphed() -> Callable:
-    from clusterable.stacked.members import summed_loss
+    from clusterable.stacked.members import compiled_summed_loss
 
-    return torch.compile(summed_loss, mode="reduce-overhead")
+    return compiled_summed_loss(graphed=True)  # the engine's graphed step, as training takes it on a GPU
 
 
 def _ops_per_step(build: Callable, batch: dict, members: int) -> int:

@@ -153,6 +153,21 @@ def test_a_compiled_member_ends_where_its_single_run_ends(tmp_path: Path, grid: 
     assert all(r["stacked"]["speed"]["compiled"] is not None for r in together.values())
 
 
+def test_the_graphed_step_s_bookkeeping_leaves_members_where_their_single_runs_end(
+    tmp_path: Path, evaluated: dict, monkeypatch
+) -> None:
+    """The CUDA-graph wrapper (a new step for the graph trees each call, the stack's tensors marked static) run on
+    this CPU, where torch skips the graph itself: float64 members still within 1e-10 of their single runs, each
+    epoch's last, partial batch included (iris: 90 training rows, 5 batches of 16 and a last one of 10)."""
+    from clusterable.stacked import members, speed
+
+    monkeypatch.setattr(members, "GRAPHED_DEVICES", ("cuda", "cpu"))
+    # Trained graphed even where the tiny model's compiled step is not the faster.
+    monkeypatch.setattr(speed.StepTimes, "compiled", property(lambda self: self.compiled_s is not None))
+    together = _compare_with_single_runs(tmp_path, "ffnn_center", evaluated, compile=True)
+    assert {r["stacked"]["step"] for r in together.values()} == {"graphed"}
+
+
 def _compare_with_single_runs(tmp_path: Path, grid: str, evaluated: dict, compile: bool) -> dict[str, dict]:
     cells = {f"cell{i}": o for i, o in enumerate(GRIDS[grid])}
     alone = {name: single(tmp_path / "single", name, o) for name, o in cells.items()}
@@ -288,7 +303,7 @@ def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(
 ) -> None:
     from clusterable.stacked import members
 
-    def broken():
+    def broken(graphed: bool = False):
         def compiled(*args):
             raise RuntimeError("Inductor could not lower aten::foo\nits long traceback")
 
@@ -329,3 +344,38 @@ def test_a_single_run_and_a_member_assemble_and_conclude_through_the_same_phases
     stacked(tmp_path / "stacked", cells)
     assert sorted(seen) == sorted([("assemble", "single"), ("conclude", "single")]
                                   + [("assemble", "stacked"), ("conclude", "stacked")] * 2)  # fmt: skip
+
+
+def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A compiled (or graphed) step that fails after the probe (a recompile limit, a graph that cannot re-record)
+    is taken again eager, and the rest of the training with it: one line, no traceback, the eager run's numbers."""
+    from clusterable.stacked import fit, members, speed
+
+    # The probe times a "compiled" step that is the eager one (no compile to wait for), and keeps it.
+    monkeypatch.setattr(members, "compiled_summed_loss", lambda graphed=False: members.summed_loss)
+    monkeypatch.setattr(speed.StepTimes, "compiled", property(lambda self: self.compiled_s is not None))
+    calls: list[int] = []
+
+    def failing(graphed: bool = False):
+        def step(*args):
+            calls.append(1)
+            if len(calls) == 3:
+                raise RuntimeError("recompile limit reached\nits long traceback")
+            return members.summed_loss(*args)
+
+        return step
+
+    monkeypatch.setattr(fit, "compiled_summed_loss", failing)
+    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
+                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    eager = stacked(tmp_path / "eager", cells)
+    fallen = stacked(tmp_path / "fallen", cells, compile=True)
+    said = [line for line in capsys.readouterr().out.splitlines() if "failed in epoch" in line]
+    assert said == [
+        "stacked: the compiled step failed in epoch 0 (RuntimeError: recompile limit reached); eager from here"
+    ]
+    for name in cells:
+        assert fallen[name]["status"] == "ok" and fallen[name]["metrics"] == eager[name]["metrics"]
+        assert fallen[name]["stacked"]["step"] == "eager" and eager[name]["stacked"]["step"] == "eager"

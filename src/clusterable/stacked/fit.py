@@ -80,7 +80,9 @@ class Settings:
     validates: bool
     class_disjoint: bool
     eval_batch_size: int
-    compiled: bool = False  # the step's loss through torch.compile (stacked.speed decides)
+    step: str = (
+        "eager"  # eager | compiled | graphed (compiled and replayed as a CUDA graph): stacked.speed decides
+    )
 
 
 @dataclass
@@ -202,7 +204,7 @@ def _train_epoch(
     epoch_rows = torch.stack([torch.cat(o) for o in orders]).to(stack.device) if sizes else None
     # Who is dead changes only between epochs: computed here, so that a step never syncs with the device.
     dead = (~alive).nonzero().flatten() if not bool(alive.all()) else None
-    objective = compiled_summed_loss() if settings.compiled else summed_loss
+    objective = summed_loss if settings.step == "eager" else compiled_summed_loss(settings.step == "graphed")
     train_start = time.perf_counter()
     sums: dict[str, Tensor] = {}
     count = offset = 0
@@ -211,7 +213,18 @@ def _train_epoch(
         offset += size
         units = [rows] if not settings.per_sample else [rows[:, i : i + 1] for i in range(size)]
         for unit in units:
-            total, out = objective(stack, train.batch(unit), epoch, alive)  # the batch's keys (M, B, ...)
+            batch = train.batch(unit)  # the batch's keys (M, B, ...)
+            try:
+                total, out = objective(stack, batch, epoch, alive)
+            except Exception as e:  # noqa: BLE001  (a compiled step that fails later: the step again, eager)
+                if objective is summed_loss:
+                    raise
+                reason = f"{type(e).__name__}: {e}".splitlines()[0][:160]
+                print(
+                    f"stacked: the {settings.step} step failed in epoch {epoch} ({reason}); eager from here"
+                )
+                objective, settings.step = summed_loss, "eager"
+                total, out = objective(stack, batch, epoch, alive)
             optimizer.zero_grad()
             total.backward()
             optimizer.step(dead)

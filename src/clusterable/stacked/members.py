@@ -210,11 +210,41 @@ def summed_loss(
     return torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum(), out
 
 
+# The devices whose compiled step is also replayed as a CUDA graph (a test adds "cpu", where torch skips the graph
+# itself and the wrapper's bookkeeping still runs).
+GRAPHED_DEVICES = ("cuda",)
+
+
+def compiled_objective(device: torch.device) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
+    """The compiled ``summed_loss`` for a stack on ``device``: replayed as a CUDA graph on a GPU."""
+    return compiled_summed_loss(graphed=device.type in GRAPHED_DEVICES)
+
+
 @functools.cache
-def compiled_summed_loss() -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
+def compiled_summed_loss(graphed: bool = False) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
     """``summed_loss`` under ``torch.compile`` (forward and backward fused by Inductor), made once a process so
-    that its compiled graphs are shared by every stack of the same shapes (torch also keeps them on disk)."""
-    return torch.compile(summed_loss)
+    that its compiled graphs are shared by every stack of the same shapes (torch also keeps them on disk).
+
+    ``graphed``: also replayed as a CUDA graph (``mode="reduce-overhead"``, torch's CUDA graph trees), so a step
+    launches one graph instead of hundreds of kernels. The stack's parameters and buffers are marked static (the
+    optimizer updates them in place: the graph reads them where they are, no copy a step); a batch is copied into
+    the graph's input, the only copy. A graph is recorded per input shape, so an epoch's last, partial batch replays
+    a graph of its own and no member's gradient changes (no padding). Each call begins a new step for the graph
+    trees: the previous replay's outputs (the loss parts, the gradients) have been consumed by then.
+    """
+    if not graphed:
+        return torch.compile(summed_loss)
+    compiled = torch.compile(summed_loss, mode="reduce-overhead")
+
+    def replayed(
+        stack: StackedMembers, batch: dict[str, Tensor], epoch: int, alive: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        torch.compiler.cudagraph_mark_step_begin()
+        for tensor in (*stack.params.values(), *stack.buffers.values()):
+            torch._dynamo.mark_static_address(tensor)  # idempotent; a restacked buffer is marked here
+        return compiled(stack, batch, epoch, alive)
+
+    return replayed
 
 
 def _set_buffer(module: nn.Module, dotted: str, value: Tensor) -> None:

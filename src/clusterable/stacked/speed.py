@@ -141,7 +141,7 @@ def time_steps(
         compile: ``auto`` (timed where the eager training is projected over ``COMPILE_WORTH_S``), True (timed
             always) or False (never).
     """
-    from clusterable.stacked.members import compiled_summed_loss, summed_loss
+    from clusterable.stacked.members import compiled_objective, summed_loss
 
     index = torch.arange(rows, device=stack.device).expand(stack.size, rows)
     batch = train.batch(index)
@@ -173,7 +173,7 @@ def time_steps(
         compile == "auto" and (shape in _COMPILED or times.stacked_total_s > COMPILE_WORTH_S)
     ):
         with _restored(stack, optimizer):
-            _time_compiled(times, lambda: stacked_step(compiled_summed_loss()), stack.device)
+            _time_compiled(times, lambda: stacked_step(compiled_objective(stack.device)), stack.device)
         if times.compiled_s is not None:
             _COMPILED.add(shape)
     elif compile == "auto":

@@ -76,7 +76,7 @@ def run_stack(
 def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool | str) -> list[Prepared]:
     """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack or
     would train slower stacked."""
-    from clusterable.stacked import speed
+    from clusterable.stacked import members, speed
 
     try:
         stack, optimizer, settings = _assemble(built)
@@ -89,7 +89,8 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
             else None  # fmt: skip
         if speed_check:
             speed.check(times)
-        settings.compiled = times is not None and times.compiled
+        if times is not None and times.compiled:
+            settings.step = "graphed" if stack.device.type in members.GRAPHED_DEVICES else "compiled"
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
@@ -112,6 +113,7 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
     except BaseException as e:  # noqa: BLE001  (the whole stack failed: every member records it)
         _record_all(built, e)
         return []
+    group["step"] = settings.step  # the step it trained with: eager, compiled or graphed (after any fallback)
     for i, member in enumerate(built):
         payload = member.cell.payload
         payload["stacked"] = {**group, "index": i}
