@@ -8,8 +8,11 @@ Three steps, each timed, each one's figures kept even if a later one fails:
    and CSRL's AE3 stacked at M = 1 to 40, eager, compiled and graphed, against their single steps;
 2. one full-length COREL Table 2 Fashion-MNIST FFNN group stacked (Gaussian-COREL at λ 0.6, 10 seeds, 150
    epochs, ``hydra/launcher=stacked``), its wall time and its members' test accuracy;
-3. a projection of COREL Table 1 + Table 2's image half (MNIST and Fashion-MNIST, FFNN and CNN: 28 stacks) from
-   the group's measured time and the bench's step times.
+3. two COREL FFNN groups (Center and Gaussian-COREL, 5 seeds, 15 epochs) one after the other and side by side
+   (``hydra.launcher.n_jobs=2``: each in its own process on the one GPU), the wall times and their ratio;
+4. a projection of COREL Table 1 + Table 2's image half (MNIST and Fashion-MNIST, FFNN and CNN: 28 stacks) from
+   the group's measured time and the bench's step times, one stack at a time and at the measured side-by-side
+   gain.
 It prints a short table last and writes ``device_check.json`` (every figure) to OUT_DIR.
 """
 
@@ -42,7 +45,8 @@ def main() -> None:
     report: dict = {"dry_run": args.dry_run, "python": platform.python_version(), "started": time.time()}
     report.update(_environment())
     steps: list[tuple[str, float, str]] = []
-    for name, step in (("stacked_steps", _bench), ("corel_group", _group), ("projection", _projection)):
+    for name, step in (("stacked_steps", _bench), ("corel_group", _group), ("side_by_side", _side_by_side),
+                       ("projection", _projection)):  # fmt: skip
         start = time.perf_counter()
         try:
             report[name] = step(args.dry_run, report)
@@ -75,19 +79,37 @@ def _bench(dry_run: bool, report: dict) -> dict:
 
 def _group(dry_run: bool, report: dict) -> dict:
     """One COREL Table 2 FFNN group trained stacked through train.py; its wall time and members' records."""
-    out = Path(os.environ.get("CLUSTERABLE_OUTPUTS", ROOT / "outputs"))
     name = "device_check/corel_ffnn_group" + ("_dry" if dry_run else "")
-    args = ["-m", "dataset=fashion_mnist", "model=ffnn", "loss=gaussian_corel", "loss.lam=0.6",
-            "hydra/launcher=stacked", f"name={name}", "logger=none", "trainer.enable_progress_bar=false"]  # fmt: skip
+    args = ["loss=gaussian_corel", "loss.lam=0.6"]
     if dry_run:
-        args += ["dataset.source=fake", "+dataset.fake_size=512", "seed=range(2)", "trainer.max_epochs=2"]
+        args += ["seed=range(2)", "trainer.max_epochs=2"]
     else:
-        args += [
-            "trainer=gpu",
-            "seed=range(10)",
-            f"trainer.max_epochs={EPOCHS}",
-            "dataset.root=data/fashion_mnist",
-        ]
+        args += ["seed=range(10)", f"trainer.max_epochs={EPOCHS}"]
+    return _train(name, args, dry_run)
+
+
+def _side_by_side(dry_run: bool, report: dict) -> dict:
+    """Two groups (Center at λ 0.2, Gaussian-COREL at λ 0.6) one after the other, then side by side
+    (``hydra.launcher.n_jobs=2``): how much of the device one stack leaves to a second."""
+    args = ["loss=center,gaussian_corel", "loss.lam=0.6", "seed=range(2)" if dry_run else "seed=range(5)",
+            f"trainer.max_epochs={2 if dry_run else 15}"]  # fmt: skip
+    apart = _train("device_check/corel_two_groups_apart" + ("_dry" if dry_run else ""), args, dry_run)
+    together = _train("device_check/corel_two_groups_together" + ("_dry" if dry_run else ""),
+                      [*args, "hydra.launcher.n_jobs=2"], dry_run)  # fmt: skip
+    return {"one_after_the_other_s": apart["wall_s"], "side_by_side_s": together["wall_s"],
+            "gain": apart["wall_s"] / together["wall_s"], "statuses": sorted(set(apart["statuses"])
+                                                                              | set(together["statuses"]))}  # fmt: skip
+
+
+def _train(name: str, args: list[str], dry_run: bool) -> dict:
+    """``train.py -m`` of COREL's FFNN on Fashion-MNIST, stacked, under ``name``; its wall time and records."""
+    out = Path(os.environ.get("CLUSTERABLE_OUTPUTS", ROOT / "outputs"))
+    args = ["-m", "dataset=fashion_mnist", "model=ffnn", "hydra/launcher=stacked", f"name={name}", "logger=none",
+            "trainer.enable_progress_bar=false", *args]  # fmt: skip
+    if dry_run:
+        args += ["dataset.source=fake", "+dataset.fake_size=512"]
+    else:
+        args += ["trainer=gpu", "dataset.root=data/fashion_mnist"]
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -126,7 +148,9 @@ def _projection(dry_run: bool, report: dict) -> dict:
             rows.append({"table": table, "model": model, "stacks": stacks, "members": grid["members"],
                          "step_ms": step_ms, "seconds": seconds})  # fmt: skip
             total += seconds
-    return {"rows": rows, "total_s": total, "outside_steps_s_per_stack": outside, "steps_per_stack": steps}
+    gain = report.get("side_by_side", {}).get("gain")
+    return {"rows": rows, "total_s": total, "outside_steps_s_per_stack": outside, "steps_per_stack": steps,
+            "side_by_side_gain": gain, "total_side_by_side_s": total / gain if gain and gain > 1 else None}  # fmt: skip
 
 
 def _best_step_ms(bench: dict, device: str, model: str, members: int) -> float | None:
@@ -160,8 +184,15 @@ def _print_table(report: dict, steps: list[tuple[str, float, str]]) -> None:
     if group.get("members"):
         print(f"  COREL FFNN group: {group['members']} members, {group['wall_s']:.0f} s wall, step "
               f"{group['step_ms'] or float('nan'):.2f} ms, statuses {group['statuses']}")  # fmt: skip
+    side = report.get("side_by_side", {})
+    if side.get("gain"):
+        print(f"  two groups: {side['one_after_the_other_s']:.0f} s one after the other, "
+              f"{side['side_by_side_s']:.0f} s side by side ({side['gain']:.2f}x)")  # fmt: skip
     if projection.get("total_s"):
-        print(f"  projected COREL Tables 1+2, image half: {projection['total_s'] / 60:.1f} min")
+        line = f"  projected COREL Tables 1+2, image half: {projection['total_s'] / 60:.1f} min one stack at a time"
+        if projection.get("total_side_by_side_s"):
+            line += f", {projection['total_side_by_side_s'] / 60:.1f} min two at a time"
+        print(line)
 
 
 if __name__ == "__main__":

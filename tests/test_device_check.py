@@ -53,5 +53,6 @@ def test_the_dry_run_goes_through_every_step_and_writes_its_json(tmp_path: Path)
     report = json.loads((tmp_path / "out" / "device_check.json").read_text())
     assert report["dry_run"] and report["corel_group"]["statuses"] == ["ok"]
     assert report["corel_group"]["members"] == 2 and report["projection"]["total_s"] > 0
+    assert report["side_by_side"]["statuses"] == ["ok"] and report["side_by_side"]["gain"] > 0
     assert "stacked_steps_cpu_ffnn_m2_ms" in report["stacked_steps"]
     assert done.stdout.splitlines()[-1].startswith("  projected COREL Tables 1+2, image half:")

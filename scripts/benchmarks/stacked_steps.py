@@ -140,11 +140,13 @@ def _graphed() -> Callable:
     return compiled_summed_loss(graphed=True)  # the engine's graphed step, as training takes it on a GPU
 
 
-def _ops_per_step(build: Callable, batch: dict, members: int) -> int:
-    """The aten operations one eager stacked step dispatches on the CPU (every level of the profiler's tree)."""
+def _ops_per_step(build: Callable, batch: dict, members: int, how: str = "eager") -> int:
+    """The aten operations one stacked step dispatches on the CPU (every level of the profiler's tree), ``eager``
+    or ``compiled`` (the fused kernels Inductor generates are not aten operations; what it leaves to aten is)."""
     from torch.profiler import ProfilerActivity, profile
 
-    step = _stacked_step(build, batch, members, torch.device("cpu"), "eager")
+    step = _stacked_step(build, batch, members, torch.device("cpu"), how)
+    step()
     step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         step()
@@ -154,7 +156,7 @@ def _ops_per_step(build: Callable, batch: dict, members: int) -> int:
 def measure() -> dict:
     """For each model and device: ms per single step, ms per stacked step at each M (eager, compiled, and graphed
     on a GPU), the speed-up over M single steps and the stacked step's effective TFLOP/s; the aten operations of
-    an eager stacked step at M = 10."""
+    a stacked step dispatches at M = 10, eager and compiled."""
     members = tuple(int(m) for m in os.environ.get("STACKED_STEPS_MEMBERS", "1,5,10,20,40").split(","))
     compiles = os.environ.get("STACKED_STEPS_COMPILE", "1") != "0"
     out: dict = {
@@ -172,6 +174,10 @@ def measure() -> dict:
             out[f"{prefix}_single_ms"] = 1e3 * single_s
             if device.type == "cpu":
                 out[f"stacked_steps_ops_{kind}_m10"] = _ops_per_step(build, batch, 10)
+                if compiles:
+                    out[f"stacked_steps_ops_{kind}_m10_compiled"] = _ops_per_step(
+                        build, batch, 10, "compiled"
+                    )
             for m in members:
                 for how in hows:
                     name = f"{prefix}_m{m}" + ("" if how == "eager" else f"_{how}")
