@@ -119,8 +119,8 @@ def test_train_refuses_a_bad_grid_in_one_line(train):
     [
         ("hydra.sweeper.grids.txt=null", "error: hydra.sweeper.grids.txt is not a key of the config"),
         ("hydra.sweeper.param.seed=0", "error: hydra.sweeper.param.seed is not a key of the config"),
-        # the experiment trains stacked (hydra/launcher=stacked), which has no workers
-        ("hydra.launcher.n_jobs=2", "error: hydra.launcher.n_jobs is not a key of the config"),
+        # the experiment trains stacked (hydra/launcher=stacked): its option is n_jobs, not joblib's name of another
+        ("hydra.launcher.pre_dispatch=2", "error: hydra.launcher.pre_dispatch is not a key of the config"),
         ("hydra.launcher.max_member=2", "error: hydra.launcher.max_member is not a key of the config"),
         ("--cfg=job", "error: Only one of --run, --multirun, --cfg"),
     ],

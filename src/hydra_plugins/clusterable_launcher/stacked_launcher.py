@@ -21,7 +21,6 @@ group leaves mostly idle (COREL's FFNN stacks) runs several; on a CPU the cores 
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from collections.abc import Sequence
@@ -53,6 +52,8 @@ class StackedLauncher(Launcher):
     ) -> None:
         self.max_members, self.speed_check, self.compile = max_members, speed_check, compile
         self.n_jobs = n_jobs
+        # Cells' sweep configs the sweeper composed already (its overrides -> the config), each used once.
+        self.composed: dict[tuple[str, ...], DictConfig] = {}
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: Any = None
@@ -123,7 +124,9 @@ class StackedLauncher(Launcher):
         return {"max_members": self.max_members, "speed_check": self.speed_check, "compile": self.compile}
 
     def _sweep_config(self, idx: int, overrides: Sequence[str]) -> DictConfig:
-        sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        sweep_config = self.composed.pop(tuple(overrides), None)
+        if sweep_config is None:
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         with open_dict(sweep_config):
             sweep_config.hydra.job.id = idx
             sweep_config.hydra.job.num = idx
@@ -206,22 +209,23 @@ def _group_in_worker(
 
 def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
     """The cell's config resolved as its run resolves it (its group choices and output folder set), for grouping;
-    None when it does not resolve (it runs alone, and its run says why)."""
+    None when it does not resolve (it runs alone, and its run says why). The output folder is set on
+    ``sweep_config`` itself, to the value ``run_job`` sets again."""
     from clusterable import resolvers
 
-    config = copy.deepcopy(sweep_config)
+    config = sweep_config
     previous = HydraConfig.instance().cfg
-    HydraConfig.instance().set_config(config)  # for ${hydra:...} (as run_job sets it)
+    HydraConfig.instance().set_config(config)  # for ${hydra:...} in the sweep folder's name
     try:
         output_dir = Path(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir))
         with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
             config.hydra.runtime.output_dir = os.path.abspath(output_dir)
-        HydraConfig.instance().set_config(config)
+        HydraConfig.instance().set_config(config)  # for ${hydra:...} (as run_job sets it)
         choices = {k: v for k, v in OmegaConf.to_container(config.hydra.runtime.choices).items()
                    if not k.startswith("hydra/")}  # fmt: skip
-        task = OmegaConf.create(OmegaConf.to_container(config))
-        with open_dict(task):
-            del task["hydra"]
+        plain = OmegaConf.to_container(config)
+        del plain["hydra"]
+        task = OmegaConf.create(plain)
         with resolvers.group_choices(choices), resolvers.collect_notes():
             return OmegaConf.to_container(task, resolve=True, throw_on_missing=True)
     except Exception:
