@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -379,3 +380,29 @@ def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
     for name in cells:
         assert fallen[name]["status"] == "ok" and fallen[name]["metrics"] == eager[name]["metrics"]
         assert fallen[name]["stacked"]["step"] == "eager" and eager[name]["stacked"]["step"] == "eager"
+
+
+@pytest.mark.parametrize("compute_bound", [True, False])
+def test_auto_compile_is_not_timed_for_a_compute_bound_step(
+    tmp_path: Path, monkeypatch, compute_bound
+) -> None:
+    """``compile=auto`` times a compiled step only where a single step is under ``COMPUTE_BOUND_S`` (a compile
+    cost a CNN group about 30 s and was slower); a compute-bound group says why its step stays eager."""
+    from clusterable.stacked import members, speed
+
+    monkeypatch.setattr(members, "compiled_summed_loss", lambda graphed=False: members.summed_loss)  # no wait
+    monkeypatch.setattr(speed, "worth_timing", lambda bound_s, speed_check, compile: True)
+    monkeypatch.setattr(speed, "COMPILE_WORTH_S", 0.0)  # every training long enough to pay for a compile
+    monkeypatch.setattr(speed, "COMPUTE_BOUND_S", 0.0 if compute_bound else math.inf)
+    monkeypatch.setattr(speed, "_COMPILED", set())  # no shape compiled by an earlier test of this process
+    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
+                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    timed = [
+        r["stacked"]["speed"] for r in stacked(tmp_path, cells, speed_check=True, compile="auto").values()
+    ]
+    if compute_bound:
+        assert all(t["compiled_step_ms"] is None for t in timed)
+        assert all(t["compile_note"].startswith("eager step: a single step takes ") for t in timed)
+        assert all(t["compile_note"].endswith(" ms, compute-bound: a compile does not pay") for t in timed)
+    else:
+        assert all(t["compiled_step_ms"] is not None for t in timed)

@@ -19,8 +19,8 @@ state, the random number generator) is restored, so the probe leaves no trace in
 The same probe decides whether the step's loss (the vmapped forward and its backward) is compiled
 (``torch.compile``, ``members.compiled_summed_loss``): with ``compile=auto``, where the eager training is
 projected longer than ``COMPILE_WORTH_S`` (a compile costs seconds to a minute on a CPU; torch keeps its graphs on
-disk, so later groups and processes of the same shapes pay little), the compiled step is timed too and kept where
-it is faster. A compile that fails leaves the step eager, said in one line.
+disk, so later groups and processes of the same shapes pay little) and a single step is not compute-bound (under
+``COMPUTE_BOUND_S``), the compiled step is timed too and kept where it is faster. A compile that fails leaves the step eager, said in one line.
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ STEP_OVERHEAD_S = 0.0007
 TOLERANCE_S = 2.0
 REPEATS = 3
 COMPILE_WORTH_S = 20.0
+# A single step slower than this is compute-bound: Inductor has few small operations to fuse, and on this CPU the
+# compiled step was never faster (COREL's FFNN at M = 4: 22 -> 32 ms; its CNN at M = 10: 779 -> 1040 ms), while
+# timing it cost a compile (about 30 s a CNN group: a 30-run CNN grid took 14 min 22 s against 12 min 38 s cell by
+# cell). CSRL's AEs (single steps of 0.4-1.4 ms) compile to 2-3x faster.
+COMPUTE_BOUND_S = 0.005
 # The shapes compiled in this process (architecture, parameter and batch shapes, device): a later group of one of
 # them compiles in no time (Dynamo's cache), so it is timed compiled however short its training.
 _COMPILED: set[tuple] = set()
@@ -138,7 +143,8 @@ def time_steps(
     Args:
         stack: the ``StackedMembers``; ``optimizer``: its ``StackedOptimizer``; ``module``: member 0's module.
         rows: a step's rows (the batch size; 1 for per-sample steps); steps: a member's steps in all.
-        compile: ``auto`` (timed where the eager training is projected over ``COMPILE_WORTH_S``), True (timed
+        compile: ``auto`` (timed where the eager training is projected over ``COMPILE_WORTH_S`` and a single step
+            is not compute-bound, over ``COMPUTE_BOUND_S``), True (timed
             always) or False (never).
     """
     from clusterable.stacked.members import compiled_objective, summed_loss
@@ -169,13 +175,18 @@ def time_steps(
         except BatchError:
             return None
     shape = _shape(stack, module, batch)
+    compute_bound = times.single_s > COMPUTE_BOUND_S
     if compile is True or (
-        compile == "auto" and (shape in _COMPILED or times.stacked_total_s > COMPILE_WORTH_S)
+        compile == "auto"
+        and (shape in _COMPILED or (times.stacked_total_s > COMPILE_WORTH_S and not compute_bound))
     ):
         with _restored(stack, optimizer):
             _time_compiled(times, lambda: stacked_step(compiled_objective(stack.device)), stack.device)
         if times.compiled_s is not None:
             _COMPILED.add(shape)
+    elif compile == "auto" and compute_bound:
+        times.compile_note = (f"eager step: a single step takes {times.single_s * 1e3:.1f} ms, compute-bound: "
+                              f"a compile does not pay")  # fmt: skip
     elif compile == "auto":
         times.compile_note = (f"eager step: the training is projected at {times.stacked_total_s:.0f} s, too short "
                               f"to pay for a compile")  # fmt: skip
