@@ -20,7 +20,8 @@ The same probe decides whether the step's loss (the vmapped forward and its back
 (``torch.compile``, ``members.compiled_summed_loss``): with ``compile=auto``, where the eager training is
 projected longer than ``COMPILE_WORTH_S`` (a compile costs seconds to a minute on a CPU; torch keeps its graphs on
 disk, so later groups and processes of the same shapes pay little) and a single step is not compute-bound (under
-``COMPUTE_BOUND_S``), the compiled step is timed too and kept where it is faster. A compile that fails leaves the step eager, said in one line.
+``COMPUTE_BOUND_S``), the compiled step is timed too and kept where it is faster. A compile that fails leaves the
+step eager, said in one line.
 """
 
 from __future__ import annotations
