@@ -25,6 +25,11 @@ COREL = ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=4", "evalu
 CSRL = ["experiment=csrl/fig2", "dataset=parallel_lines"]  # the last epoch is tested (no monitor)
 
 
+# Two seeds of a tiny CCE run on iris: the cells of the tests of the probe and the compiled step's fallbacks.
+IRIS_SEEDS = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
+                           "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+
+
 def _cell(tmp_path: Path, name: str, overrides: list[str]) -> tuple:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[*COMMON, *overrides], return_hydra_config=True)
@@ -279,8 +284,7 @@ def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path, monkeypatch) ->
     group whose whole stacked training is bound below the tolerance is not timed at all."""
     from clusterable.stacked import speed
 
-    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
-                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    cells = IRIS_SEEDS
     short = stacked(tmp_path / "short", cells, speed_check=True)
     assert all(r["stacked"]["speed"] is None for r in short.values())  # a second at most: not worth timing
     monkeypatch.setattr(
@@ -311,8 +315,7 @@ def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(
         return compiled
 
     monkeypatch.setattr(members, "compiled_summed_loss", broken)
-    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
-                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    cells = IRIS_SEEDS
     eager = stacked(tmp_path / "eager", cells)
     fallen = stacked(tmp_path / "fallen", cells, compile=True)
     said = [line for line in capsys.readouterr().out.splitlines() if "compile failed" in line]
@@ -369,8 +372,7 @@ def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
         return step
 
     monkeypatch.setattr(fit, "compiled_summed_loss", failing)
-    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
-                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    cells = IRIS_SEEDS
     eager = stacked(tmp_path / "eager", cells)
     fallen = stacked(tmp_path / "fallen", cells, compile=True)
     said = [line for line in capsys.readouterr().out.splitlines() if "failed in epoch" in line]
@@ -395,8 +397,7 @@ def test_auto_compile_is_not_timed_for_a_compute_bound_step(
     monkeypatch.setattr(speed, "COMPILE_WORTH_S", 0.0)  # every training long enough to pay for a compile
     monkeypatch.setattr(speed, "COMPUTE_BOUND_S", 0.0 if compute_bound else math.inf)
     monkeypatch.setattr(speed, "_COMPILED", set())  # no shape compiled by an earlier test of this process
-    cells = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
-                          "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    cells = IRIS_SEEDS
     timed = [
         r["stacked"]["speed"] for r in stacked(tmp_path, cells, speed_check=True, compile="auto").values()
     ]

@@ -215,9 +215,14 @@ def summed_loss(
 GRAPHED_DEVICES = ("cuda",)
 
 
+def compiled_step(device: torch.device) -> str:
+    """What a compiled step is on ``device``: ``graphed`` (replayed as a CUDA graph) on a GPU, else ``compiled``."""
+    return "graphed" if device.type in GRAPHED_DEVICES else "compiled"
+
+
 def compiled_objective(device: torch.device) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
-    """The compiled ``summed_loss`` for a stack on ``device``: replayed as a CUDA graph on a GPU."""
-    return compiled_summed_loss(graphed=device.type in GRAPHED_DEVICES)
+    """The compiled ``summed_loss`` for a stack on ``device`` (``compiled_step``)."""
+    return compiled_summed_loss(graphed=compiled_step(device) == "graphed")
 
 
 @functools.cache

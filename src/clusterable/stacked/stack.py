@@ -90,7 +90,7 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         if speed_check:
             speed.check(times)
         if times is not None and times.compiled:
-            settings.step = "graphed" if stack.device.type in members.GRAPHED_DEVICES else "compiled"
+            settings.step = members.compiled_step(stack.device)
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
