@@ -137,3 +137,61 @@ def test_a_launcher_value_of_the_wrong_type_is_one_line_naming_its_key(train):
         "error: Value 'two' of type 'str' could not be converted to Integer (hydra.launcher.n_jobs)"
     ], result
     assert "sweep:" not in result.out  # refused before the sweep: no summary of nothing
+
+
+def _loader_and_master(*command_line: str):
+    """Hydra's config loader over the package's configs and the sweep's master config of ``command_line``."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from clusterable.config import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("train", list(command_line), run_mode=RunMode.MULTIRUN)
+    return loader, master
+
+
+@pytest.mark.parametrize(
+    ("command_line", "cells", "groups"),
+    [  # csrl/fig2's values (task, lr, seed) across two groups; COREL's λ with a +key and a Hydra setting
+        (["experiment=csrl/fig2"],
+         [[f"dataset={d}", "loss=ptae", f"protocol.task={t}", f"optimizer.lr={lr}", f"seed={s}"]
+          for d in ("penguins", "lines_3d") for t in ("clustering", "denoising") for lr in (0.001, 0.1)
+          for s in (0, 3)], 2),
+        (["experiment=corel/digits_table1", "+dataset.fake_size=50", "hydra/launcher=stacked"],
+         [["loss=gaussian_corel", f"loss.lam={lam}", f"seed={s}", "dataset.source=fake"]
+          for lam in (0.1, 0.9) for s in (0, 1)] + [["loss=cce", "loss.lam=0.5", "seed=0", "dataset.source=fake"]], 1),
+    ],
+)  # fmt: skip
+def test_a_cell_derived_from_its_sibling_s_config_is_the_config_hydra_composes(command_line, cells, groups):
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.clusterable_sweeper.siblings import SiblingConfigs
+
+    loader, master = _loader_and_master(*command_line)
+    siblings = SiblingConfigs(loader, master)
+    for cell in cells:
+        cell = [*command_line[:1], *cell]  # a sweep's cell holds the command line's experiment
+        try:
+            composed = OmegaConf.to_yaml(loader.load_sweep_config(master_config=master, sweep_overrides=cell))
+        except Exception as e:  # cce has no loss.lam: the sibling says what Hydra says
+            with pytest.raises(type(e), match="loss.lam"):
+                siblings.load(cell)
+            continue
+        assert OmegaConf.to_yaml(siblings.load(cell)) == composed, cell  # values, Hydra's record, key order
+    assert siblings.composed == groups  # one cell of each group composed, its siblings derived
+
+
+def test_a_cell_that_does_not_compose_fails_in_hydra_s_words_and_its_siblings_too():
+    from hydra_plugins.clusterable_sweeper.siblings import SiblingConfigs
+
+    loader, master = _loader_and_master("experiment=corel/digits_table1")
+    siblings = SiblingConfigs(loader, master)
+    for seed in (0, 1):  # no config to derive the second from: each composed, each refused by Hydra
+        with pytest.raises(Exception, match="Could not override 'trainer.nonexistent'"):
+            siblings.load(
+                ["experiment=corel/digits_table1", "loss=center", f"seed={seed}", "trainer.nonexistent=3"]
+            )
+    assert siblings.composed == 0 and not siblings.templates

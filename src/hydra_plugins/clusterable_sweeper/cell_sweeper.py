@@ -45,6 +45,7 @@ from hydra.errors import HydraException
 from clusterable.config import composition_error
 from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
 from clusterable.tuned_lambda import UnknownTable, WinnersFileMissing, refusal
+from hydra_plugins.clusterable_sweeper.siblings import SiblingConfigs
 
 Grids = dict[str, dict[str, str]]
 
@@ -146,6 +147,8 @@ class CellSweeper(BasicSweeper):
         self.grids = checked_grids(grids)
         self._command_line: list[str] = []
         self._launched = False  # whether a batch has gone to the launcher (then a refusal is per cell)
+        # The cells' configs, composed or derived from a sibling's (made with the first batch).
+        self._siblings: SiblingConfigs | None = None
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
@@ -168,17 +171,17 @@ class CellSweeper(BasicSweeper):
         return [cells[i : i + size] for i in range(0, len(cells), size)] or [[]]
 
     def get_job_batch(self) -> Sequence[Sequence[str]]:
-        """The next batch's cells that compose (each composed here, once: a launcher that keeps ``composed``, the
-        stacked one, takes them from there instead of composing each a second time, ~0.3-0.6 s a cell)."""
+        """The next batch's cells that compose (each composed here once, or derived from a sibling's config:
+        ``siblings``; a launcher that keeps ``composed``, the stacked one, takes them from there instead of composing
+        each a second time, ~0.3-0.6 s a cell)."""
         assert self.hydra_context is not None and self.config is not None
-        loader = self.hydra_context.config_loader
+        if self._siblings is None:
+            self._siblings = SiblingConfigs(self.hydra_context.config_loader, self.config)
         handed = getattr(self.launcher, "composed", None)
         composing = []
         for overrides in super().get_job_batch():
             try:
-                cell_config = loader.load_sweep_config(
-                    master_config=self.config, sweep_overrides=list(overrides)
-                )
+                cell_config = self._siblings.load(overrides)
             except Exception as e:  # Hydra's ConfigCompositionException and its causes
                 cell = ",".join(overrides)
                 reason = composition_error(e)
