@@ -1,11 +1,12 @@
 """A sweep cell's config derived from a sibling's, where Hydra would compose it again from the YAML files.
 
 Composing a cell (Hydra's ``load_sweep_config``: the defaults tree, the YAML files read again, the merges) costs
-0.3-0.6 s. In ``csrl/fig2`` (540 cells, 36 groups of 15 that differ only in their seed) that was the largest cost
-of the sweep after training. Two cells whose overrides differ only in plain values (``seed=1`` against ``seed=0``,
-``optimizer.lr=0.01``, ``loss.lam=0.6``) have the same defaults tree: the second cell's config is the first's
-with those values set, as Hydra sets a command-line value (``OmegaConf.update(cfg, key, value, merge=True)``),
-and its record of the overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``) made again.
+0.3-0.6 s. In ``csrl/fig2`` (540 cells: 18 (dataset, loss) pairs, each 30 cells that differ only in task, lr and
+seed) that was the largest cost of the sweep after training. Two cells whose overrides differ only in plain values
+(``seed=1`` against ``seed=0``, ``optimizer.lr=0.01``, ``loss.lam=0.6``) have the same defaults tree: the second
+cell's config is the first's with those values set, as Hydra sets a command-line value (``OmegaConf.update(cfg, key,
+value, merge=True)``), and its record of the overrides (``hydra.overrides.task``, ``hydra.job.override_dirname``)
+made again.
 
 A value override may be derived when it changes a key (no ``+``, ``++``, ``~`` or ``@package``), is not a config
 group nor a Hydra setting, and its value is a scalar (a list or mapping merges, where composing replaces). Any
