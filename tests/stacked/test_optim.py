@@ -46,6 +46,36 @@ def test_each_member_follows_its_own_torch_optimizer(kind: str, torch_cls: type,
         torch.testing.assert_close(stacked[m].detach(), singles[m].detach(), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize(("kind", "torch_cls", "options"), CASES)
+def test_the_update_by_name_with_a_tensor_count_is_the_step(
+    kind: str, torch_cls: type, options: dict, compiled: bool
+) -> None:
+    """``advance`` + ``update`` (what a compiled step traces: gradients by name, the step count a tensor) move the
+    members as ``step`` does, eager or under ``torch.compile``, a dead member included; float64 to rounding."""
+    torch.manual_seed(0)
+    start = torch.randn(3, 4, 5, dtype=torch.float64)
+    lrs, decays = [0.1, 0.01, 0.003], [0.0, 0.1, 0.01]
+    a, b = start.clone().requires_grad_(True), start.clone().requires_grad_(True)
+    singles = [start[m].clone().requires_grad_(True) for m in range(3)]
+
+    def built(stacked: torch.Tensor):
+        torch_opts = [torch_cls([singles[m]], lr=lrs[m], weight_decay=decays[m], **options) for m in range(3)]
+        return from_optimizers({"w": stacked}, [{"w": p} for p in singles], torch_opts)
+
+    by_step, by_update = built(a), built(b)
+    update = torch.compile(by_update.update) if compiled else by_update.update
+    for step in range(12):
+        dead = torch.tensor([1]) if step >= 8 else None  # member 1 stops after 8 steps
+        a.grad = _grad(a.detach(), step)
+        by_step.step(dead)
+        by_update.freeze(dead)
+        update({"w": _grad(b.detach(), step)}, by_update.advance())
+        by_update.restore(dead)
+    assert by_update.steps == by_step.steps == 12
+    torch.testing.assert_close(b.detach(), a.detach(), rtol=1e-12, atol=1e-14)
+
+
 def test_a_member_that_is_not_alive_stays_put_and_moves_nobody() -> None:
     torch.manual_seed(1)
     start = torch.randn(3, 6, dtype=torch.float64)

@@ -9,6 +9,10 @@ with its single run to rounding. A dead member (one that diverged) keeps its par
 stopped (its moments, in its own slice, no longer matter): no update reads another member's values, and nothing
 is reduced across members (no global norm, no ``isfinite`` on a sum), so a member that diverged cannot move the
 others.
+
+Two entries share the update's code: ``step`` (eager: the gradients in ``p.grad``, the step count a Python int, as
+torch's) and ``advance`` + ``update`` (a compiled step's: the gradients by name, the step count a 0-d tensor, so
+that one traced graph serves every step; ``stacked.steps``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Group:
     params: list[Tensor]
     lr: Tensor
     weight_decay: Tensor
+    # The params' names in the stack (``from_optimizers`` sets them): a compiled step's gradients come by name.
+    names: list[str] = field(default_factory=list)
     state: list[dict[str, Tensor]] = field(init=False)
     uniform_lr: bool = field(init=False)  # one lr for all: the update takes it as a Python number, as torch's
     first_lr: float = field(init=False)
@@ -74,6 +80,7 @@ class StackedOptimizer:
                 raise NotStackable(f"optimizer.{flag}=true has no stacked version")
         self.kind, self.groups, self.options = kind, list(groups), opts
         self.steps = 0
+        self._count: Tensor | None = None  # the steps as a tensor, for a compiled update (``advance``)
 
     def reset(self) -> None:
         """Forget every step taken (moments, momentum buffers, the step count): as freshly built."""
@@ -86,41 +93,88 @@ class StackedOptimizer:
             for p in group.params:
                 p.grad = None
 
-    @torch.no_grad()
     def step(self, dead: Tensor | None = None) -> None:
-        """One update of every member, in place; the members ``dead`` (their indices, long) stay where they are.
-
-        Every member is updated (elementwise: no member reads another's values), then the dead ones get back the
-        parameters they had when they stopped: a diverged member's NaN stays in its own slice and it does not
-        move, at the cost of copying its rows only. Nothing here waits for the device: pass the same ``dead``
-        tensor until it changes (its rows are kept by identity).
-        """
+        """One update of every member from the gradients in ``p.grad``, in place; the members ``dead`` (their
+        indices, long) stay where they are (``freeze`` / ``restore``). Nothing here waits for the device."""
+        self.freeze(dead)
         self.steps += 1
         for group in self.groups:
-            if dead is not None:
-                for p, state in zip(group.params, group.state, strict=True):
-                    if state.get("frozen_rows") is not dead:
-                        state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()
             live = [
                 (p, state) for p, state in zip(group.params, group.state, strict=True) if p.grad is not None
             ]
-            if not live:
-                continue
-            if self.kind == "sgd":
-                for p, state in live:
-                    shape = (-1,) + (1,) * (p.dim() - 1)
-                    self._sgd(p, p.grad, state, group, group.lr.view(shape), group.weight_decay.view(shape))
-            else:
-                self._adam([p for p, _ in live], [p.grad for p, _ in live], [st for _, st in live], group)
-            if dead is not None:
-                for p, state in live:
-                    p.index_copy_(0, dead, state["frozen"])
+            if live:
+                self._update([p for p, _ in live], [p.grad for p, _ in live], [st for _, st in live], group,
+                             self.steps)  # fmt: skip
+        self.restore(dead)
 
-    def _adam(self, params: list[Tensor], grads: list[Tensor], states: list[dict], group: Group) -> None:
+    def advance(self) -> Tensor:
+        """Count a step for ``update`` (a compiled step's): the steps taken, this one included, as a 0-d float64
+        tensor (bias corrections computed from it on the device: one compiled graph serves every step), and every
+        state tensor made (a compiled update finds them all in place)."""
+        self.steps += 1
+        first = self.groups[0].params[0]
+        if self._count is None or self._count.device != first.device:
+            self._count = torch.zeros((), dtype=torch.float64, device=first.device)
+        self._count.fill_(self.steps)
+        for group in self.groups:
+            for p, state in zip(group.params, group.state, strict=True):
+                self._init_state(p, state)
+        return self._count
+
+    def update(self, grads: Mapping[str, Tensor], count: Tensor) -> None:
+        """One update of every member from ``grads`` (name -> (M, ...), the names of ``Group.names``), ``count``
+        from ``advance``: the whole update as tensor operations, traceable by ``torch.compile``."""
+        for group in self.groups:
+            if len(group.names) != len(group.params):
+                raise ValueError("update() takes gradients by name: build the groups with their names")
+            self._update(group.params, [grads[n] for n in group.names], group.state, group, count)
+
+    def freeze(self, dead: Tensor | None) -> None:
+        """Before an update: keep the ``dead`` members' rows (by identity of ``dead``: pass the same tensor until
+        it changes, so that its rows are copied once)."""
+        if dead is None:
+            return
+        for group in self.groups:
+            for p, state in zip(group.params, group.state, strict=True):
+                if state.get("frozen_rows") is not dead:
+                    state["frozen_rows"], state["frozen"] = dead, p.detach()[dead].clone()
+
+    @torch.no_grad()
+    def restore(self, dead: Tensor | None) -> None:
+        """After an update: the ``dead`` members get back the parameters they had when they stopped. Every member
+        was updated (elementwise: no member reads another's values), so a diverged member's NaN stays in its own
+        slice, and it does not move, at the cost of copying its rows only."""
+        if dead is None:
+            return
+        for group in self.groups:
+            for p, state in zip(group.params, group.state, strict=True):
+                p.index_copy_(0, dead, state["frozen"])
+
+    def _init_state(self, p: Tensor, state: dict) -> None:
+        if self.kind != "sgd":
+            if "exp_avg" not in state:
+                state["exp_avg"], state["exp_avg_sq"] = torch.zeros_like(p), torch.zeros_like(p)
+        elif self.options["momentum"] != 0 and "momentum_buffer" not in state:
+            state["momentum_buffer"] = torch.zeros_like(p)
+
+    @torch.no_grad()
+    def _update(self, params: list[Tensor], grads: list[Tensor], states: list[dict], group: Group,
+                count: int | Tensor) -> None:  # fmt: skip
+        if self.kind == "sgd":
+            for p, grad, state in zip(params, grads, states, strict=True):
+                shape = (-1,) + (1,) * (p.dim() - 1)
+                self._sgd(p, grad, state, group, group.lr.view(shape), group.weight_decay.view(shape), count)
+        else:
+            self._adam(params, grads, states, group, count)
+
+    def _adam(
+        self, params: list[Tensor], grads: list[Tensor], states: list[dict], group: Group, count: int | Tensor
+    ) -> None:
         """torch's ``_single_tensor_adam`` (AdamW: ``decoupled_weight_decay``), op for op, on all the group's
         tensors at once (torch's ``_foreach`` ops: one dispatch an op for the group, not one a tensor; bitwise the
         same update: a CSRL AE3 stack's went from 0.10 to 0.075 ms at M = 15). The per-member lr and weight decay
-        (M,) are viewed as (M, 1, ...) for each tensor."""
+        (M,) are viewed as (M, 1, ...) for each tensor. ``count``: the steps taken, a Python int (the bias
+        corrections Python floats, as torch's) or a 0-d tensor (``advance``: a compiled step's)."""
         beta1, beta2 = self.options["betas"]
         shapes = [(-1,) + (1,) * (p.dim() - 1) for p in params]
         if group.decays:
@@ -132,34 +186,37 @@ class StackedOptimizer:
             else:
                 grads = torch._foreach_add(grads, torch._foreach_mul(params, decays))
         for p, state in zip(params, states, strict=True):
-            if "exp_avg" not in state:
-                state["exp_avg"], state["exp_avg_sq"] = torch.zeros_like(p), torch.zeros_like(p)
+            self._init_state(p, state)
         exp_avgs = [state["exp_avg"] for state in states]
         exp_avg_sqs = [state["exp_avg_sq"] for state in states]
         torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
         torch._foreach_mul_(exp_avg_sqs, beta2)
         torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
-        bias_correction1 = 1 - beta1**self.steps
-        bias_correction2_sqrt = (1 - beta2**self.steps) ** 0.5
+        bias_correction1 = 1 - beta1**count
+        bias_correction2_sqrt = (1 - beta2**count) ** 0.5
         denom = torch._foreach_sqrt(exp_avg_sqs)
         torch._foreach_div_(denom, bias_correction2_sqrt)
         torch._foreach_add_(denom, self.options["eps"])
-        if group.uniform_lr:  # a Python number, as torch's own step
+        if group.uniform_lr and not isinstance(count, Tensor):  # a Python number, as torch's own step
             torch._foreach_addcdiv_(params, exp_avgs, denom, value=-group.first_lr / bias_correction1)
         else:
             update = torch._foreach_div(exp_avgs, denom)
             torch._foreach_mul_(update, [-group.lr.view(shape) / bias_correction1 for shape in shapes])
             torch._foreach_add_(params, update)
 
-    def _sgd(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor) -> None:
-        """torch's ``_single_tensor_sgd``, op for op."""
+    def _sgd(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor,
+             count: int | Tensor) -> None:  # fmt: skip
+        """torch's ``_single_tensor_sgd``, op for op; the momentum buffer starts as the first gradient."""
         momentum, dampening = self.options["momentum"], self.options["dampening"]
         if group.decays:
             grad = grad.add(p * decay)
         if momentum != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = grad.detach().clone()
+            self._init_state(p, state)
+            buf = state["momentum_buffer"]
+            if isinstance(count, Tensor):  # a compiled step: the first step's branch as a select
+                buf.copy_(torch.where(count == 1, grad, buf * momentum + grad * (1 - dampening)))
+            elif count == 1:
+                buf.copy_(grad)
             else:
                 buf.mul_(momentum).add_(grad, alpha=1 - dampening)
             grad = grad.add(buf, alpha=momentum) if self.options["nesterov"] else buf
@@ -209,12 +266,12 @@ def from_optimizers(
     group_of = [
         {id(p): g for g, group in enumerate(o.param_groups) for p in group["params"]} for o in optimizers
     ]
-    by_group: dict[int, list[Tensor]] = {}
-    for name, stacked in params.items():
+    by_group: dict[int, list[str]] = {}
+    for name in params:
         indices = {own.get(id(member[name])) for own, member in zip(group_of, members, strict=True)}
         if len(indices) != 1 or None in indices:
             raise NotStackable(f"the members' optimizers group {name} differently")
-        by_group.setdefault(indices.pop(), []).append(stacked)
+        by_group.setdefault(indices.pop(), []).append(name)
     first = next(iter(params.values()))
 
     def per_member(key: str, g: int) -> Tensor:
@@ -222,7 +279,8 @@ def from_optimizers(
                             device=first.device)  # fmt: skip
 
     groups = [
-        Group(ps, per_member("lr", g), per_member("weight_decay", g)) for g, ps in sorted(by_group.items())
+        Group([params[n] for n in names], per_member("lr", g), per_member("weight_decay", g), names)
+        for g, names in sorted(by_group.items())
     ]
     return StackedOptimizer(kind, groups, shared)
 
