@@ -1,9 +1,10 @@
 """Stacked steps (``hydra/launcher=stacked``): one step of M members stacked against M single steps, for COREL's
 FFNN 784-500-500 and CNN 15/30/60 (batch 128, Adam) and CSRL's AE3 with one step per sample, at M = 1, 5, 10,
-20, 40, as ms per step and effective TFLOP/s; eager and with the step's objective compiled (``torch.compile``, the
-engine's ``members.compiled_summed_loss``), and on a GPU also graphed (``mode="reduce-overhead"``: CUDA graph
-replay); the aten operations one stacked step dispatches at M = 10 (``torch.profiler``, eager). Goal: the stacked
-step well under M single steps (the issue's anchors: 2.4x / 4.1x at 10 / 50 members on the CPU for cluster heads).
+20, 40, as ms per step and effective TFLOP/s; eager and compiled (``torch.compile``, the engine's
+``steps.compiled_train_step``: the gradients and the optimizer's update as one graph), and on a GPU also graphed
+(``mode="reduce-overhead"``: CUDA graph replay); the aten operations one stacked step dispatches at M = 10
+(``torch.profiler``, eager and compiled). Goal: the stacked step well under M single steps (the issue's anchors:
+2.4x / 4.1x at 10 / 50 members on the CPU for cluster heads).
 
 ``STACKED_STEPS_MEMBERS=1,2`` and ``STACKED_STEPS_COMPILE=0`` narrow it (the device check's dry run)."""
 
@@ -98,8 +99,9 @@ def _single_step_s(build: Callable, batch: dict, device: torch.device) -> float:
 def _stacked_step_s(
     build: Callable, batch: dict, members: int, device: torch.device, how: str = "eager"
 ) -> float:
-    """One stacked step of ``members`` members (the engine's objective, its backward, ``StackedOptimizer``), its
-    objective ``eager``, ``compiled`` or ``graphed`` (CUDA graph replay through ``torch.compile``)."""
+    """Seconds a stacked step of ``members`` members takes (the engine's step: the summed loss, its gradients,
+    ``StackedOptimizer``'s update), ``eager``, ``compiled`` or ``graphed`` (CUDA graph replay through
+    ``torch.compile``)."""
     step = _stacked_step(build, batch, members, device, how)
     step()
     if how != "eager":
@@ -109,35 +111,28 @@ def _stacked_step_s(
 
 
 def _stacked_step(build: Callable, batch: dict, members: int, device: torch.device, how: str) -> Callable:
-    from clusterable.stacked.members import StackedMembers, compiled_summed_loss, summed_loss
+    """One training step of the engine (``steps.train_step``: ``eager``, ``compiled`` or ``graphed``)."""
+    from clusterable.stacked.members import StackedMembers
     from clusterable.stacked.optim import Group, StackedOptimizer
+    from clusterable.stacked.steps import train_step
 
     torch.manual_seed(0)
     stack = StackedMembers([build().to(device) for _ in range(members)])
     ones = torch.full((members,), 1e-3, device=device)
     opt = StackedOptimizer(
         "adam",
-        [Group(list(stack.params.values()), ones, torch.zeros_like(ones))],
+        [Group(list(stack.params.values()), ones, torch.zeros_like(ones), names=list(stack.params))],
         {"betas": (0.9, 0.999), "eps": 1e-8},
     )
     data = {k: v.to(device).expand(members, *v.shape).contiguous() for k, v in batch.items()}
     alive = torch.ones(members, dtype=torch.bool, device=device)
-    objective = {"eager": summed_loss, "compiled": compiled_summed_loss()}.get(how) or _graphed()
+    step_of_kind = train_step(how)
 
     def step() -> None:
-        total, _ = objective(stack, data, 0, alive)
-        opt.zero_grad()
-        total.backward()
-        opt.step()
+        step_of_kind(stack, opt, data, 0, alive, None)
         cuda_sync()
 
     return step
-
-
-def _graphed() -> Callable:
-    from clusterable.stacked.members import compiled_summed_loss
-
-    return compiled_summed_loss(graphed=True)  # the engine's graphed step, as training takes it on a GPU
 
 
 def _ops_per_step(build: Callable, batch: dict, members: int, how: str = "eager") -> int:

@@ -20,7 +20,8 @@ from torch import Tensor
 
 from clusterable.contracts import ClusteringHead
 from clusterable.module import DivergedError, epoch_divergence
-from clusterable.stacked.members import StackedMembers, compiled_summed_loss, summed_loss
+from clusterable.stacked import steps
+from clusterable.stacked.members import StackedMembers
 from clusterable.stacked.optim import StackedOptimizer
 
 
@@ -204,7 +205,7 @@ def _train_epoch(
     epoch_rows = torch.stack([torch.cat(o) for o in orders]).to(stack.device) if sizes else None
     # Who is dead changes only between epochs: computed here, so that a step never syncs with the device.
     dead = (~alive).nonzero().flatten() if not bool(alive.all()) else None
-    objective = summed_loss if settings.step == "eager" else compiled_summed_loss(settings.step == "graphed")
+    step = steps.train_step(settings.step)
     train_start = time.perf_counter()
     sums: dict[str, Tensor] = {}
     count = offset = 0
@@ -215,21 +216,18 @@ def _train_epoch(
         for unit in units:
             batch = train.batch(unit)  # the batch's keys (M, B, ...)
             try:
-                total, out = objective(stack, batch, epoch, alive)
+                out = step(stack, optimizer, batch, epoch, alive, dead)
             except Exception as e:  # noqa: BLE001  (a compiled step that fails later: the step again, eager)
-                if objective is summed_loss:
+                if step is steps.eager_step:
                     raise
                 reason = f"{type(e).__name__}: {e}".splitlines()[0][:160]
                 print(
                     f"stacked: the {settings.step} step failed in epoch {epoch} ({reason}); eager from here"
                 )
-                objective, settings.step = summed_loss, "eager"
-                total, out = objective(stack, batch, epoch, alive)
-            optimizer.zero_grad()
-            total.backward()
-            optimizer.step(dead)
+                step, settings.step = steps.eager_step, "eager"
+                out = step(stack, optimizer, batch, epoch, alive, dead)
             for key, value in out.items():
-                sums[key] = sums[key] + value.detach() if key in sums else value.detach()
+                sums[key] = sums[key] + value if key in sums else value
             count += 1
     timing.train_s += time.perf_counter() - train_start
     return {f"train/{k}": (v / max(count, 1)).tolist() for k, v in sums.items()}, count

@@ -14,8 +14,7 @@ is its single-run gradient), and batched matmuls and elementwise ops never reduc
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -157,11 +156,18 @@ class StackedMembers:
     # vmap's randomness="different": each member draws its own dropout masks (they match its single run's in
     # distribution only).
     def _vmapped(
-        self, batch: dict[str, Tensor], shared: set[str], epoch: int, train: bool
+        self,
+        batch: dict[str, Tensor],
+        shared: set[str],
+        epoch: int,
+        train: bool,
+        params: dict | None = None,
+        buffers: dict | None = None,
     ) -> dict[str, Tensor]:
-        """``template(batch)`` for every member: batch tensors (M, B, ...) except the ``shared`` keys (B, ...)."""
+        """``template(batch)`` for every member: batch tensors (M, B, ...) except the ``shared`` keys (B, ...);
+        with the stacked ``params`` and ``buffers`` given (default: the stack's own)."""
         shared_buffers = {k: v for k, v in self.buffers.items() if k in self.shared_buffers}
-        stacked_buffers = {k: v for k, v in self.buffers.items() if k not in self.shared_buffers}
+        stacked_buffers = self.stacked_buffers() if buffers is None else buffers
 
         def one(params: dict, buffers: dict, scalars: dict, member_batch: dict, common: dict) -> dict:
             with self._scalars_set(scalars):
@@ -174,15 +180,26 @@ class StackedMembers:
         stacked = {k: v for k, v in batch.items() if k not in shared}
         common = {k: v for k, v in batch.items() if k in shared}
         return vmap(one, in_dims=(0, 0, 0, 0, None), randomness="different")(
-            self.params, stacked_buffers, self.scalars, stacked, common
+            self.params if params is None else params, stacked_buffers, self.scalars, stacked, common
         )
 
+    def stacked_buffers(self) -> dict[str, Tensor]:
+        """The buffers with a member axis (M, ...): all but the constant ones the members share."""
+        return {k: v for k, v in self.buffers.items() if k not in self.shared_buffers}
+
     def losses(
-        self, batch: dict[str, Tensor], epoch: int, shared: set[str] = frozenset()
+        self,
+        batch: dict[str, Tensor],
+        epoch: int,
+        shared: set[str] = frozenset(),
+        params: dict | None = None,
+        buffers: dict | None = None,
     ) -> dict[str, Tensor]:
-        """Each member's loss parts (M,) on its own batch (training mode)."""
+        """Each member's loss parts (M,) on its own batch (training mode), at the stacked ``params`` and
+        ``buffers`` (name -> (M, ...); default the stack's own: a compiled step passes what ``torch.func.grad``
+        differentiates, and copies of the buffers a head may update in place)."""
         self.modules[0].train()
-        return self._vmapped(batch, set(shared), epoch, train=True)
+        return self._vmapped(batch, set(shared), epoch, train=True, params=params, buffers=buffers)
 
     @torch.no_grad()
     def validation_outputs(
@@ -197,59 +214,6 @@ class StackedMembers:
             return self._vmapped(batch, set(shared), epoch, train=False)
         finally:
             self.modules[0].train(was)
-
-
-def summed_loss(
-    stack: StackedMembers, batch: dict[str, Tensor], epoch: int, alive: Tensor
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """The objective of a stacked step: the living members' losses summed (a dead member adds 0), so that each
-    member's gradient is its single run's; and every member's loss parts (M,). Eager, or compiled through
-    ``compiled_summed_loss``: the stack is an argument, so one compiled graph serves every group of one
-    architecture and batch shape."""
-    out = stack.losses(batch, epoch)
-    return torch.where(alive, out["loss"], torch.zeros_like(out["loss"])).sum(), out
-
-
-# The devices whose compiled step is also replayed as a CUDA graph (a test adds "cpu", where torch skips the graph
-# itself and the wrapper's bookkeeping still runs).
-GRAPHED_DEVICES = ("cuda",)
-
-
-def compiled_step(device: torch.device) -> str:
-    """What a compiled step is on ``device``: ``graphed`` (replayed as a CUDA graph) on a GPU, else ``compiled``."""
-    return "graphed" if device.type in GRAPHED_DEVICES else "compiled"
-
-
-def compiled_objective(device: torch.device) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
-    """The compiled ``summed_loss`` for a stack on ``device`` (``compiled_step``)."""
-    return compiled_summed_loss(graphed=compiled_step(device) == "graphed")
-
-
-@functools.cache
-def compiled_summed_loss(graphed: bool = False) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
-    """``summed_loss`` under ``torch.compile`` (forward and backward fused by Inductor), made once a process so
-    that its compiled graphs are shared by every stack of the same shapes (torch also keeps them on disk).
-
-    ``graphed``: also replayed as a CUDA graph (``mode="reduce-overhead"``, torch's CUDA graph trees), so a step
-    launches one graph instead of hundreds of kernels. The stack's parameters and buffers are marked static (the
-    optimizer updates them in place: the graph reads them where they are, no copy a step); a batch is copied into
-    the graph's input, the only copy. A graph is recorded per input shape, so an epoch's last, partial batch replays
-    a graph of its own and no member's gradient changes (no padding). Each call begins a new step for the graph
-    trees: the previous replay's outputs (the loss parts, the gradients) have been consumed by then.
-    """
-    if not graphed:
-        return torch.compile(summed_loss)
-    compiled = torch.compile(summed_loss, mode="reduce-overhead")
-
-    def replayed(
-        stack: StackedMembers, batch: dict[str, Tensor], epoch: int, alive: Tensor
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        torch.compiler.cudagraph_mark_step_begin()
-        for tensor in (*stack.params.values(), *stack.buffers.values()):
-            torch._dynamo.mark_static_address(tensor)  # idempotent; a restacked buffer is marked here
-        return compiled(stack, batch, epoch, alive)
-
-    return replayed
 
 
 def _set_buffer(module: nn.Module, dotted: str, value: Tensor) -> None:

@@ -16,12 +16,12 @@ stack for); otherwise its members run one by one, in the same process, each in i
 timings are the best of a few after a warm-up; everything the steps touched (parameters, buffers, the optimizer's
 state, the random number generator) is restored, so the probe leaves no trace in the members' training.
 
-The same probe decides whether the step's loss (the vmapped forward and its backward) is compiled
-(``torch.compile``, ``members.compiled_summed_loss``): with ``compile=auto``, where the eager training is
-projected longer than ``COMPILE_WORTH_S`` (a compile costs seconds to a minute on a CPU; torch keeps its graphs on
-disk, so later groups and processes of the same shapes pay little) and a single step is not compute-bound (under
-``COMPUTE_BOUND_S``), the compiled step is timed too and kept where it is faster. A compile that fails leaves the
-step eager, said in one line.
+The same probe decides whether the step is compiled (``torch.compile``, ``steps.compiled_train_step``: the
+gradients and the optimizer's update as one graph): with ``compile=auto``, where the eager training is projected
+longer than ``COMPILE_WORTH_S`` (``COMPILE_WORTH_WARM_S`` once the process has compiled: a compile costs seconds to
+a minute on a CPU; torch keeps its graphs on disk, so later groups and processes of the same shapes pay little)
+and a single step is not compute-bound (under ``COMPUTE_BOUND_S``), the compiled step is timed too and kept where
+it is faster. A compile that fails leaves the step eager, said in one line.
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ RUN_OVERHEAD_S = 0.1
 STEP_OVERHEAD_S = 0.0007
 TOLERANCE_S = 2.0
 REPEATS = 3
+# The eager training a compile must save from to be worth timing: a process's first compile costs 30-50 s on this
+# CPU (Inductor's imports; a 30-run digits grid whose groups project 14 s eager ran 40% slower for compiling), a
+# later shape 5-10 s; the compiled step of a dispatch-bound stack is 5-10x faster (CSRL's AE3 at M = 15: 1.7 ->
+# 0.2 ms), so after a first compile a shorter training pays (csrl/fig2's de-noising stacks: 15 s eager).
 COMPILE_WORTH_S = 20.0
+COMPILE_WORTH_WARM_S = 10.0
 # A single step slower than this is compute-bound: Inductor has few small operations to fuse, and on this CPU the
 # compiled step was never faster (COREL's FFNN at M = 4: 22 -> 32 ms; its CNN at M = 10: 779 -> 1040 ms), while
 # timing it cost a compile (about 30 s a CNN group: a 30-run CNN grid took 14 min 22 s against 12 min 38 s cell by
@@ -122,9 +127,14 @@ class StepTimes:
 def worth_timing(bound_s: float, speed_check: bool, compile: bool | str) -> bool:
     """Whether to time the group's steps, given ``bound_s``, an upper bound on its stacked training (its steps at
     the probe step's time, a first call): stacking cannot lose by more than ``TOLERANCE_S`` when the whole stacked
-    training takes less, and a compile is not worth it under ``COMPILE_WORTH_S``; ``compile=True`` always times."""
+    training takes less, and a compile is not worth it under ``compile_worth_s()``; ``compile=True`` always times."""
     return (speed_check and bound_s > TOLERANCE_S) or compile is True or (compile == "auto" and
-                                                                          bound_s > COMPILE_WORTH_S)  # fmt: skip
+                                                                          bound_s > compile_worth_s())  # fmt: skip
+
+
+def compile_worth_s() -> float:
+    """``COMPILE_WORTH_S``, or ``COMPILE_WORTH_WARM_S`` once this process has compiled a step (Inductor loaded)."""
+    return COMPILE_WORTH_WARM_S if _COMPILED else COMPILE_WORTH_S
 
 
 def check(times: StepTimes | None) -> None:
@@ -136,19 +146,19 @@ def check(times: StepTimes | None) -> None:
 def time_steps(
     stack: Any, optimizer: Any, train: Any, module: Any, rows: int, steps: int, compile: bool | str = "auto"
 ) -> StepTimes | None:
-    """Time one stacked step (the summed loss, its backward, ``optimizer.step``), eager and, where ``compile``
-    says so, compiled, and one single step of the first member's own module with its own optimizer
+    """Time one stacked step (``steps.eager_step``: the summed loss, its backward, the update), eager and, where
+    ``compile`` says so, compiled, and one single step of the first member's own module with its own optimizer
     (``loss_parts``, backward, step), on the first ``rows`` rows of ``train`` (a ``fit.StackedSplit``); None where
     the head refuses that batch (``BatchError``). Everything the steps change is restored.
 
     Args:
         stack: the ``StackedMembers``; ``optimizer``: its ``StackedOptimizer``; ``module``: member 0's module.
         rows: a step's rows (the batch size; 1 for per-sample steps); steps: a member's steps in all.
-        compile: ``auto`` (timed where the eager training is projected over ``COMPILE_WORTH_S`` and a single step
+        compile: ``auto`` (timed where the eager training is projected over ``compile_worth_s()`` and a single step
             is not compute-bound, over ``COMPUTE_BOUND_S``), True (timed
             always) or False (never).
     """
-    from clusterable.stacked.members import compiled_objective, summed_loss
+    from clusterable.stacked import steps as forms
 
     index = torch.arange(rows, device=stack.device).expand(stack.size, rows)
     batch = train.batch(index)
@@ -156,11 +166,8 @@ def time_steps(
     own = module.build_optimizer()
     alive = torch.ones(stack.size, dtype=torch.bool, device=stack.device)
 
-    def stacked_step(objective: Any = summed_loss) -> None:
-        total, _ = objective(stack, batch, 0, alive)
-        optimizer.zero_grad()
-        total.backward()
-        optimizer.step()
+    def stacked_step(step: Any = forms.eager_step) -> None:
+        step(stack, optimizer, batch, 0, alive, None)
 
     def single_step() -> None:
         module.train()
@@ -179,10 +186,10 @@ def time_steps(
     compute_bound = times.single_s > COMPUTE_BOUND_S
     if compile is True or (
         compile == "auto"
-        and (shape in _COMPILED or (times.stacked_total_s > COMPILE_WORTH_S and not compute_bound))
+        and (shape in _COMPILED or (times.stacked_total_s > compile_worth_s() and not compute_bound))
     ):
         with _restored(stack, optimizer):
-            _time_compiled(times, lambda: stacked_step(compiled_objective(stack.device)), stack.device)
+            _time_compiled(times, lambda: stacked_step(forms.compiled_for(stack.device)), stack.device)
         if times.compiled_s is not None:
             _COMPILED.add(shape)
     elif compile == "auto" and compute_bound:

@@ -76,7 +76,8 @@ def run_stack(
 def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool | str) -> list[Prepared]:
     """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack or
     would train slower stacked."""
-    from clusterable.stacked import members, speed
+    from clusterable.stacked import speed
+    from clusterable.stacked.steps import step_kind
 
     try:
         stack, optimizer, settings = _assemble(built)
@@ -90,7 +91,7 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         if speed_check:
             speed.check(times)
         if times is not None and times.compiled:
-            settings.step = members.compiled_step(stack.device)
+            settings.step = step_kind(stack.device)
     except NotStackable as e:
         print(f"stacked: {e}; these {len(built)} cells run one by one")
         return [m.cell for m in built]
