@@ -149,8 +149,41 @@ def test_groups_train_side_by_side_in_worker_processes_with_n_jobs(train) -> Non
     }
     bad = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.n_jobs=0")
     assert bad.code == 2 and bad.err.strip() == (
-        "error: hydra.launcher.n_jobs must be a number of groups trained at once (1 or more), got 0"
+        "error: hydra.launcher.n_jobs must be a number of groups trained at once (1 or more) or auto, got 0"
     )
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "cuda", "cores", "groups", "jobs"),
+    [("cpu", False, 2, 36, 2), ("cpu", False, 64, 36, 8), ("cpu", False, 16, 3, 3), ("auto", False, 2, 36, 2),
+     ("auto", True, 16, 36, 1), ("gpu", True, 16, 36, 1)],
+)  # fmt: skip
+def test_n_jobs_auto_trains_a_group_a_cpu_core_and_one_at_a_time_on_a_gpu(
+    monkeypatch, accelerator: str, cuda: bool, cores: int, groups: int, jobs: int
+) -> None:
+    import os
+
+    import torch
+
+    from hydra_plugins.clusterable_launcher import stacked_launcher
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    resolved = [{"trainer": {"accelerator": accelerator}}, None]  # a cell that does not resolve counts as CPU
+    assert stacked_launcher.auto_jobs(resolved, groups) == jobs
+
+
+def test_n_jobs_auto_is_a_number_in_each_cell_s_hydra_record(train, monkeypatch) -> None:
+    """``auto`` becomes the launch's number before any cell runs: the runs divide the cores by it, and each
+    member's ``.hydra/hydra.yaml`` records it."""
+    from hydra_plugins.clusterable_launcher import stacked_launcher
+
+    monkeypatch.setattr(stacked_launcher, "auto_jobs", lambda resolved, groups: 1)  # in this process
+    result = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.n_jobs=auto")
+    assert result.code == 0, result.err
+    hydra_files = list(train.outputs.rglob(".hydra/hydra.yaml"))
+    assert len(hydra_files) == 2 and all("n_jobs: 1\n" in f.read_text() for f in hydra_files)
+    assert all("n_jobs: auto" not in f.read_text() for f in hydra_files)
 
 
 def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypatch) -> None:
@@ -241,7 +274,7 @@ def test_a_launcher_that_does_not_exist_is_one_line(train) -> None:
     result = train("-m", "hydra/launcher=stack", "loss=cce", "seed=0,1")
     assert result.code == 2 and result.err.strip() == (
         "error: hydra/launcher=stack: no such option of hydra/launcher; options: basic, joblib, stacked, "
-        "submitit_local, submitit_slurm"
+        "stacked_per_core, submitit_local, submitit_slurm"
     )
 
 

@@ -54,7 +54,10 @@ class RunContext:
             n_jobs = int(launcher.get("n_jobs") or -1)
             jobs = n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
         elif "stacked" in str(launcher.get("_target_", "")):
-            jobs = max(1, int(launcher.get("n_jobs") or 1))
+            n_jobs = launcher.get(
+                "n_jobs"
+            )  # ``auto`` is set to a number by the launcher before its cells run
+            jobs = max(1, n_jobs) if isinstance(n_jobs, int) else 1
         return cls(
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
             choices=choices,

@@ -16,7 +16,9 @@ compiled step measures faster; ``true`` times the compiled step for every group,
 ``hydra.launcher.n_jobs`` (default 1): how many groups train at once, each in its own worker process on the same
 device (``_workers``: joblib's loky processes, which stop on Ctrl-C as the joblib launcher's do). A group takes
 1/``n_jobs`` of the device's free memory and of the CPU cores (``run.training.cpu_threads``), so a GPU that one
-group leaves mostly idle (COREL's FFNN stacks) runs several; on a CPU the cores are already shared, and 1 is best.
+group leaves mostly idle (COREL's FFNN stacks) runs several. ``auto``: on a CPU, one group a core (at most
+``AUTO_JOBS``, at most the groups), for grids of many small groups whose steps cannot use more than one thread
+(CSRL's per-sample AEs: ``hydra/launcher=stacked_per_core``, which ``csrl/fig2`` chooses); on a GPU, 1.
 """
 
 from __future__ import annotations
@@ -43,12 +45,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+AUTO_JOBS = 8  # the most groups ``n_jobs=auto`` trains at once on a CPU (each worker holds its own torch)
+
 
 class StackedLauncher(Launcher):
     """Runs a sweep's cells in this process, stacking those that differ only along stacked axes."""
 
     def __init__(
-        self, max_members: int = 40, speed_check: bool = True, compile: bool | str = "auto", n_jobs: int = 1
+        self,
+        max_members: int = 40,
+        speed_check: bool = True,
+        compile: bool | str = "auto",
+        n_jobs: int | str = 1,
     ) -> None:
         self.max_members, self.speed_check, self.compile = max_members, speed_check, compile
         self.n_jobs = n_jobs
@@ -65,9 +73,9 @@ class StackedLauncher(Launcher):
             raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
                                    f"{members!r}")  # fmt: skip
         jobs = self.n_jobs
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise CommandLineError(f"hydra.launcher.n_jobs must be a number of groups trained at once (1 or more), "
-                                   f"got {jobs!r}")  # fmt: skip
+        if jobs != "auto" and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+            raise CommandLineError(f"hydra.launcher.n_jobs must be a number of groups trained at once (1 or more) "
+                                   f"or auto, got {jobs!r}")  # fmt: skip
         if not isinstance(self.speed_check, bool):
             raise CommandLineError(
                 f"hydra.launcher.speed_check must be true or false, got {self.speed_check!r}"
@@ -87,17 +95,23 @@ class StackedLauncher(Launcher):
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         print(f"stacked: grouping {len(job_overrides)} cells (each config composed and resolved once)")
         configs = [self._sweep_config(initial_job_idx + i, o) for i, o in enumerate(job_overrides)]
-        groups = plan([_resolved(c) for c in configs], self.max_members)
+        resolved = [_resolved(c) for c in configs]
+        groups = plan(resolved, self.max_members)
+        jobs = self.n_jobs if self.n_jobs != "auto" else auto_jobs(resolved, len(groups))
+        for config in configs:  # the number each cell's run divides the cores and the memory by
+            with read_write(config.hydra), open_dict(config.hydra):
+                config.hydra.launcher.n_jobs = jobs
         stacks = sum(len(g) > 1 for g in groups)
-        where = "in this process" if self.n_jobs == 1 else f"{self.n_jobs} groups at a time"
+        where = "in this process" if jobs == 1 else f"{jobs} groups at a time"
         log.info(f"Launching {len(job_overrides)} jobs {where}: {stacks} stacked groups")
         for group in groups:
             for i in group:
                 log.info(f"\t#{initial_job_idx + i} : {' '.join(filter_overrides(job_overrides[i]))}")
         group_configs = [[configs[i] for i in group] for group in groups]
-        if self.n_jobs > 1 and len(groups) > 1:
-            print(f"stacked: {len(groups)} groups, {min(self.n_jobs, len(groups))} at a time")
-            done = run_jobs(Path(str(self.config.hydra.sweep.dir)), {"n_jobs": self.n_jobs, "backend": "loky"},
+        if jobs > 1 and len(groups) > 1:
+            auto = " (hydra.launcher.n_jobs=auto: a group a core)" if self.n_jobs == "auto" else ""
+            print(f"stacked: {len(groups)} groups, {min(jobs, len(groups))} at a time{auto}")
+            done = run_jobs(Path(str(self.config.hydra.sweep.dir)), {"n_jobs": jobs, "backend": "loky"},
                             _group_in_worker, [(self._options(), self.hydra_context, self.config,
                                                 self.task_function, Singleton.get_state(), g)
                                                for g in group_configs])  # fmt: skip
@@ -207,31 +221,52 @@ def _group_in_worker(
     return launcher.run_group(sweep_configs)
 
 
+def auto_jobs(resolved: Sequence[dict[str, Any] | None], groups: int) -> int:
+    """``n_jobs=auto``: 1 where the cells train on a GPU (``trainer.accelerator`` gpu or cuda, or auto with one
+    there); else one group a CPU core, at most ``AUTO_JOBS`` and at most ``groups``."""
+    import torch
+
+    accelerators = {str(((r or {}).get("trainer") or {}).get("accelerator", "cpu")) for r in resolved}
+    if accelerators & {"gpu", "cuda"} or ("auto" in accelerators and torch.cuda.is_available()):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, AUTO_JOBS, groups))
+
+
 def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
     """The cell's config resolved as its run resolves it (its group choices and output folder set), for grouping;
     None when it does not resolve (it runs alone, and its run says why). The output folder is set on
-    ``sweep_config`` itself, to the value ``run_job`` sets again."""
+    ``sweep_config`` itself, to the value ``run_job`` sets again. The task's keys are resolved where they are (no
+    copy of the config without its ``hydra`` node: 540 cells in ``csrl/fig2``)."""
+    from omegaconf import Container
+
     from clusterable import resolvers
 
     config = sweep_config
-    previous = HydraConfig.instance().cfg
-    HydraConfig.instance().set_config(config)  # for ${hydra:...} in the sweep folder's name
+    hydra_config = HydraConfig.instance()
+    previous = hydra_config.cfg
+    # ${hydra:...} (in the sweep folder's name and in the task) reads ``HydraConfig.get()``, the ``hydra`` node of
+    # ``cfg``: the cell's own, in place (``set_config`` would copy it, 540 times in csrl/fig2).
+    hydra_config.cfg = config
     try:
-        output_dir = Path(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir))
-        with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
-            config.hydra.runtime.output_dir = os.path.abspath(output_dir)
-        HydraConfig.instance().set_config(config)  # for ${hydra:...} (as run_job sets it)
+        output_dir = os.path.abspath(Path(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir)))
+        with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):  # as run_job sets it
+            config.hydra.runtime.output_dir = output_dir
         choices = {k: v for k, v in OmegaConf.to_container(config.hydra.runtime.choices).items()
                    if not k.startswith("hydra/")}  # fmt: skip
-        plain = OmegaConf.to_container(config)
-        del plain["hydra"]
-        task = OmegaConf.create(plain)
         with resolvers.group_choices(choices), resolvers.collect_notes():
-            return OmegaConf.to_container(task, resolve=True, throw_on_missing=True)
+            out: dict[str, Any] = {}
+            for key in config:
+                if key == "hydra":
+                    continue
+                node = config._get_node(key)
+                out[str(key)] = (OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+                                 if isinstance(node, Container) else config[key])  # fmt: skip
+            return out
     except Exception:
         return None
     finally:
-        HydraConfig.instance().cfg = previous
+        hydra_config.cfg = previous
 
 
 def _recorded_metric(payload: dict[str, Any]) -> float | None:
