@@ -54,9 +54,8 @@ class RunContext:
             n_jobs = int(launcher.get("n_jobs") or -1)
             jobs = n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
         elif "stacked" in str(launcher.get("_target_", "")):
-            n_jobs = launcher.get(
-                "n_jobs"
-            )  # ``auto`` is set to a number by the launcher before its cells run
+            # ``auto`` is set to a number in each cell's config by the launcher, before any cell runs
+            n_jobs = launcher.get("n_jobs")
             jobs = max(1, n_jobs) if isinstance(n_jobs, int) else 1
         return cls(
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
