@@ -189,7 +189,9 @@ def time_steps(
         and (shape in _COMPILED or (times.stacked_total_s > compile_worth_s() and not compute_bound))
     ):
         with _restored(stack, optimizer):
-            _time_compiled(times, lambda: stacked_step(forms.compiled_for(stack.device)), stack.device)
+            _time_compiled(
+                times, lambda: stacked_step(forms.train_step(forms.step_kind(stack.device))), stack.device
+            )
         if times.compiled_s is not None:
             _COMPILED.add(shape)
     elif compile == "auto" and compute_bound:

@@ -104,14 +104,7 @@ def compiled_train_step(graphed: bool = False) -> Step:
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     traced = torch.compile(_gradients_and_update, mode="reduce-overhead" if graphed else None)
 
-    def step(
-        stack: StackedMembers,
-        optimizer: StackedOptimizer,
-        batch: dict[str, Tensor],
-        epoch: int,
-        alive: Tensor,
-        dead: Tensor | None,
-    ) -> dict[str, Tensor]:
+    def step(stack, optimizer, batch, epoch, alive, dead):  # a Step: eager_step's arguments
         optimizer.freeze(dead)
         count = optimizer.advance()
         if graphed:
@@ -143,8 +136,3 @@ def step_kind(device: torch.device) -> str:
 def train_step(kind: str) -> Step:
     """The step of ``kind``: ``eager``, ``compiled`` or ``graphed``."""
     return eager_step if kind == "eager" else compiled_train_step(graphed=kind == "graphed")
-
-
-def compiled_for(device: torch.device) -> Step:
-    """The compiled step for a stack on ``device`` (``step_kind``)."""
-    return train_step(step_kind(device))

@@ -257,11 +257,10 @@ def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
         with resolvers.group_choices(choices), resolvers.collect_notes():
             out: dict[str, Any] = {}
             for key in config:
-                if key == "hydra":
-                    continue
-                node = config._get_node(key)
-                out[str(key)] = (OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
-                                 if isinstance(node, Container) else config[key])  # fmt: skip
+                if key != "hydra":
+                    value = config[key]  # a container as it is, a value resolved
+                    out[str(key)] = (OmegaConf.to_container(value, resolve=True, throw_on_missing=True)
+                                     if isinstance(value, Container) else value)  # fmt: skip
             return out
     except Exception:
         return None
