@@ -53,6 +53,13 @@ def learning_rate(lr: float | None) -> float | None:
     return None if lr is None else float(lr)
 
 
+def boolean(name: str, value: bool) -> bool:
+    """``value`` if it is a bool (a YAML true/false; a word or a number is refused rather than read as truthy)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def one_of(name: str, value: str, choices: Sequence[str]) -> str:
     """``value`` if it is one of ``choices``."""
     if value not in choices:

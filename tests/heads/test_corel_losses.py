@@ -459,3 +459,28 @@ def test_gaussian_default_is_the_papers_formula():
     assert head(h, y)["loss"].item() == pytest.approx(
         naive_gaussian(h, y, head.weight.detach(), 0.7, head.gamma.item())
     )
+
+
+@pytest.mark.parametrize("make", [CCELoss, CenterLoss, CosineCOREL, GaussianCOREL])
+def test_untrained_class_vectors_are_a_buffer_that_a_training_step_leaves_alone(make):
+    """``train_class_vectors: false``: the class vectors are no parameter (no optimizer sees them), they travel in
+    the state dict, the loss is the same function of them, and a training step does not move them."""
+    trained = with_weight(make(num_classes=K, embedding_dim=D))
+    fixed = make(num_classes=K, embedding_dim=D, train_class_vectors=False).double()
+    fixed.load_state_dict(trained.state_dict())
+    assert "weight" not in dict(fixed.named_parameters()) and "weight" in dict(fixed.named_buffers())
+    h, y = tiny_batch()
+    torch.testing.assert_close(fixed(h, y)["loss"], trained(h, y)["loss"])
+    before = fixed.weight.clone()
+    emb = h.clone().requires_grad_(True)
+    params = [emb, *fixed.parameters()]
+    torch.optim.Adam(params, lr=0.1).zero_grad()
+    fixed(emb, y)["loss"].backward()
+    torch.optim.Adam(params, lr=0.1).step()
+    assert torch.equal(fixed.weight, before) and emb.grad is not None
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1.0, None])
+def test_train_class_vectors_must_be_a_boolean(value):
+    with pytest.raises(ValueError, match="train_class_vectors must be true or false"):
+        GaussianCOREL(num_classes=K, embedding_dim=D, train_class_vectors=value)

@@ -27,17 +27,29 @@ class AttractRepelHead(nn.Module):
         num_classes: K, at least 2.
         embedding_dim: D, at least 1.
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's; ``contracts.OwnLearningRate``).
+        train_class_vectors: train the class vectors (the paper: "the loss can be further minimized by directly
+            learning the weights", Kenyon-Dean et al. 2019, "Gaussian-COREL"); false keeps them at their random
+            initialisation, a buffer. Learned, they collapse under attraction alone (λ = 1) on Fashion-MNIST,
+            where the supplement's λ curves show no collapse (docs/corel.md, "The recipe recovered").
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code (repository
-            ``kiankd/corel2019``, ``corel/corel_wrapper.py``, ``CORELWrapper.reset_parameters``).
+            ``kiankd/corel2019``, ``corel/corel_wrapper.py``, ``CORELWrapper.reset_parameters``); a parameter, or a
+            buffer with ``train_class_vectors: false``.
     """
 
     loss_parts = ("loss", "attract", "repel")
 
-    def __init__(self, num_classes: int, embedding_dim: int, lr: float | None = None):
+    def __init__(
+        self, num_classes: int, embedding_dim: int, lr: float | None = None, train_class_vectors: bool = True
+    ):
         super().__init__()
         self.num_classes = int(checks.at_least("num_classes", num_classes, 2))
         self.embedding_dim = int(checks.at_least("embedding_dim", embedding_dim, 1))
         self.lr = checks.learning_rate(lr)
-        self.weight = nn.Parameter(nn.init.xavier_normal_(torch.empty(self.num_classes, self.embedding_dim)))
+        self.train_class_vectors = checks.boolean("train_class_vectors", train_class_vectors)
+        weight = nn.init.xavier_normal_(torch.empty(self.num_classes, self.embedding_dim))
+        if self.train_class_vectors:
+            self.weight = nn.Parameter(weight)
+        else:
+            self.register_buffer("weight", weight)

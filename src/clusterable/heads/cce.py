@@ -29,14 +29,18 @@ class CCELoss(AttractRepelHead):
         num_classes: K, at least 2.
         embedding_dim: D, at least 1.
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
+        train_class_vectors: train ``weight`` (true) or keep it at its initialisation (``AttractRepelHead``);
+            the bias is trained either way.
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
         bias: (K,) initialised to zero (the authors' code: at random, see above).
     """
 
-    def __init__(self, num_classes: int, embedding_dim: int, lr: float | None = None):
-        super().__init__(num_classes, embedding_dim, lr)
+    def __init__(
+        self, num_classes: int, embedding_dim: int, lr: float | None = None, train_class_vectors: bool = True
+    ):
+        super().__init__(num_classes, embedding_dim, lr, train_class_vectors)
         self.bias = nn.Parameter(torch.zeros(self.num_classes))
 
     def logits(self, embeddings: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,8 @@ class CenterLoss(CCELoss):
         lam: weight of the centre term, in [0, 1] (COREL tunes it per setting; its values are not published).
         alpha: centre learning rate, in (0, 1] (not published in the COREL paper; 0.5 is Wen et al.'s default).
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
+        train_class_vectors: train the class vectors (true) or keep them at their initialisation
+            (``AttractRepelHead``).
 
     Attributes:
         weight: (K, D) class vectors of the classifier; bias: (K,).
@@ -46,8 +48,9 @@ class CenterLoss(CCELoss):
         lam: float = 0.5,
         alpha: float = 0.5,
         lr: float | None = None,
+        train_class_vectors: bool = True,
     ):
-        super().__init__(num_classes, embedding_dim, lr=lr)
+        super().__init__(num_classes, embedding_dim, lr=lr, train_class_vectors=train_class_vectors)
         self.lam = checks.in_interval("lam", lam, 0, 1)
         self.alpha = checks.in_interval("alpha", alpha, 0, 1, open_low=True)
         self.register_buffer("centres", torch.zeros(self.num_classes, self.embedding_dim))

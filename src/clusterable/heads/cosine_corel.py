@@ -27,6 +27,8 @@ class CosineCOREL(AttractRepelHead):
         lam: attraction weight in [0, 1].
         eps: lower bound on the norms of ``h`` and ``w`` when normalising (a zero vector gets cosine 0).
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
+        train_class_vectors: train the class vectors (true) or keep them at their initialisation
+            (``AttractRepelHead``).
 
     Attributes:
         weight: (K, D) class vectors, xavier-normal initialised as in the authors' code.
@@ -42,8 +44,9 @@ class CosineCOREL(AttractRepelHead):
         lam: float = 0.5,
         eps: float = 1e-8,
         lr: float | None = None,
+        train_class_vectors: bool = True,
     ):
-        super().__init__(num_classes, embedding_dim, lr)
+        super().__init__(num_classes, embedding_dim, lr, train_class_vectors)
         self.lam = checks.in_interval("lam", lam, 0, 1)
         self.eps = checks.positive("eps", eps)
 

@@ -91,6 +91,8 @@ class GaussianCOREL(AttractRepelHead):
         gamma: similarity scale, > 0.
         learn_gamma: make gamma a trained parameter (see ``gamma_parametrization``).
         lr: learning rate of this head's parameter group, > 0 (None: the optimizer's).
+        train_class_vectors: train the class vectors (true) or keep them at their initialisation
+            (``AttractRepelHead``).
         formula: ``paper`` (eq. 6) or ``authors_code`` (their ``GaussianARLoss``: squared weights, the ``1/K`` of
             ``lam = 0.5``, the ``1e-10`` floor; see above).
         gamma_parametrization: of a learned gamma: ``log`` (trains log gamma; gamma stays positive) or ``raw``
@@ -115,8 +117,9 @@ class GaussianCOREL(AttractRepelHead):
         lr: float | None = None,
         formula: Formula = "paper",
         gamma_parametrization: GammaParametrization = "log",
+        train_class_vectors: bool = True,
     ):
-        super().__init__(num_classes, embedding_dim, lr)
+        super().__init__(num_classes, embedding_dim, lr, train_class_vectors)
         self.lam = checks.in_interval("lam", lam, 0, 1)
         self.formula = checks.one_of("formula", formula, FORMULAS)
         if self.formula != "paper":  # the authors' loss branches on lam == 0.5: no per-member λ tensor there
