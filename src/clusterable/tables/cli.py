@@ -36,10 +36,20 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.tables.protocol import protocol_note
-from clusterable.tables.report import MixedRuns, code_note, copies_note, describe, load_runs, seed_note
+from clusterable.tables.report import (
+    MixedRuns,
+    Run,
+    Table,
+    code_note,
+    copies_note,
+    describe,
+    load_runs,
+    seed_note,
+)
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
 
@@ -68,27 +78,65 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     module = importlib.import_module(f"clusterable.tables.{paper}")
     if name not in module.SOURCES:
         parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
-
-    # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets).
-    source = module.SOURCES[name]
-    experiments = (source,) if isinstance(source, str) else source
-    experiment = " + ".join(experiments)
     try:
-        runs, mode = load_runs(args.outputs, experiments, args.mode, pool_code=args.pool_code_versions)
+        built = build(args.table, args.outputs, args.mode, args.pool_code_versions)
     except (MixedRuns, UnreadableRuns) as err:
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
-    if not runs:
-        print(f"no runs of experiment {experiment!r} under {args.outputs}/ (mode {mode}); run first:\n"
-              + "\n".join(f"  {train} -m experiment={e}" for e in experiments), file=sys.stderr)  # fmt: skip
+    except NoRuns as err:
+        print(f"{err}; run first:\n" + "\n".join(f"  {train} -m experiment={e}" for e in err.experiments),
+              file=sys.stderr)  # fmt: skip
         return 1
+    table, runs, mode, out_dir = built
+    paths = table.write(out_dir, f"{paper}_{name}")
+    diverged = sum(r.payload.get("status") == "diverged" for r in runs)
+    failed = sum(not r.ok for r in runs) - diverged
+    print(table.markdown())
+    counts = f"{diverged} diverged, {failed} failed" if diverged else f"{failed} failed"
+    experiment = " + ".join(sources(args.table))
+    print(f"\n{len(runs)} runs ({counts}) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
+    return 0
+
+
+class NoRuns(LookupError):
+    """A table's experiments have no runs under the outputs folder (``experiments``: what to run)."""
+
+    def __init__(self, message: str, experiments: tuple[str, ...]):
+        super().__init__(message)
+        self.experiments = experiments
+
+
+def sources(table: str) -> tuple[str, ...]:
+    """The experiments whose runs ``table`` ("<paper>/<name>") is built from."""
+    paper, _, name = table.partition("/")
+    source = importlib.import_module(f"clusterable.tables.{paper}").SOURCES[name]
+    return (source,) if isinstance(source, str) else tuple(source)
+
+
+def build(
+    table_name: str,
+    outputs: str | Path,
+    mode: str = "auto",
+    pool_code: bool = False,
+    out_dir: Path | None = None,
+) -> tuple[Table, list[Run], str, Path]:
+    """The table ``table_name`` ("<paper>/<name>") from the runs under ``outputs``, with the notes the command
+    prints under it (mode and data, seeds, copies, code versions, protocol departures), its figures drawn into
+    ``out_dir`` (default: the outputs' tables folder). Returns the table, its runs, their mode and the folder.
+    Raises ``NoRuns``, ``MixedRuns`` or ``UnreadableRuns`` (each says what is wrong in one line)."""
+    paper, _, name = table_name.partition("/")
+    module = importlib.import_module(f"clusterable.tables.{paper}")
+    # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets).
+    experiments = sources(table_name)
+    runs, mode = load_runs(outputs, experiments, mode, pool_code=pool_code)
+    if not runs:
+        raise NoRuns(
+            f"no runs of experiment {' + '.join(experiments)!r} under {outputs}/ (mode {mode})", experiments
+        )
     # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
-    out_dir = tables_dir(args.outputs, mode)
-    try:  # a cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written
-        table = getattr(module, name)(runs, out_dir)
-    except (MixedRuns, UnreadableRuns) as err:  # also an array file a table reads that cannot be read
-        print(f"error: {args.table}: {err}", file=sys.stderr)
-        return 2
+    out_dir = tables_dir(outputs, mode) if out_dir is None else out_dir
+    # A cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written.
+    table = getattr(module, name)(runs, out_dir)
     suffix, note = describe(runs, mode)
     table.title = f"{table.title} — {suffix}"
     if note:
@@ -99,13 +147,7 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     for exp in experiments:  # steps, lr... set on the command line: said under the title
         if odd := protocol_note([r for r in runs if r.payload.get("experiment") == exp], exp):
             table.notes.insert(0, odd)
-    paths = table.write(out_dir, f"{paper}_{name}")
-    diverged = sum(r.payload.get("status") == "diverged" for r in runs)
-    failed = sum(not r.ok for r in runs) - diverged
-    print(table.markdown())
-    counts = f"{diverged} diverged, {failed} failed" if diverged else f"{failed} failed"
-    print(f"\n{len(runs)} runs ({counts}) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
-    return 0
+    return table, runs, mode, out_dir
 
 
 if __name__ == "__main__":
