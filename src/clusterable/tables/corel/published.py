@@ -1,0 +1,184 @@
+"""COREL's published λ curves (Kenyon-Dean et al. 2019, supplementary Figure 1) beside ours.
+
+The supplement plots the best validation accuracy against λ (20 values, 0.05 ... 1.00) for Center loss,
+Cosine-COREL and Gaussian-COREL in six settings; ``scripts/digitise_corel_figure.py`` read them off the figure
+into ``tables/published/corel.yaml`` (``figure1``; 3 pixels, about 0.02 points on Fashion-MNIST's panels, 12 pixels
+for a marker hidden under another). The paper's Table 1 winners are each curve's argmax. Our losses map onto the
+published series: the paper's three by name, and both variants of the authors' Gaussian-COREL onto Gaussian-COREL
+(the supplement's λ is the authors' λ if their code made the figure; ``PUBLISHED_SERIES``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from clusterable.tables.common import published, pyplot, save_figure
+from clusterable.tables.corel.paper import LABELS, run_lambda
+from clusterable.tables.report import Cell, Run, Table, key_of
+
+# Our loss -> the supplement's series it is compared with.
+PUBLISHED_SERIES = {
+    "center": "center",
+    "cosine_corel": "cosine_corel",
+    "gaussian_corel": "gaussian_corel",
+    "gaussian_corel_authors": "gaussian_corel",
+    "gaussian_corel_authors_fixed_gamma": "gaussian_corel",
+}
+FIGURE = "figure1"
+SERIES_COLOURS = {"center": "C0", "cosine_corel": "C1", "gaussian_corel": "C2"}  # the supplement's colours
+MARKERS = {"gaussian_corel_authors": "^-", "gaussian_corel_authors_fixed_gamma": "D-"}  # others: squares
+
+
+def curve(dataset: str, model: str, loss: str) -> dict[float, float | None]:
+    """The published validation accuracy (%) per λ of ``loss``'s series in the (dataset, model) panel; None for a
+    λ whose marker lies below the panel's axis; {} without such a series or panel."""
+    panel = (published("corel").get(FIGURE) or {}).get(f"{dataset}/{model}") or {}
+    series = PUBLISHED_SERIES.get(loss)
+    values = panel.get(series) or {}
+    return {round(float(lam), 2): (None if v == "below" else float(v)) for lam, v in values.items()}
+
+
+def value(dataset: str, model: str, loss: str, lam: float) -> float:
+    """One published value (%), NaN where the figure has none (or the marker is below the axis)."""
+    v = curve(dataset, model, loss).get(round(lam, 2))
+    return math.nan if v is None else v
+
+
+def winner(dataset: str, model: str, loss: str) -> tuple[float, float] | None:
+    """The published Table 1 winner: the λ with the best published value (ties to the smaller λ) and that value;
+    None without a curve."""
+    points = [(lam, v) for lam, v in curve(dataset, model, loss).items() if v is not None]
+    return min(points, key=lambda p: (-p[1], p[0])) if points else None
+
+
+def mean_abs_difference(
+    ours: Mapping[float, float], dataset: str, model: str, loss: str
+) -> tuple[float, int]:
+    """Mean |ours − published| (points) over the λ both have, and how many λ that is (NaN, 0 without any);
+    ``ours`` in percent."""
+    pub = curve(dataset, model, loss)
+    diffs = [abs(v - pub[lam]) for lam, v in ours.items() if pub.get(lam) is not None and not math.isnan(v)]
+    return (float(np.mean(diffs)), len(diffs)) if diffs else (math.nan, 0)
+
+
+def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table:
+    """Our λ curves (validation accuracy at each run's best epoch, mean over its seeds) beside the supplement's,
+    one (dataset, model) panel a block of rows: a row per λ, per loss ours, the paper's and the difference, with
+    each loss's mean absolute difference over the λ both have, and a figure of both (``<stem>.png``)."""
+    curves: dict[tuple[str, str, str], dict[float, Cell]] = {}
+    diverged: dict[tuple[str, str, str], set[float]] = {}
+    for run in runs:
+        lam = run_lambda(run)
+        setting = key_of(run, ("dataset", "model", "loss"))
+        if lam is None or setting[2] not in PUBLISHED_SERIES:
+            continue
+        cell = curves.setdefault(setting, {}).setdefault(lam, Cell())
+        acc = run.metric("val/acc") if run.ok else None
+        if run.diverged:
+            diverged.setdefault(setting, set()).add(lam)
+        if acc is None or math.isnan(acc):
+            cell.failed += 1
+        else:
+            cell.values.append(100 * acc)
+    losses = [loss for loss in PUBLISHED_SERIES if any(s[2] == loss for s in curves)]
+    panels = sorted({s[:2] for s in curves})
+    header = ["Setting", "Loss", "λ", "ours", "paper", "Δ"]
+    rows, mads = [], []
+    for dataset, model in panels:
+        for loss in losses:
+            grid = curves.get((dataset, model, loss), {})
+            gone = diverged.get((dataset, model, loss), set())
+            for lam, cell in sorted(grid.items()):
+                pub = value(dataset, model, loss, lam)
+                ours = "diverged" if lam in gone else _cell(cell) if cell.values else "failed"
+                delta = _num(cell.mean - pub, sign=True) if cell.values else "—"
+                rows.append(
+                    [f"{dataset} {model}", LABELS.get(loss, loss), f"{lam:g}", ours, _num(pub), delta]
+                )
+            mad, n = mean_abs_difference(
+                {lam: c.mean for lam, c in grid.items() if c.values}, dataset, model, loss
+            )
+            if grid:
+                left_out = (
+                    f", diverged at λ {', '.join(f'{lam:g}' for lam in sorted(gone))} (not in it)"
+                    if gone
+                    else ""
+                )
+                mads.append(f"{LABELS.get(loss, loss)} ({dataset} {model}) {_num(mad)} over {n} λ{left_out}")
+    notes = [
+        note(),
+        "Ours: validation accuracy (%) at each run's best epoch, mean over its seeds; Δ = ours − paper (points). "
+        "Mean |Δ| per loss: " + ("; ".join(mads) if mads else "none (no λ in common)") + ".",
+    ]
+    table = Table(title, header, rows, notes)
+    table.figures.append(_figure(curves, losses, panels, out_dir, stem))
+    return table
+
+
+def _cell(cell: Cell) -> str:
+    return cell.text(digits=2) if len(cell.values) > 1 else f"{cell.mean:.2f}"
+
+
+def _num(x: float, sign: bool = False) -> str:
+    return "n/a" if math.isnan(x) else (f"{x:+.2f}" if sign else f"{x:.2f}")
+
+
+def _figure(
+    curves: dict[tuple[str, str, str], dict[float, Cell]], losses: list[str], panels: list[tuple[str, str]],
+    out_dir: Path, stem: str,
+) -> Path:  # fmt: skip
+    """Ours (solid, our λ) beside the supplement's curves (dashed, all 20 λ), a panel per setting."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    series = list(dict.fromkeys(PUBLISHED_SERIES[loss] for loss in losses))
+    for ax, (dataset, model) in zip(axes[0], panels, strict=True):
+        for name in series:  # each published curve once, in its series' colour
+            pub = {lam: v for lam, v in curve(dataset, model, name).items() if v is not None}
+            ax.plot(list(pub), list(pub.values()), "o--", color=SERIES_COLOURS[name], alpha=0.45, markersize=3,
+                    label=f"{LABELS[name]}, paper")  # fmt: skip
+        for loss in losses:  # ours in the colour of the series it is compared with, a marker a loss
+            ours = sorted(
+                (lam, c.mean) for lam, c in curves.get((dataset, model, loss), {}).items() if c.values
+            )
+            if ours:
+                ax.plot(*zip(*ours, strict=True), MARKERS.get(loss, "s-"), color=SERIES_COLOURS[PUBLISHED_SERIES[loss]],
+                        label=f"{LABELS.get(loss, loss)}, ours")  # fmt: skip
+        ax.set(title=f"{dataset} {model}", xlabel="λ", ylabel="best validation accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, out_dir, stem)
+
+
+def note() -> str:
+    """Where the published numbers come from, for a table's notes."""
+    return (
+        "Paper: the supplement's Figure 1 (Kenyon-Dean et al. 2019, supplemental.pdf in github.com/kiankd/corel2019), "
+        "digitised by scripts/digitise_corel_figure.py to 3 pixels (0.02 points on the image panels, 0.05 on "
+        "AGNews'; 12 pixels where a marker hides under another); its winners are each published curve's argmax."
+    )
+
+
+# The curve tables: each λ grid on real Fashion-MNIST beside the supplement's, before and after the recipe search.
+SOURCES: dict[str, str] = {
+    "fashion150_published": "corel/fashion150_table1",
+    "fashion150_recovered_published": "corel/fashion150_recovered_table1",
+}
+
+
+def fashion150_published(runs: list[Run], out_dir: Path) -> Table:
+    """The 150-epoch Fashion-MNIST λ grid on the recipe the paper's text gives (class vectors learned, eq. 6)
+    beside the supplement's curves."""
+    return curves_table(runs, out_dir, "COREL λ curves at 150 epochs, the paper's text's recipe, beside the "
+                        "supplement's Figure 1", "corel_fashion150_published")  # fmt: skip
+
+
+def fashion150_recovered_published(runs: list[Run], out_dir: Path) -> Table:
+    """The same grid on the recipe recovered from the curves (class vectors untrained; Gaussian-COREL as the
+    authors' bounded loss with γ fixed) beside the supplement's curves."""
+    return curves_table(runs, out_dir, "COREL λ curves at 150 epochs, the recovered recipe, beside the supplement's "
+                        "Figure 1", "corel_fashion150_recovered_published")  # fmt: skip

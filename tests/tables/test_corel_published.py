@@ -1,0 +1,53 @@
+"""COREL's digitised λ curves (tables/published/corel.yaml, ``figure1``) and the table that sets ours beside them,
+on hand-made runs."""
+
+import math
+
+import pytest
+
+from clusterable.tables.corel import published
+from clusterable.tables.report import load_runs
+
+from .rundirs import write_run
+
+EXPERIMENT = "corel/fashion150_recovered_table1"
+
+
+def test_the_six_panels_hold_20_lambda_per_series():
+    for dataset in ("mnist", "fashion_mnist", "agnews8"):
+        for model in ("ffnn", "cnn"):
+            for loss in ("center", "cosine_corel", "gaussian_corel"):
+                curve = published.curve(dataset, model, loss)
+                assert sorted(curve) == [round(0.05 * k, 2) for k in range(1, 21)], (dataset, model, loss)
+    # AGNews' CNN Cosine-COREL leaves the panel below λ 0.25: no value, never a guess
+    assert math.isnan(published.value("agnews8", "cnn", "cosine_corel", 0.1))
+    assert published.value("agnews8", "cnn", "cosine_corel", 0.25) == pytest.approx(72.7, abs=0.1)
+
+
+def test_the_published_winner_is_the_curves_argmax():
+    lam, acc = published.winner("fashion_mnist", "ffnn", "gaussian_corel")
+    curve = published.curve("fashion_mnist", "ffnn", "gaussian_corel")
+    assert acc == max(v for v in curve.values() if v is not None) and curve[lam] == acc
+    # the authors' Gaussian-COREL is compared with the published Gaussian-COREL curve
+    assert published.winner("fashion_mnist", "ffnn", "gaussian_corel_authors_fixed_gamma") == (lam, acc)
+    assert published.winner("fashion_mnist", "ffnn", "cce") is None
+
+
+def test_curves_table_differences_and_mean_absolute_difference(tmp_path):
+    pub = published.curve("fashion_mnist", "ffnn", "cosine_corel")
+    ours = {0.05: pub[0.05] + 1.0, 0.5: pub[0.5] - 0.5, 1.0: pub[1.0] + 0.25}
+    for lam, acc in ours.items():
+        params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cosine_corel", "loss.lam": lam}
+        write_run(tmp_path, EXPERIMENT, params, {"val/acc": acc / 100})
+    params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "gaussian_corel", "loss.lam": 0.2}
+    write_run(tmp_path, EXPERIMENT, params, {"val/acc": 0.1}, diverged_at=1)
+    runs, _ = load_runs(tmp_path, (EXPERIMENT,), "full")
+    table = published.fashion150_recovered_published(runs, tmp_path / "tables")
+    rows = {(r[1], r[2]): r for r in table.rows}
+    assert rows[("Cosine-COREL", "0.05")][3:] == [f"{ours[0.05]:.2f}", f"{pub[0.05]:.2f}", "+1.00"]
+    assert rows[("Cosine-COREL", "0.5")][5] == "-0.50"
+    assert rows[("Gaussian-COREL", "0.2")][3] == "diverged"
+    mad = (1.0 + 0.5 + 0.25) / 3
+    assert f"Cosine-COREL (fashion_mnist ffnn) {mad:.2f} over 3 λ" in table.notes[1]
+    assert "Gaussian-COREL (fashion_mnist ffnn) n/a over 0 λ, diverged at λ 0.2 (not in it)" in table.notes[1]
+    assert table.figures[0].is_file()
