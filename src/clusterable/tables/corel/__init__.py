@@ -55,7 +55,11 @@ from clusterable.tables.corel.paper import (
     tune_lambda,
     with_lambda,
 )
-from clusterable.tables.corel.published import fashion150_published, fashion150_recovered_published
+from clusterable.tables.corel.published import (
+    fashion150_published,
+    fashion150_recovered_published,
+    fashion_recipe_search,
+)
 
 SOURCES: dict[str, str | tuple[str, ...]] = {**paper.SOURCES, **fashion.SOURCES, **published.SOURCES}
 
@@ -64,7 +68,8 @@ __all__ = [
     "encoder", "experiment_grid", "fashion150_curves", "fashion150_published", "fashion150_recovered_published",
     "fashion150_fig2", "fashion150_table1", "fashion150_table2",
     "fashion150_table4", "fashion_budgets", "fashion_curves", "fashion_fig2", "fashion_paper_curves",
-    "fashion_paper_fig2", "fashion_paper_table1", "fashion_paper_table2", "fashion_paper_table4", "fashion_table1",
+    "fashion_paper_fig2", "fashion_paper_table1", "fashion_recipe_search",
+    "fashion_paper_table2", "fashion_paper_table4", "fashion_table1",
     "fashion_table2", "fashion_table4", "fig1", "fig2", "lambda_cells", "lambda_notes", "table1", "table2",
     "table3_4", "tune_lambda", "with_lambda",
 ]  # fmt: skip
