@@ -38,14 +38,15 @@ def test_curves_table_differences_and_mean_absolute_difference(tmp_path):
     ours = {0.05: pub[0.05] + 1.0, 0.5: pub[0.5] - 0.5, 1.0: pub[1.0] + 0.25}
     for lam, acc in ours.items():
         params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cosine_corel", "loss.lam": lam}
-        write_run(tmp_path, EXPERIMENT, params, {"val/acc": acc / 100})
+        clustered = {"val/kmeans/acc": 0.6, "val/kmeans/silhouette": 0.25} if lam == 0.5 else {}
+        write_run(tmp_path, EXPERIMENT, params, {"val/acc": acc / 100, **clustered})
     params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "gaussian_corel", "loss.lam": 0.2}
     write_run(tmp_path, EXPERIMENT, params, {"val/acc": 0.1}, diverged_at=1)
     runs, _ = load_runs(tmp_path, (EXPERIMENT,), "full")
     table = published.fashion150_recovered_published(runs, tmp_path / "tables")
     rows = {(r[1], r[2]): r for r in table.rows}
-    assert rows[("Cosine-COREL", "0.05")][3:] == [f"{ours[0.05]:.2f}", f"{pub[0.05]:.2f}", "+1.00"]
-    assert rows[("Cosine-COREL", "0.5")][5] == "-0.50"
+    assert rows[("Cosine-COREL", "0.05")][3:] == [f"{ours[0.05]:.2f}", f"{pub[0.05]:.2f}", "+1.00", "—", "—"]
+    assert rows[("Cosine-COREL", "0.5")][5:] == ["-0.50", "60.00", "0.250"]
     assert rows[("Gaussian-COREL", "0.2")][3] == "diverged"
     mad = (1.0 + 0.5 + 0.25) / 3
     assert f"Cosine-COREL (fashion_mnist ffnn) {mad:.2f} over 3 λ" in table.notes[1]

@@ -30,6 +30,9 @@ PUBLISHED_SERIES = {
 }
 FIGURE = "figure1"
 SERIES_COLOURS = {"center": "C0", "cosine_corel": "C1", "gaussian_corel": "C2"}  # the supplement's colours
+# Ours only (the paper clusters its Table 2 runs, not its λ grids): the validation split at each run's best epoch.
+CLUSTERING = {"val/kmeans/acc": "k-means acc (val)", "val/kmeans/silhouette": "silhouette (val)"}
+CLUSTERING_FORMAT = ((100, 2), (1, 3))  # (scale, decimals) of each
 MARKERS = {"gaussian_corel_authors": "^-", "gaussian_corel_authors_fixed_gamma": "D-"}  # others: squares
 
 
@@ -70,6 +73,7 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
     one (dataset, model) panel a block of rows: a row per λ, per loss ours, the paper's and the difference, with
     each loss's mean absolute difference over the λ both have, and a figure of both (``<stem>.png``)."""
     curves: dict[tuple[str, str, str], dict[float, Cell]] = {}
+    clustering: dict[tuple[str, str, str, float, str], Cell] = {}
     diverged: dict[tuple[str, str, str], set[float]] = {}
     for run in runs:
         lam = run_lambda(run)
@@ -77,6 +81,9 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
         if lam is None or setting[2] not in PUBLISHED_SERIES:
             continue
         cell = curves.setdefault(setting, {}).setdefault(lam, Cell())
+        for key in CLUSTERING:  # the validation split clustered at the best epoch, where the run recorded it
+            if run.ok and (v := run.metric(key)) is not None:
+                clustering.setdefault((*setting, lam, key), Cell()).values.append(v)
         acc = run.metric("val/acc") if run.ok else None
         if run.diverged:
             diverged.setdefault(setting, set()).add(lam)
@@ -86,7 +93,7 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
             cell.values.append(100 * acc)
     losses = [loss for loss in PUBLISHED_SERIES if any(s[2] == loss for s in curves)]
     panels = sorted({s[:2] for s in curves})
-    header = ["Setting", "Loss", "λ", "ours", "paper", "Δ"]
+    header = ["Setting", "Loss", "λ", "ours", "paper", "Δ", *CLUSTERING.values()]
     rows, mads = [], []
     for dataset, model in panels:
         for loss in losses:
@@ -96,8 +103,11 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                 pub = value(dataset, model, loss, lam)
                 ours = "diverged" if lam in gone else _cell(cell) if cell.values else "failed"
                 delta = _num(cell.mean - pub, sign=True) if cell.values else "—"
+                found = [clustering.get((dataset, model, loss, lam, key)) for key in CLUSTERING]
+                shown = [f"{c.mean * scale:.{digits}f}" if c else "—" for c, (scale, digits) in
+                         zip(found, CLUSTERING_FORMAT, strict=True)]  # fmt: skip
                 rows.append(
-                    [f"{dataset} {model}", LABELS.get(loss, loss), f"{lam:g}", ours, _num(pub), delta]
+                    [f"{dataset} {model}", LABELS.get(loss, loss), f"{lam:g}", ours, _num(pub), delta, *shown]
                 )
             mad, n = mean_abs_difference(
                 {lam: c.mean for lam, c in grid.items() if c.values}, dataset, model, loss
@@ -111,7 +121,9 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                 mads.append(f"{LABELS.get(loss, loss)} ({dataset} {model}) {_num(mad)} over {n} λ{left_out}")
     notes = [
         note(),
-        "Ours: validation accuracy (%) at each run's best epoch, mean over its seeds; Δ = ours − paper (points). "
+        "Ours: validation accuracy (%) at each run's best epoch, mean over its seeds; Δ = ours − paper (points); "
+        "k-means (k = 10) on the validation representations at that epoch, where the grid clusters them (ours "
+        "only: the paper clusters no λ grid). "
         "Mean |Δ| per loss: " + ("; ".join(mads) if mads else "none (no λ in common)") + ".",
     ]
     table = Table(title, header, rows, notes)
