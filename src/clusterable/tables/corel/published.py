@@ -29,6 +29,8 @@ PUBLISHED_SERIES = {
     "gaussian_corel_authors_fixed_gamma": "gaussian_corel",
 }
 FIGURE = "figure1"
+# Row labels: the paper's losses and the authors' variants (the recovered recipe's Gaussian-COREL among them).
+NAMES = {**LABELS, "gaussian_corel_authors_fixed_gamma": "Gaussian-COREL (authors' loss, γ fixed)"}
 SERIES_COLOURS = {"center": "C0", "cosine_corel": "C1", "gaussian_corel": "C2"}  # the supplement's colours
 # Ours only (the paper clusters its Table 2 runs, not its λ grids): the validation split at each run's best epoch.
 CLUSTERING = {"val/kmeans/acc": "k-means acc (val)", "val/kmeans/silhouette": "silhouette (val)"}
@@ -107,7 +109,7 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                 shown = [f"{c.mean * scale:.{digits}f}" if c else "—" for c, (scale, digits) in
                          zip(found, CLUSTERING_FORMAT, strict=True)]  # fmt: skip
                 rows.append(
-                    [f"{dataset} {model}", LABELS.get(loss, loss), f"{lam:g}", ours, _num(pub), delta, *shown]
+                    [f"{dataset} {model}", NAMES.get(loss, loss), f"{lam:g}", ours, _num(pub), delta, *shown]
                 )
             mad, n = mean_abs_difference(
                 {lam: c.mean for lam, c in grid.items() if c.values}, dataset, model, loss
@@ -118,7 +120,7 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                     if gone
                     else ""
                 )
-                mads.append(f"{LABELS.get(loss, loss)} ({dataset} {model}) {_num(mad)} over {n} λ{left_out}")
+                mads.append(f"{NAMES.get(loss, loss)} ({dataset} {model}) {_num(mad)} over {n} λ{left_out}")
     notes = [
         note(),
         "Ours: validation accuracy (%) at each run's best epoch, mean over its seeds; Δ = ours − paper (points); "
@@ -151,14 +153,14 @@ def _figure(
         for name in series:  # each published curve once, in its series' colour
             pub = {lam: v for lam, v in curve(dataset, model, name).items() if v is not None}
             ax.plot(list(pub), list(pub.values()), "o--", color=SERIES_COLOURS[name], alpha=0.45, markersize=3,
-                    label=f"{LABELS[name]}, paper")  # fmt: skip
+                    label=f"{NAMES[name]}, paper")  # fmt: skip
         for loss in losses:  # ours in the colour of the series it is compared with, a marker a loss
             ours = sorted(
                 (lam, c.mean) for lam, c in curves.get((dataset, model, loss), {}).items() if c.values
             )
             if ours:
                 ax.plot(*zip(*ours, strict=True), MARKERS.get(loss, "s-"), color=SERIES_COLOURS[PUBLISHED_SERIES[loss]],
-                        label=f"{LABELS.get(loss, loss)}, ours")  # fmt: skip
+                        label=f"{NAMES.get(loss, loss)}, ours")  # fmt: skip
         ax.set(title=f"{dataset} {model}", xlabel="λ", ylabel="best validation accuracy (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -230,7 +232,7 @@ def fashion_recipe_search(runs: list[Run], out_dir: Path) -> Table:
         )  # fmt: skip
         last = f"{100 * curve[-1][1]:.2f}" if curve and run.ok else "—"
         pub = value(as_text(run.get("dataset")), as_text(run.get("model")), loss, lam or math.nan)
-        rows.append([LABELS.get(loss, loss), f"{lam:g}", *key_of(run, SEARCHED), outcome, last, _num(pub)])
+        rows.append([NAMES.get(loss, loss), f"{lam:g}", *key_of(run, SEARCHED), outcome, last, _num(pub)])
     notes = [
         note(),
         "Each run: the FFNN on real Fashion-MNIST, 10 epochs, one seed; one setting varied from the defaults (lr "
