@@ -11,7 +11,9 @@ import csv
 import io
 import json
 import math
+import operator
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from scipy import stats
 
 from clusterable.rundir import IGNORED_IN_COMPARISON, find_runs
 from clusterable.tables.latex import escape
@@ -428,44 +431,239 @@ def cells(
     return out
 
 
+# Claims compare rows by a test over their seeds at this level (one-sided, in the claimed direction).
+ALPHA = 0.05
+# The verdicts a claim reads (``Claim.verdict``): a test over seeds shows the claim, shows its reverse, or neither
+# ("not shown (p = ...)"); a claim on one seed, or on numbers no test applies to, reads its means' verdict.
+HOLDS, REVERSED, NOT_SHOWN = "holds", "reversed", "not shown"
+DOES_NOT_HOLD, CANNOT_CHECK = "does not hold", "cannot check"
+ONE_SEED = "on one seed"  # appended to a means' verdict that rests on one seed: "holds on one seed"
+
+
 @dataclass
 class Claim:
-    """A sentence of the paper checked on our numbers: ``holds`` is None when the numbers needed are missing."""
+    """A sentence of the paper checked on our numbers.
+
+    ``verdict`` is what ``line`` prints: "holds", "reversed", "not shown (p = 0.33)" for a comparison tested over
+    seeds (``check``); "holds on one seed" / "does not hold on one seed" for one resting on one seed (no test);
+    "holds" / "does not hold" for a claim no seed test applies to (a threshold, a count, a spread: its detail
+    says what was checked); "cannot check" when the numbers needed are missing. ``holds`` is True only for
+    "holds", None only for "cannot check" (set from ``verdict``, or ``verdict`` from it when not given).
+    ``pairs``: the comparisons ``check`` made, for a caller that words its own detail.
+    """
 
     text: str
     holds: bool | None
     detail: str = ""
+    verdict: str = ""
+    pairs: list[Comparison] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            self.verdict = {True: HOLDS, False: DOES_NOT_HOLD, None: CANNOT_CHECK}[self.holds]
+        expected = True if self.verdict == HOLDS else None if self.verdict == CANNOT_CHECK else False
+        if self.holds is not expected:
+            raise ValueError(
+                f"a claim that reads {self.verdict!r} has holds={expected}, not holds={self.holds}"
+            )
 
     def line(self) -> str:
-        verdict = {True: "holds", False: "does not hold", None: "cannot check"}[self.holds]
-        return f"- [{verdict}] {self.text}" + (f" ({self.detail})" if self.detail else "")
+        return f"- [{self.verdict}] {self.text}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One named pair of a claim, compared (``compare``): ``diff`` is mean(a) − mean(b) as given (unscaled);
+    ``p`` the one-sided p of the claimed direction and ``p_reverse`` of the opposite one (NaN where no test ran,
+    or where neither side varies and their means are equal: t is 0/0); ``test`` names what was done ("welch",
+    "one-sample", "one seed", "numbers"); ``outcome`` is the pair's verdict."""
+
+    name: str
+    diff: float
+    test: str
+    outcome: str
+    p: float = math.nan
+    p_reverse: float = math.nan
+
+
+def _values(x: float | Cell) -> list[float]:
+    return list(x.values) if isinstance(x, Cell) else [] if math.isnan(x) else [float(x)]
+
+
+def _direction(relation: Callable[[float, float], bool]) -> str:
+    """scipy's ``alternative`` of a claim's relation: "greater" for gt/ge (a > b), "less" for lt/le."""
+    if relation in (operator.gt, operator.ge):
+        return "greater"
+    if relation in (operator.lt, operator.le):
+        return "less"
+    raise ValueError(f"a claim over seeds compares with operator.gt/ge/lt/le, not {relation!r}")
+
+
+def _t_test(a: list[float], b: float | list[float], alternative: str) -> tuple[float, float]:
+    """One-sided p of ``alternative`` and of the opposite direction: Welch's t (Welch 1947; unequal variances) of
+    ``a`` against the values ``b``, or the one-sample t (Student 1908) of ``a`` against the number ``b``. Samples
+    that do not vary: a difference of their means is certain (p 0 one way, 1 the other); equal means give NaN
+    (t is 0/0: nothing shown either way)."""
+    bs = b if isinstance(b, list) else [b]
+    diff = float(np.mean(a) - np.mean(bs))
+    if np.ptp(a) == 0 and np.ptp(bs) == 0:
+        if diff == 0:
+            return math.nan, math.nan
+        shown = diff > 0 if alternative == "greater" else diff < 0
+        return (0.0, 1.0) if shown else (1.0, 0.0)
+    with warnings.catch_warnings():  # nearly equal values: scipy warns of precision loss, its p stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if isinstance(b, list):
+            p = stats.ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue
+        else:
+            p = stats.ttest_1samp(a, b, alternative=alternative).pvalue
+    p = float(p)
+    return p, 1.0 - p  # t is continuous: the two one-sided p add up to 1
+
+
+def compare(
+    name: str, a: float | Cell, b: float | Cell, relation: Callable[[float, float], bool]
+) -> Comparison | None:
+    """``a`` against ``b`` for the claim ``relation(a, b)``; None when either has no number (a NaN, an empty cell).
+
+    Two cells with at least two values each: Welch's t-test (Welch 1947) over their seeds, one-sided in the
+    claimed direction (gt and ge alike: a > b; lt and le: a < b) at ``ALPHA``: "holds" when it shows the claimed
+    direction, "reversed" when the opposite one-sided test shows the other, else "not shown". A cell against a
+    plain number (a published value, a threshold): the one-sample t-test (Student 1908) over the cell's seeds, read
+    the same way. A cell with one value: its means compared by ``relation``, "holds on one seed" or "does not hold
+    on one seed" (no test on one seed). Two plain numbers: compared by ``relation``, "holds" or "does not hold"
+    (no seeds to test; the caller's detail says what the numbers are)."""
+    va, vb = _values(a), _values(b)
+    if not va or not vb:
+        return None
+    diff = float(np.mean(va) - np.mean(vb))
+    cells = [x for x in (a, b) if isinstance(x, Cell)]
+    if not cells:
+        return Comparison(name, diff, "numbers", HOLDS if relation(va[0], vb[0]) else DOES_NOT_HOLD)
+    if any(len(c.values) < 2 for c in cells):
+        means_hold = relation(float(np.mean(va)), float(np.mean(vb)))
+        return Comparison(name, diff, "one seed", f"{HOLDS if means_hold else DOES_NOT_HOLD} {ONE_SEED}")
+    alternative = _direction(relation)
+    if isinstance(a, Cell) and isinstance(b, Cell):
+        p, p_reverse = _t_test(va, vb, alternative)
+        test = "welch"
+    else:  # one cell against a number: the cell's seeds against it, the direction seen from the cell
+        cell, number = (va, vb[0]) if isinstance(a, Cell) else (vb, va[0])
+        flipped = alternative if isinstance(a, Cell) else {"greater": "less", "less": "greater"}[alternative]
+        p, p_reverse = _t_test(cell, number, flipped)
+        test = "one-sample"
+    outcome = HOLDS if p < ALPHA else REVERSED if p_reverse < ALPHA else NOT_SHOWN
+    return Comparison(name, diff, test, outcome, p, p_reverse)
+
+
+def p_text(p: float) -> str:
+    """A p-value as the claims print it: "p = 0.036", "p < 0.001", "p undefined, no spread" (NaN: neither side
+    varies and their means are equal)."""
+    if math.isnan(p):
+        return "p undefined, no spread"
+    if p < 0.001:
+        return "p < 0.001"
+    said = f"{p:.2g}"
+    return f"p = {f'{p:.3g}' if float(said) == ALPHA else said}"  # never 0.05 for a p just below or above it
+
+
+_TESTS = {
+    "welch": f"Welch's t over seeds, one-sided, α = {ALPHA:g}",
+    "one-sample": f"one-sample t over seeds against the number, one-sided, α = {ALPHA:g}",
+    "one seed": "one seed: means compared, no test",
+}
+# Which pair a long list shows first: what keeps the claim from holding.
+_ORDER = (REVERSED, DOES_NOT_HOLD, f"{DOES_NOT_HOLD} {ONE_SEED}", NOT_SHOWN, f"{HOLDS} {ONE_SEED}", HOLDS)
+
+
+def verdict_of(comparisons: Sequence[Comparison]) -> str:
+    """A claim's verdict over its pairs (it claims every pair): "reversed" if a test shows any pair reversed; else
+    "does not hold" (on one seed) if any pair's means fail; else "not shown (p = the largest p)" if any tested pair
+    is not shown; else "holds on one seed" if any pair rests on one seed; else "holds". Each pair tested at
+    ``ALPHA``: a claim of every pair holds when each does (an intersection-union test, level ``ALPHA``)."""
+    outcomes = {c.outcome for c in comparisons}
+    for outcome in (REVERSED, DOES_NOT_HOLD, f"{DOES_NOT_HOLD} {ONE_SEED}"):
+        if outcome in outcomes:
+            return outcome
+    if NOT_SHOWN in outcomes:
+        ps = [c.p for c in comparisons if c.outcome == NOT_SHOWN]
+        worst = max(ps, key=lambda p: math.inf if math.isnan(p) else p)
+        return f"{NOT_SHOWN} ({p_text(worst)})"
+    return f"{HOLDS} {ONE_SEED}" if f"{HOLDS} {ONE_SEED}" in outcomes else HOLDS
+
+
+def method_of(
+    comparisons: Sequence[Comparison], basis: str = "numbers compared as given, no seed test"
+) -> str:
+    """What judged ``comparisons``, as a claim's detail names it: the test(s) over seeds, "one seed: means
+    compared, no test", and ``basis`` for plain numbers."""
+    kinds = [
+        t for t in ("welch", "one-sample", "one seed", "numbers") if any(c.test == t for c in comparisons)
+    ]
+    return "; ".join(basis if t == "numbers" else _TESTS[t] for t in kinds)
+
+
+def _difference(value: float, digits: int) -> str:
+    """A difference with ``digits`` decimals, or two significant digits where those decimals would read 0."""
+    return f"{value:+.2g}" if 0 < abs(value) < 0.5 * 10**-digits else f"{value:+.{digits}f}"
+
+
+def _entry(c: Comparison, scale: float, digits: int) -> str:
+    said = f"{c.name} {_difference(scale * c.diff, digits)}"
+    if c.test in ("welch", "one-sample"):
+        # a reversal's own p is the opposite direction's
+        return (
+            f"{said} (reversed, {p_text(c.p_reverse)})"
+            if c.outcome == REVERSED
+            else f"{said} ({p_text(c.p)})"
+        )
+    fails = "" if c.outcome.startswith(HOLDS) else ", fails" if c.test == "one seed" else " (fails)"
+    return f"{said} (one seed{fails})" if c.test == "one seed" else said + fails
+
+
+def _named(names: Sequence[str]) -> str:
+    return ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:3])} and {len(names) - 3} more"
 
 
 def check(
-    text: str, pairs: Iterable[tuple[str, float, float]], relation: Callable[[float, float], bool]
+    text: str,
+    pairs: Iterable[tuple[str, float | Cell, float | Cell]],
+    relation: Callable[[float, float], bool],
+    *,
+    scale: float = 1.0,
+    digits: int = 2,
+    basis: str = "numbers compared as given, no seed test",
 ) -> Claim:
-    """A claim that ``relation(a, b)`` holds for every named pair, checked on the pairs whose numbers are there
-    (a table made for some of the paper's settings checks those and names the others); uncheckable only when no
-    pair has its numbers."""
+    """A claim that ``relation(a, b)`` holds for every named pair ``(name, a, b)``, each ``a``/``b`` a ``Cell``
+    (its values over seeds) or a plain number; checked on the pairs whose numbers are there (a table made for some
+    of the paper's settings checks those and names the others), uncheckable only when no pair has its numbers.
+
+    Each pair is compared by ``compare`` (Welch's t over two cells' seeds, the one-sample t of a cell against a
+    number, the means of a cell of one seed, or two plain numbers as given) and the claim reads ``verdict_of``
+    its pairs. The detail names the test, then per pair the difference of means a − b times ``scale`` (100: in
+    points of a percentage) with ``digits`` decimals (two significant digits where those would read 0) and its
+    p; a long list shows the pairs that keep the claim from holding first. ``basis``: what plain numbers are and
+    why no seed test applies to them (a threshold on one number, a spread over a grid, one run's value), said in
+    the detail of a claim on such numbers."""
     pairs = list(pairs)
-    present = [p for p in pairs if not (math.isnan(p[1]) or math.isnan(p[2]))]
-    if not present:
+    compared = [c for name, a, b in pairs if (c := compare(name, a, b, relation)) is not None]
+    if not compared:
         return Claim(text, None, "numbers missing")
-    failing = [name for name, a, b in present if not relation(a, b)]
-    if len(failing) > 6:  # a long list reads as noise: the first few and how many more
-        shown = f"{', '.join(failing[:3])} and {len(failing) - 3} more ({len(failing)} of {len(present)})"
+    verdict = verdict_of(compared)
+    said = method_of(compared, basis)
+    shown = sorted(compared, key=lambda c: _ORDER.index(c.outcome)) if len(compared) > 6 else compared
+    entries = [_entry(c, scale, digits) for c in shown]
+    if len(entries) > 6:  # a long list reads as noise: the first few and how many more
+        held = sum(c.outcome.startswith(HOLDS) for c in compared)
+        listed = f"{'; '.join(entries[:3])} and {len(entries) - 3} more ({held} of {len(compared)} hold)"
     else:
-        shown = ", ".join(failing)
-    detail = f"fails for {shown}" if failing else f"{len(present)} of {len(present)}"
-    missing = [name for name, a, b in pairs if math.isnan(a) or math.isnan(b)]
+        listed = "; ".join(entries)
+    what = "difference (p)" if any(c.test in ("welch", "one-sample") for c in compared) else "difference"
+    detail = f"{said}; {what}: {listed}"
+    missing = [name for name, a, b in pairs if not (_values(a) and _values(b))]
     if missing:
-        named = (
-            ", ".join(missing)
-            if len(missing) <= 6
-            else f"{', '.join(missing[:3])} and {len(missing) - 3} more"
-        )
-        detail += f"; checked on {len(present)} of {len(pairs)}, no numbers for {named}"
-    return Claim(text, not failing, detail)
+        detail += f"; checked on {len(compared)} of {len(pairs)}, no numbers for {_named(missing)}"
+    return Claim(text, verdict == HOLDS, detail, verdict, compared)
 
 
 @dataclass
