@@ -164,7 +164,7 @@ def authors_claims(runs: Sequence[Run], claims_of: Callable[[list[Run]], list[Cl
     if not any(r.get("loss") == AUTHORS for r in runs):
         return []
     return [
-        Claim(f"[authors' code] {c.text}", c.holds, c.detail)
+        replace(c, text=f"[authors' code] {c.text}")
         for c in claims_of(as_paper_gaussian(runs))
         if "Gaussian-COREL" in c.text
     ]
@@ -199,7 +199,7 @@ def fashion_fig2(runs: list[Run], out_dir: Path) -> Table:
     tuning = tune_lambda(r for r in runs if r.get("model") == model)
     if (authors := tuning.get(("fashion_mnist", model, AUTHORS))) is not None:
         claim = fig2_claim(authors)
-        table.claims.append(Claim(f"[authors' code] {claim.text} (their λ)", claim.holds, claim.detail))
+        table.claims.append(replace(claim, text=f"[authors' code] {claim.text} (their λ)"))
     return table
 
 
@@ -402,7 +402,7 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
         out.append(fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel"))))
         if (authors := tuning.get(("fashion_mnist", model, AUTHORS))) is not None:
             claim = fig2_claim(authors)
-            out.append(Claim(f"[authors' code] {claim.text} (their λ)", claim.holds, claim.detail))
+            out.append(replace(claim, text=f"[authors' code] {claim.text} (their λ)"))
     if t2:
         models = models_of(t2)
 
@@ -414,4 +414,4 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
 
         for claims_of in (table2_claims, table4_claims):
             out += claims_of(t2) + authors_claims(t2, claims_of)
-    return [Claim(f"[{budget.name}] {c.text}", c.holds, c.detail) for c in out]
+    return [replace(c, text=f"[{budget.name}] {c.text}") for c in out]

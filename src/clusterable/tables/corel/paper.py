@@ -9,16 +9,31 @@ the FFNN (``digits_*``: a CPU-sized check, no paper column); the builders (``_ta
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from operator import gt, lt
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from operator import ge, gt, lt
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from clusterable.tables.common import load_npz, na_note, paper_value, pyplot, save_figure
-from clusterable.tables.report import Cell, Claim, Run, Table, as_text, cells, check, key_of
+from clusterable.tables.report import (
+    ALPHA,
+    HOLDS,
+    REVERSED,
+    Cell,
+    Claim,
+    Run,
+    Table,
+    as_text,
+    cells,
+    check,
+    compare,
+    key_of,
+    p_text,
+    verdict_of,
+)
 from clusterable.tables.report import require_one_config as one_config
 from clusterable.tuned_lambda import experiment_grid, winners_name, write_winners
 
@@ -209,22 +224,23 @@ def _table1(
         means = [c.mean for c in grid(d, m, loss).qualifying().values()]
         return 100 * (max(means) - min(means)) if means else math.nan
 
-    def best_mean(d: str, m: str, loss: str) -> float:
-        best = grid(d, m, loss).winner()
-        return best[1].mean if best else math.nan
+    def best(d: str, m: str, loss: str) -> Cell:
+        winner = grid(d, m, loss).winner()
+        return winner[1] if winner else Cell()
 
-    def at(d: str, m: str, loss: str, lam: float) -> float:
-        c = grid(d, m, loss).qualifying().get(lam)
-        return c.mean if c else math.nan
+    def at(d: str, m: str, loss: str, lam: float) -> Cell:
+        return grid(d, m, loss).qualifying().get(lam) or Cell()
 
     base = DATASETS if with_paper else datasets
     settings = [(d, m) for d in base for m in models]
     claims = [
         check("Center loss is relatively insensitive to λ (validation accuracy varies by < 1 point)",
-              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lt),
+              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lt,
+              basis="the spread (highest − lowest) of the λ grid's mean validation accuracies against 1 point: a "
+                    "spread over the grid, no two rows' seeds to test"),
         check("Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5)",
-              ((f"{m}-{d}", best_mean(d, m, "gaussian_corel"), at(d, m, "gaussian_corel", 0.5)) for d, m in settings),
-              gt),
+              ((f"{m}-{d}", best(d, m, "gaussian_corel"), at(d, m, "gaussian_corel", 0.5)) for d, m in settings),
+              gt, scale=100),
     ]  # fmt: skip
     lams = sorted({lam for t in tuning.values() for lam in t.val})
     notes = [na_note(PAPER)] if with_paper else []
@@ -363,38 +379,46 @@ def _table2(
                 row += [text, paper_value(PAPER, "table2", f"{d}/{m}/{loss}")] if with_paper else [text]
             rows.append(row)
 
-    def mean(d: str, m: str, loss: str) -> float:
-        return acc.get((d, encoder(d, m), loss), Cell()).mean
+    def cell(d: str, m: str, loss: str) -> Cell:
+        return acc.get((d, encoder(d, m), loss), Cell())
 
-    def best_other(d: str, m: str) -> float:
-        return max(mean(d, m, o) for o in LOSSES if o != "gaussian_corel")
+    def best_other(d: str, m: str) -> tuple[str, Cell]:
+        """The other loss with the best mean test accuracy and its cell (an empty cell if any is missing)."""
+        others = {o: cell(d, m, o) for o in LOSSES if o != "gaussian_corel"}
+        if not all(c.values for c in others.values()):
+            return "", Cell()
+        return max(others.items(), key=lambda item: item[1].mean)
 
     base = DATASETS if with_paper else datasets
     settings = [(d, m) for m in models for d in base]
     claims = [
         check("Gaussian-COREL beats CCE in every setting",
-              ((f"{m}-{d}", mean(d, m, "gaussian_corel"), mean(d, m, "cce")) for d, m in settings), gt),
+              ((f"{m}-{d}", cell(d, m, "gaussian_corel"), cell(d, m, "cce")) for d, m in settings), gt, scale=100),
     ]  # fmt: skip
     if with_paper:
-        claims.append(_gaussian_best_claim({f"{m}-{d}": (mean(d, m, "gaussian_corel"), best_other(d, m))
+        claims.append(_gaussian_best_claim({f"{m}-{d}": (cell(d, m, "gaussian_corel").mean, best_other(d, m)[1].mean)
                                             for d, m in settings}))  # fmt: skip
     else:
-        best = ((f"{m}-{d}", mean(d, m, "gaussian_corel"), best_other(d, m)) for d, m in settings)
-        claims.append(check("Gaussian-COREL is the best loss in every setting", best, gt))
+        best = ((f"{m}-{d} vs {LOSSES.get(o, 'the others')}", cell(d, m, "gaussian_corel"), c)
+                for d, m in settings for o, c in [best_other(d, m)])  # fmt: skip
+        claims.append(check("Gaussian-COREL is the best loss in every setting", best, gt, scale=100))
     images = _images(base)
     if "cnn" in models:  # the claim is about the CNN only
-        cosine = ((f"cnn-{d}", mean(d, "cnn", "cosine_corel"), mean(d, "cnn", "cce")) for d in images)
-        claims.append(check("Cosine-COREL beats CCE with the CNN on both image datasets", cosine, gt))
-    center = ((f"{m}-{d}", mean(d, m, "center"), mean(d, m, "cce")) for m in models for d in images)
+        cosine = ((f"cnn-{d}", cell(d, "cnn", "cosine_corel"), cell(d, "cnn", "cce")) for d in images)
+        claims.append(
+            check("Cosine-COREL beats CCE with the CNN on both image datasets", cosine, gt, scale=100)
+        )
+    center = ((f"{m}-{d}", cell(d, m, "center"), cell(d, m, "cce")) for m in models for d in images)
     text = "Center loss beats CCE on both image datasets" if with_paper else "Center loss beats CCE"
-    claims.append(check(text, center, gt))
+    claims.append(check(text, center, gt, scale=100))
     if with_paper:  # the paper's AGNews claims (and Cosine-COREL's other loss, FFNN-MNIST)
         claims += [
             check("Center loss loses to CCE on AGNews with both models",
-                  ((f"{m}-agnews8", mean("agnews8", m, "center"), mean("agnews8", m, "cce")) for m in models), lt),
+                  ((f"{m}-agnews8", cell("agnews8", m, "center"), cell("agnews8", m, "cce")) for m in models), lt,
+                  scale=100),
             check("Cosine-COREL loses to CCE with the CNN on AGNews and with the FFNN on MNIST",
-                  ((f"{m}-{d}", mean(d, m, "cosine_corel"), mean(d, m, "cce"))
-                   for d, m in (("agnews8", "cnn"), ("mnist", "ffnn"))), lt),
+                  ((f"{m}-{d}", cell(d, m, "cosine_corel"), cell(d, m, "cce"))
+                   for d, m in (("agnews8", "cnn"), ("mnist", "ffnn"))), lt, scale=100),
         ]  # fmt: skip
     notes = [na_note(PAPER)] if with_paper else []
     notes += lambda_notes(runs)
@@ -421,7 +445,8 @@ def _gaussian_best_claim(pairs: dict[str, tuple[float, float]]) -> Claim:
         )
     best = [name for name, (g, other) in pairs.items() if g > other]
     holds = len(best) >= 4 and "ffnn-mnist" not in best
-    return Claim(text, holds, f"best in {len(best)} of {len(pairs)}: {', '.join(best) or 'none'}")
+    how = "a count of the settings where its mean test accuracy is the highest, as the paper counts: no seed test"
+    return Claim(text, holds, f"best in {len(best)} of {len(pairs)}: {', '.join(best) or 'none'}; {how}")
 
 
 def table2(runs: list[Run], out_dir: Path) -> Table:
@@ -453,7 +478,7 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
         for meth in ("kmeans", "gmm")
         for k in CLUSTER_METRICS
     }
-    test_acc = cells(runs, keys, "test/acc")
+    drops = _drops(runs, keys)
     lams = lambda_cells(runs, keys)
     rows: list[list[str]] = []
     claims: list[Claim] = []
@@ -468,23 +493,24 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
                         row.append(table[(meth, k)].get(key, Cell()).text(scale, 2 if scale > 1 else 3))
                 rows.append(row)
 
-        def mean(meth: str, k: str, m: str, loss: str, d: str = d) -> float:
-            return table[(meth, k)].get((d, encoder(d, m), loss), Cell()).mean
+        def cell(meth: str, k: str, m: str, loss: str, d: str = d) -> Cell:
+            return table[(meth, k)].get((d, encoder(d, m), loss), Cell())
 
-        def drop(m: str, loss: str, d: str = d) -> float:
-            return 100 * (
-                test_acc.get((d, encoder(d, m), loss), Cell()).mean - mean("kmeans", "acc", m, loss)
-            )
+        def best_other(m: str, d: str = d) -> tuple[str, Cell]:
+            """The loss but Cosine-COREL with the highest mean k-means silhouette (an empty cell if one is missing)."""
+            others = {o: cell("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel"}
+            if not all(c.values for c in others.values()):
+                return "the others", Cell()
+            return max(others.items(), key=lambda item: item[1].mean)
 
         if d not in TEXT_DATASETS:  # the paper's silhouette claim is Fashion's (Table 4)
             claims.append(check(
                 f"Cosine-COREL has the highest k-means silhouette ({dname})",
-                ((f"{m}-{d}", mean("kmeans", "silhouette", m, "cosine_corel"),
-                  max(mean("kmeans", "silhouette", m, o) for o in LOSSES if o != "cosine_corel")) for m in models), gt,
+                ((f"{m}-{d} vs {LOSSES.get(o, o)}", cell("kmeans", "silhouette", m, "cosine_corel"), c)
+                 for m in models for o, c in [best_other(m)]), gt, digits=3,
             ))  # fmt: skip
-        claims.append(
-            _drop_claim(dname, {m: (drop(m, "cce"), {o: drop(m, o) for o in COREL}) for m in models})
-        )
+        claims.append(_drop_claim(dname, {m: {loss: drops.get((d, encoder(d, m), loss), Cell())
+                                              for loss in ("cce", *COREL)} for m in models}))  # fmt: skip
     notes = notes + ["Acc is Hungarian-matched; k = the number of classes; silhouette on a seeded sample of 2,000 "
                      "test points."]  # fmt: skip
     notes += lambda_notes([r for r in runs if r.get("dataset") in datasets])
@@ -509,25 +535,55 @@ def digits_table3_4(runs: list[Run], out_dir: Path) -> Table:
 COREL = {"cosine_corel": "Cosine", "gaussian_corel": "Gaussian"}  # the paper's two COREL losses
 
 
-def _drop_claim(dataset: str, drops: dict[str, tuple[float, dict[str, float]]]) -> Claim:
+def _drops(runs: Iterable[Run], keys: Sequence[str]) -> dict[tuple[str, ...], Cell]:
+    """Per cell of ``keys``: each finished run's drop from its test accuracy to the k-means accuracy of its test
+    representations, in points (one value per seed: both numbers are the same run's)."""
+    out: dict[tuple[str, ...], Cell] = {}
+    for run in runs:
+        acc, kmeans = run.metric("test/acc"), run.metric("test/kmeans/acc")
+        if run.ok and acc is not None and kmeans is not None and not math.isnan(acc - kmeans):
+            out.setdefault(key_of(run, keys), Cell()).values.append(100 * (acc - kmeans))
+    return out
+
+
+def _drop_claim(dataset: str, drops: dict[str, dict[str, Cell]]) -> Claim:
     """CCE's k-means accuracy falls well below its test accuracy while the COREL losses' do not (``drops``: model
-    -> (CCE's drop, {COREL loss: its drop}), in points; the detail prints k-means minus test accuracy)."""
+    -> {loss: its drops over seeds, in points}). Each loss's drops against ``WELL_BELOW_POINTS``: the one-sample t
+    over seeds (``report.compare``), CCE's above it, each COREL loss's below it; the detail prints k-means minus
+    test accuracy and p."""
     text = (f"CCE's k-means accuracy on {dataset} falls well below (>= {WELL_BELOW_POINTS:g} points) its test "
             "accuracy while the COREL losses' (Cosine, Gaussian) do not")  # fmt: skip
     # Checked on the models whose numbers are there, naming the others.
-    known = {m: d for m, d in drops.items() if not any(math.isnan(v) for v in (d[0], *d[1].values()))}
+    known = {m: d for m, d in drops.items() if all(c.values for c in d.values())}
     if not known:
         return Claim(text, None, "numbers missing")
-    holds = all(
-        c >= WELL_BELOW_POINTS and max(others.values()) < WELL_BELOW_POINTS for c, others in known.values()
-    )
-    detail = "; ".join(
-        f"{m}: CCE {-c:+.1f}, " + ", ".join(f"{COREL[o]} {-v:+.1f}" for o, v in others.items()) + " points"
-        for m, (c, others) in known.items()
-    )
+    names = {"cce": "CCE", **COREL}
+    compared, parts = [], []
+    for m, cells_ in known.items():
+        said = []
+        for loss, c in cells_.items():
+            relation = ge if loss == "cce" else lt
+            comparison = compare(f"{m}: {names[loss]}", c, WELL_BELOW_POINTS, relation)
+            compared.append(comparison)
+            if comparison.test == "one seed":
+                p = "one seed" + ("" if comparison.outcome.startswith(HOLDS) else ", fails")
+            elif comparison.outcome == REVERSED:  # the other side of the threshold shown: that direction's p
+                p = f"reversed, {p_text(comparison.p_reverse)}"
+            else:
+                p = p_text(comparison.p)
+            said.append(f"{names[loss]} {-c.mean:+.1f} ({p})")
+        parts.append(f"{m}: {', '.join(said)}")
+    kinds = {c.test for c in compared}
+    how = "; ".join(
+        ([f"each loss's drops over seeds against {WELL_BELOW_POINTS:g} points, one-sample t, one-sided, "
+          f"α = {ALPHA:g}"] if "one-sample" in kinds else [])
+        + (["one seed: means compared, no test"] if "one seed" in kinds else [])
+    )  # fmt: skip
+    detail = f"{how}; k-means minus test accuracy in points (p): " + "; ".join(parts)
     if missing := [m for m in drops if m not in known]:
         detail += f"; no numbers for {', '.join(missing)}"
-    return Claim(text, holds, detail)
+    verdict = verdict_of(compared)
+    return Claim(text, verdict == HOLDS, detail, verdict, compared)
 
 
 def fig2(runs: list[Run], out_dir: Path) -> Table:
@@ -544,7 +600,11 @@ def fig2_claim(tuning: Tuning | None) -> Claim:
     base = tuning.qualifying().get(0.5) if tuning is not None else None
     if best is None or base is None:
         return Claim(text, None, "no run at λ = 0.5" if best is not None else "numbers missing")
-    return Claim(text, bool(best[0] > 0.5 and best[1].mean > base.mean), f"best λ = {best[0]:g}")
+    chosen = f"best λ = {best[0]:g} (the best mean; which λ is best is read off the means, not tested)"
+    if best[0] <= 0.5:
+        return Claim(text, False, chosen)
+    claim = check(text, [(f"λ {best[0]:g} vs 0.5", best[1], base)], gt, scale=100)
+    return replace(claim, detail=f"{chosen}; {claim.detail}")
 
 
 def _fig2(runs: list[Run], out_dir: Path, model: str, title: str, figure: str, notes: list[str],
