@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from clusterable.tables import dscl
 from clusterable.tables.common import published
-from clusterable.tables.report import load_runs
+from clusterable.tables.report import load_runs, p_text
 
 from .rundirs import write_run
 
@@ -108,12 +109,20 @@ def test_table1_puts_ours_beside_the_papers_and_cited_rows(tmp_path):
     assert any("Our architecture: GoogLeNet (ImageNet)" in n for n in table.notes)
 
     softmax, sc_vs_kmeans, last_vs_end, vanilla = table.claims
-    assert softmax.holds is True and softmax.detail == "8 of 8"
+    # Each pair is Welch's t over the two seeds (0.2 points apart), the gaps 1 point or more: each is shown.
+    assert softmax.holds is True and softmax.detail.startswith("Welch's t over seeds, one-sided, α = 0.05; ")
+    assert softmax.detail.endswith(" and 5 more (8 of 8 hold)")
     assert sc_vs_kmeans.holds is True and vanilla.holds is True
-    assert last_vs_end.holds is False
-    assert last_vs_end.detail == "fails for DSCL last layer vs DSCL end-to-end, with SC, NMI"
+    assert last_vs_end.holds is False and last_vs_end.verdict == "reversed"
+    nmi = stats.ttest_ind([0.58, 0.582], [0.60, 0.602], equal_var=False, alternative="less").pvalue
+    r1 = stats.ttest_ind([0.56, 0.562], [0.55, 0.552], equal_var=False, alternative="greater").pvalue
+    where = "DSCL last layer vs DSCL end-to-end, with SC"
+    assert last_vs_end.detail == (
+        f"Welch's t over seeds, one-sided, α = 0.05; difference (p): {where}, NMI -2.00 (reversed, {p_text(nmi)}); "
+        f"{where}, R@1 +1.00 ({p_text(r1)})"
+    )
     markdown = table.markdown()
-    assert "- [does not hold] Fine-tuning only the last layer" in markdown
+    assert "- [reversed] Fine-tuning only the last layer" in markdown
     assert "| DSCL last layer (paper) | with SC | BN-Inception (ImageNet) | 59.16 |" in markdown
 
 
@@ -174,7 +183,10 @@ def test_digits_has_our_rows_only_and_no_last_layer_claim(tmp_path):
         "last layer" in t for t in texts
     )  # the paper claims it on CUB and Cars
     softmax, sc_vs_kmeans, vanilla = table.claims
-    assert softmax.holds is False and "with SC, NMI" in softmax.detail and "without SC" not in softmax.detail
+    # The two reversed pairs are named first, each with its p.
+    assert softmax.verdict == "reversed" and softmax.detail.count("reversed, p") == 2
+    shown = softmax.detail.split("difference (p): ")[1].split("; ")
+    assert all("with SC, NMI" in pair and "reversed, p" in pair for pair in shown[:2])
     assert sc_vs_kmeans.holds is True and vanilla.holds is True
 
 
