@@ -1,14 +1,25 @@
 """The autoencoder pool's table logic (CSRL Figs. 2, 7, 8) on runs built in memory: the lr kept per (dataset,
-model), k-means on the raw data counted once per seed, the task told by the data, the digits stand-in."""
+model), k-means on the raw data counted once per seed, the task told by the data, the digits stand-in, the
+paper's claims tested over the seeds."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 from clusterable.tables.csrl import ae_results, kmeans_raw, select_lr
-from clusterable.tables.csrl.autoencoders import CLUSTERING, DENOISING, task
-from clusterable.tables.report import Run
+from clusterable.tables.csrl.autoencoders import (
+    CLUSTERING,
+    DENOISING,
+    MODELS,
+    ON_PAR_ARI,
+    TENSORIZED,
+    ae_claims,
+    task,
+)
+from clusterable.tables.report import Run, p_text
 
 
 def run(choices: dict[str, str], config: dict[str, Any], metrics: dict[str, float], ok: bool = True) -> Run:
@@ -51,3 +62,35 @@ def test_missing_mnist_is_replaced_by_the_digits_stand_in_or_reported():
     res = ae_results(runs, ("parallel_lines", "mnist_subset"))
     assert res.order == ["parallel_lines", "digits_subset"]
     assert res.missing == ["parallel_lines"] and res.datasets == ["digits_subset"]
+
+
+def test_the_papers_claims_test_every_tensorized_model_against_every_ae_over_the_seeds():
+    runs = []
+    for m in MODELS:
+        tensorized = m in TENSORIZED
+        for seed in range(3):
+            clustering = {"optimizer": {"lr": 0.1}, "seed": seed, "dataset": {"reader": {"denoise": False}}}
+            ari = (0.9 if tensorized else 0.3) + 0.01 * seed
+            metrics = {"test/ari": ari, "test/kmeans_raw/ari": 0.5, "model/params": 100.0}
+            runs.append(run({"dataset": "d", "loss": m}, clustering, metrics))
+            loss = (0.01 if tensorized else 0.1) + 0.001 * seed
+            denoising = {**clustering, "dataset": {"reader": {"denoise": True}}}
+            runs.append(
+                run({"dataset": "d", "loss": m}, denoising, {"train/loss": loss, "test/denoise/mse": loss})
+            )
+    claims = ae_claims(ae_results(runs, ("d",)))
+    assert [c.verdict for c in claims] == ["holds"] * 8 + ["cannot check"]  # no published counts for "d"
+    clustering, _, _, on_par, _, kmeans, similar, params, _ = claims
+    # Every TAE/PTAE against every AE: nine pairs, each Welch's t over the three seeds.
+    assert len(clustering.pairs) == 9 and all(c.test == "welch" for c in clustering.pairs)
+    assert clustering.detail.endswith(" and 6 more (9 of 9 hold)")
+    # PTAE against the better TAE less the tolerance: a one-sided Welch's t with a margin.
+    tae = [0.9 + 0.01 * s for s in range(3)]
+    p = stats.ttest_ind(tae, [v - ON_PAR_ARI for v in tae], equal_var=False, alternative="greater").pvalue
+    assert on_par.detail.endswith(f"d: PTAE vs TAE1 − 0.05 +0.050 ({p_text(p)})")
+    # A count, a spread and exact parameter counts: no seed test, and the detail says so.
+    assert kmeans.detail.endswith("as the paper reads its bars: no seed test")
+    assert similar.detail.startswith(
+        "the range of the three AEs' mean ARIs against 0.1: a spread over three rows"
+    )
+    assert "exact counts, no seeds" in params.detail

@@ -22,7 +22,7 @@ from clusterable.tables.common import (
     run_label,
     save_figure,
 )
-from clusterable.tables.report import Run, Table, as_text, check
+from clusterable.tables.report import Cell, Run, Table, as_text, check
 
 PAPER = "csrl"
 # "Without class information the clusters do not align with the classes": ARI below this (the paper states it in
@@ -109,34 +109,34 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
         fig.tight_layout()
         figures.append(save_figure(fig, out_dir, "csrl_fig4"))
 
-    def mean(key: str, sup: bool, standard: bool) -> float:
+    def cell(key: str, sup: bool, standard: bool) -> Cell:
+        """``key``'s values over the finished runs (seeds) of one model and setting."""
         values = [r.metric(key) for r in ok if supervised(r) == sup and one_cluster(r) == standard]
-        values = [v for v in values if v is not None]
-        return float(np.mean(values)) if values else math.nan
+        return Cell([v for v in values if v is not None and not math.isnan(v)])
 
-    def mean_linearity(sup: bool, standard: bool) -> float:
+    def linearity_cell(sup: bool, standard: bool) -> Cell:
         values = [linearity[id(r)] for r in ok if supervised(r) == sup and one_cluster(r) == standard]
-        values = [v for v in values if not math.isnan(v)]
-        return float(np.mean(values)) if values else math.nan
+        return Cell([v for v in values if not math.isnan(v)])
 
     km = "test/kmeans/ari"
     claims = [
         check("With class information TCL groups the classes better (k-means ARI on the embeddings higher)",
-              [("TCL, mean over seeds", mean(km, True, False), mean(km, False, False))], gt),
+              [("TCL, with vs without", cell(km, True, False), cell(km, False, False))], gt, digits=3),
         check(f"Without class information the cluster structures do not align with the classes, for both CL and "
               f"TCL (ARI < {ALIGNED}: TCL's learned clusters, CL's k-means clusters)",
-              [("TCL", mean("test/ari", False, False), ALIGNED), ("CL", mean(km, False, True), ALIGNED)], lt),
+              [("TCL", cell("test/ari", False, False), ALIGNED), ("CL", cell(km, False, True), ALIGNED)], lt,
+              digits=3),
         check("CL learns connected point clouds where TCL learns curves (t-SNE maps locally more "
               "one-dimensional for TCL: higher local linearity)",
-              [("without class information", mean_linearity(False, False), mean_linearity(False, True)),
-               ("with class information", mean_linearity(True, False), mean_linearity(True, True))], gt),
+              [("without class information", linearity_cell(False, False), linearity_cell(False, True)),
+               ("with class information", linearity_cell(True, False), linearity_cell(True, True))], gt, digits=3),
         check("With class information CL separates its clusters slightly better (k-means silhouette on z higher "
               "than without)",
-              [("CL, mean over seeds", mean("test/kmeans/silhouette", True, True),
-                mean("test/kmeans/silhouette", False, True))], gt),
+              [("CL, with vs without", cell("test/kmeans/silhouette", True, True),
+                cell("test/kmeans/silhouette", False, True))], gt, digits=3),
         check("With class information TCL groups similar points together where CL does not (k-means ARI on z: "
               "TCL above CL)",
-              [("with class information", mean(km, True, False), mean(km, True, True))], gt),
+              [("with class information", cell(km, True, False), cell(km, True, True))], gt, digits=3),
     ]  # fmt: skip
     notes = [
         na_note(PAPER),
@@ -171,7 +171,9 @@ def fig12(runs: list[Run], out_dir: Path) -> Table:
         rows.append([run_label(run, ("loss.supervised", "seed"), runs), f"{pos:.4f}", f"{neg:.4f}", "n/a"])
         claims.append(check("The elastic positive is a deformed copy of its anchor: closer to it than the negative "
                             "(mean absolute pixel difference), yet not identical",
-                            [("shown triplets", pos, neg)], lambda a, b: 0 < a < b))  # fmt: skip
+                            [("shown triplets", pos, neg)], lambda a, b: 0 < a < b, digits=4,
+                            basis="one run's shown triplets, positive's distance against the negative's: one run, "
+                                  "no seed test"))  # fmt: skip
     header = ["Run", "mean abs(positive - anchor)", "mean abs(negative - anchor)", "paper"]
     notes = ["From the unsupervised TCL run of Fig. 4: the negative is a point of another TCL cluster."]
     return Table("CSRL Figure 12: TCL's elastic positives", header, rows, notes, claims, figures)
