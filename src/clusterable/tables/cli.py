@@ -13,11 +13,13 @@
 below ``./outputs`` of the folder they run in, or ``$CLUSTERABLE_OUTPUTS``, as the training commands write them.
 
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
-the paper's claims checked on our numbers (holds / does not hold), each on the settings whose numbers are there
-(naming the others). A cell averages runs of one config (they differ in their seed and the table's own axes alone);
-the notes say how many runs each configuration has and which runs are not their experiment's protocol. A table is
-built from runs of one mode only (full: real data, whole training; smoke: fake data or a few batches, testing the
-pipeline) and one data source; its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its
+the paper's claims checked on our numbers, each on the settings whose numbers are there (naming the others): a
+comparison of rows by Welch's t over their seeds (holds / reversed / not shown, with the difference and p), a claim
+on one seed by its means (holds on one seed), one no seed test applies to by its numbers (holds / does not hold). A
+cell averages runs of one config (they differ in their seed and the table's own axes alone); the notes say how
+many runs each configuration has and which runs are not their experiment's protocol. A table is built from runs of
+one mode only (full: real data, whole training; smoke: fake data or a few batches, testing the pipeline) and one
+data source; its title says which. ``corel/table1`` (and ``corel/digits_table1``) also writes its
 λ winners, which the Table 2 runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``),
 with whether each setting's λ grid was complete.
 
