@@ -357,8 +357,9 @@ def test_a_typo_in_tuned_lambda_from_is_refused_in_one_line_in_smoke_mode_too(tr
     (line,) = result.error_lines()
     assert result.code == 2 and line == (
         "error: tuned_lambda_from must name an experiment that tunes λ (corel/digits_table1, "
-        "corel/fashion150_table1, corel/fashion_paper_table1, corel/fashion_table1, "
-        "corel/table1) or be null, got 'corel/tabel1' (the whole sweep is refused: no cell ran)"
+        "corel/fashion150_recovered_cnn, corel/fashion150_recovered_table1, corel/fashion150_table1, "
+        "corel/fashion_paper_table1, corel/fashion_table1, corel/table1) or be null, got 'corel/tabel1' (the "
+        "whole sweep is refused: no cell ran)"
     )
     assert not all_metrics(train.outputs)
     result = train(*typo, "loss=gaussian_corel", *QUICK)
