@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from clusterable.tables.corel import published
+from clusterable.tables.corel import published, supplement
 from clusterable.tables.report import load_runs
 
 from .rundirs import write_run
@@ -17,24 +17,24 @@ def test_the_six_panels_hold_20_lambda_per_series():
     for dataset in ("mnist", "fashion_mnist", "agnews8"):
         for model in ("ffnn", "cnn"):
             for loss in ("center", "cosine_corel", "gaussian_corel"):
-                curve = published.curve(dataset, model, loss)
+                curve = supplement.curve(dataset, model, loss)
                 assert sorted(curve) == [round(0.05 * k, 2) for k in range(1, 21)], (dataset, model, loss)
     # AGNews' CNN Cosine-COREL leaves the panel below λ 0.25: no value, never a guess
-    assert math.isnan(published.value("agnews8", "cnn", "cosine_corel", 0.1))
-    assert published.value("agnews8", "cnn", "cosine_corel", 0.25) == pytest.approx(72.7, abs=0.1)
+    assert math.isnan(supplement.value("agnews8", "cnn", "cosine_corel", 0.1))
+    assert supplement.value("agnews8", "cnn", "cosine_corel", 0.25) == pytest.approx(72.7, abs=0.1)
 
 
 def test_the_published_winner_is_the_curves_argmax():
-    lam, acc = published.winner("fashion_mnist", "ffnn", "gaussian_corel")
-    curve = published.curve("fashion_mnist", "ffnn", "gaussian_corel")
+    lam, acc = supplement.winner("fashion_mnist", "ffnn", "gaussian_corel")
+    curve = supplement.curve("fashion_mnist", "ffnn", "gaussian_corel")
     assert acc == max(v for v in curve.values() if v is not None) and curve[lam] == acc
     # the authors' Gaussian-COREL is compared with the published Gaussian-COREL curve
-    assert published.winner("fashion_mnist", "ffnn", "gaussian_corel_authors_fixed_gamma") == (lam, acc)
-    assert published.winner("fashion_mnist", "ffnn", "cce") is None
+    assert supplement.winner("fashion_mnist", "ffnn", "gaussian_corel_authors_fixed_gamma") == (lam, acc)
+    assert supplement.winner("fashion_mnist", "ffnn", "cce") is None
 
 
 def test_curves_table_differences_and_mean_absolute_difference(tmp_path):
-    pub = published.curve("fashion_mnist", "ffnn", "cosine_corel")
+    pub = supplement.curve("fashion_mnist", "ffnn", "cosine_corel")
     ours = {0.05: pub[0.05] + 1.0, 0.5: pub[0.5] - 0.5, 1.0: pub[1.0] + 0.25}
     for lam, acc in ours.items():
         params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cosine_corel", "loss.lam": lam}
@@ -68,4 +68,4 @@ def test_recipe_search_rows_show_the_collapse_and_the_setting_varied(tmp_path):
     row = dict(zip(table.header, table.rows[0], strict=True))
     assert row["class vectors trained"] == "False" and row["λ"] == "1"
     assert row["best val (epoch)"] == "80.00 (0)" and row["last epoch's val"] == "65.00"
-    assert row["paper"] == f"{published.value('fashion_mnist', 'ffnn', 'gaussian_corel', 1.0):.2f}"
+    assert row["paper"] == f"{supplement.value('fashion_mnist', 'ffnn', 'gaussian_corel', 1.0):.2f}"

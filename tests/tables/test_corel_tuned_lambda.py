@@ -10,6 +10,7 @@ from helpers.running import all_metrics, by_override
 from scipy import stats
 
 from clusterable.tables import corel
+from clusterable.tables.corel import supplement
 from clusterable.tables.corel.paper import Tuning, fig2_claim
 from clusterable.tables.report import Cell, load_runs, p_text
 from clusterable.tuned_lambda import TunedLambdaError, lookup, winners_file, write_winners
@@ -163,8 +164,15 @@ def test_figure2_lists_a_diverged_lambda_and_never_plots_it(tmp_path):
                   diverged_at=1 if value == "div" else None)  # fmt: skip
     runs, _ = load_runs(tmp_path, "corel/table1")
     fig = corel.fig2(runs, tmp_path / "tables")
-    assert ["Gaussian-COREL", "0.3", "diverged"] in fig.rows
-    assert ["Gaussian-COREL", "0.8", "90.00 ± 0.00"] in fig.rows
+    paper = {lam: supplement.value("fashion_mnist", "cnn", "gaussian_corel", lam) for lam in (0.3, 0.8)}
+    assert ["Gaussian-COREL", "0.3", "diverged", f"{paper[0.3]:.2f}", "—"] in fig.rows
+    assert [
+        "Gaussian-COREL",
+        "0.8",
+        "90.00 ± 0.00",
+        f"{paper[0.8]:.2f}",
+        f"{90 - paper[0.8]:+.2f}",
+    ] in fig.rows
     assert any("Diverged, not plotted: Gaussian-COREL λ = 0.3" in n for n in fig.notes)
     assert fig.claims[0].verdict == "holds on one seed" and fig.claims[0].detail == (
         "best λ = 0.8 (the best mean; which λ is best is read off the means, not tested); one seed: means compared, "

@@ -198,7 +198,7 @@ def fashion_fig2(runs: list[Run], out_dir: Path) -> Table:
                   tuned=FASHION_TUNED)  # fmt: skip
     tuning = tune_lambda(r for r in runs if r.get("model") == model)
     if (authors := tuning.get(("fashion_mnist", model, AUTHORS))) is not None:
-        claim = fig2_claim(authors)
+        claim = fig2_claim(authors, model)
         table.claims.append(replace(claim, text=f"[authors' code] {claim.text} (their λ)"))
     return table
 
@@ -399,9 +399,9 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
                        write=False).claims  # fmt: skip
         model = "cnn" if "cnn" in models else "ffnn"
         tuning = tune_lambda(r for r in t1 if r.get("model") == model)
-        out.append(fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel"))))
+        out.append(fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel")), model))
         if (authors := tuning.get(("fashion_mnist", model, AUTHORS))) is not None:
-            claim = fig2_claim(authors)
+            claim = fig2_claim(authors, model)
             out.append(replace(claim, text=f"[authors' code] {claim.text} (their λ)"))
     if t2:
         models = models_of(t2)

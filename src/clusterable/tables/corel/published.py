@@ -11,24 +11,14 @@ published series: the paper's three by name, and both variants of the authors' G
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
-
-from clusterable.tables.common import logged_curve, published, pyplot, save_figure
+from clusterable.tables.common import logged_curve, pyplot, save_figure
+from clusterable.tables.corel import supplement
 from clusterable.tables.corel.paper import LABELS, run_lambda
+from clusterable.tables.corel.supplement import PUBLISHED_SERIES, curve, mean_abs_difference, value
 from clusterable.tables.report import Cell, Run, Table, as_text, key_of
 
-# Our loss -> the supplement's series it is compared with.
-PUBLISHED_SERIES = {
-    "center": "center",
-    "cosine_corel": "cosine_corel",
-    "gaussian_corel": "gaussian_corel",
-    "gaussian_corel_authors": "gaussian_corel",
-    "gaussian_corel_authors_fixed_gamma": "gaussian_corel",
-}
-FIGURE = "figure1"
 # Row labels: the paper's losses and the authors' variants (the recovered recipe's Gaussian-COREL among them).
 NAMES = {**LABELS, "gaussian_corel_authors_fixed_gamma": "Gaussian-COREL (authors' loss, γ fixed)"}
 SERIES_COLOURS = {"center": "C0", "cosine_corel": "C1", "gaussian_corel": "C2"}  # the supplement's colours
@@ -36,38 +26,6 @@ SERIES_COLOURS = {"center": "C0", "cosine_corel": "C1", "gaussian_corel": "C2"} 
 CLUSTERING = {"val/kmeans/acc": "k-means acc (val)", "val/kmeans/silhouette": "silhouette (val)"}
 CLUSTERING_FORMAT = ((100, 2), (1, 3))  # (scale, decimals) of each
 MARKERS = {"gaussian_corel_authors": "^-", "gaussian_corel_authors_fixed_gamma": "D-"}  # others: squares
-
-
-def curve(dataset: str, model: str, loss: str) -> dict[float, float | None]:
-    """The published validation accuracy (%) per λ of ``loss``'s series in the (dataset, model) panel; None for a
-    λ whose marker lies below the panel's axis; {} without such a series or panel."""
-    panel = (published("corel").get(FIGURE) or {}).get(f"{dataset}/{model}") or {}
-    series = PUBLISHED_SERIES.get(loss)
-    values = panel.get(series) or {}
-    return {round(float(lam), 2): (None if v == "below" else float(v)) for lam, v in values.items()}
-
-
-def value(dataset: str, model: str, loss: str, lam: float) -> float:
-    """One published value (%), NaN where the figure has none (or the marker is below the axis)."""
-    v = curve(dataset, model, loss).get(round(lam, 2))
-    return math.nan if v is None else v
-
-
-def winner(dataset: str, model: str, loss: str) -> tuple[float, float] | None:
-    """The published Table 1 winner: the λ with the best published value (ties to the smaller λ) and that value;
-    None without a curve."""
-    points = [(lam, v) for lam, v in curve(dataset, model, loss).items() if v is not None]
-    return min(points, key=lambda p: (-p[1], p[0])) if points else None
-
-
-def mean_abs_difference(
-    ours: Mapping[float, float], dataset: str, model: str, loss: str
-) -> tuple[float, int]:
-    """Mean |ours − published| (points) over the λ both have, and how many λ that is (NaN, 0 without any);
-    ``ours`` in percent."""
-    pub = curve(dataset, model, loss)
-    diffs = [abs(v - pub[lam]) for lam, v in ours.items() if pub.get(lam) is not None and not math.isnan(v)]
-    return (float(np.mean(diffs)), len(diffs)) if diffs else (math.nan, 0)
 
 
 def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table:
@@ -122,7 +80,7 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                 )
                 mads.append(f"{NAMES.get(loss, loss)} ({dataset} {model}) {_num(mad)} over {n} λ{left_out}")
     notes = [
-        note(),
+        supplement.NOTE,
         "Ours: validation accuracy (%) at each run's best epoch, mean over its seeds; Δ = ours − paper (points); "
         "k-means (k = 10) on the validation representations at that epoch, where the grid clusters them (ours "
         "only: the paper clusters no λ grid). "
@@ -166,15 +124,6 @@ def _figure(
         ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, out_dir, stem)
-
-
-def note() -> str:
-    """Where the published numbers come from, for a table's notes."""
-    return (
-        "Paper: the supplement's Figure 1 (Kenyon-Dean et al. 2019, supplemental.pdf in github.com/kiankd/corel2019), "
-        "digitised by scripts/digitise_corel_figure.py to 3 pixels (0.02 points on the image panels, 0.05 on "
-        "AGNews'; 12 pixels where a marker hides under another); its winners are each published curve's argmax."
-    )
 
 
 # The curve tables: each λ grid on real Fashion-MNIST beside the supplement's, before and after the recipe search.
@@ -234,7 +183,7 @@ def fashion_recipe_search(runs: list[Run], out_dir: Path) -> Table:
         pub = value(as_text(run.get("dataset")), as_text(run.get("model")), loss, lam or math.nan)
         rows.append([NAMES.get(loss, loss), f"{lam:g}", *key_of(run, SEARCHED), outcome, last, _num(pub)])
     notes = [
-        note(),
+        supplement.NOTE,
         "Each run: the FFNN on real Fashion-MNIST, 10 epochs, one seed; one setting varied from the defaults (lr "
         "0.001, slope 0.01, a LeakyReLU after the last layer, class vectors trained). Best val: the best epoch's "
         "validation accuracy (%) and that epoch (0-based); the paper's value is its 150 epochs' best.",
