@@ -35,7 +35,15 @@ from clusterable.models.identity import Identity
 CONF = Path(CONFIG_DIR)
 HEADS = sorted(p.stem for p in (CONF / "loss").glob("*.yaml"))
 ENCODERS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
-CLASSIFYING = {"cce", "center", "cosine_corel", "gaussian_corel", "gaussian_corel_authors", "ce"}
+CLASSIFYING = {
+    "cce",
+    "center",
+    "cosine_corel",
+    "gaussian_corel",
+    "gaussian_corel_authors",
+    "gaussian_corel_authors_fixed_gamma",
+    "ce",
+}
 # pytorch-metric-learning's losses through the generic head: on embeddings, with their own parameter group.
 PML = {"pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor", "arcface",
        "normsoftmax"}  # fmt: skip
@@ -47,7 +55,7 @@ SAFIR = {"dml", "dml_ae", "dml_prior", "mvae"}
 REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING, *SAFIR}
 RECONSTRUCTING = {"ae1", "ae2", "ae3", "tae1", "tae2", "ptae", "trbm"}
 # Heads that recognise their own loss running away (Gaussian-COREL below lambda = 0.5).
-WATCHING = {"gaussian_corel", "gaussian_corel_authors"}
+WATCHING = {"gaussian_corel", "gaussian_corel_authors", "gaussian_corel_authors_fixed_gamma"}
 OWN_LR = CLASSIFYING | PML
 
 # What train.py passes: C = 3 classes, flat 4x4 "images" (inputs in [0, 1] for the RBM) through the identity
