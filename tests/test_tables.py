@@ -50,7 +50,7 @@ def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
             lam = entry[loss]["lam"] if loss != "cce" else None
             assert cell.endswith(f"(λ {lam:g})") if lam is not None else "λ" not in cell, (row, lam)
     assert set(winners["agnews8"]) == {"text_ffnn", "text_cnn"}
-    assert "numbers stripped" in out  # why the paper column is n/a
+    assert "Tables 2-4 are stripped" in out  # why the paper column is n/a
     claims = [line for line in out.splitlines() if line.startswith("- [")]
     assert len(claims) == 6 and "Gaussian-COREL beats CCE in every setting" in claims[0]
     checked = re.compile(r"- \[(holds|reversed|not shown \(p[^)]*\)|does not hold)( on one seed)?\] ")
