@@ -112,6 +112,24 @@ GRIDS = {
         COREL + ["loss=gaussian_corel", "model.hidden=[16,8]", f"loss.lam={v}", f"optimizer.lr={lr}"]
         for v, lr in ((0.6, 1e-3), (0.9, 3e-3))
     ],  # fmt: skip
+    # The recovered COREL recipe: fixed class vectors (a buffer, no head parameter group for Cosine-COREL) and the
+    # authors' bounded loss with γ fixed (its λ does not stack: seeds do).
+    "ffnn_cosine_fixed_class_vectors": [
+        COREL
+        + ["loss=cosine_corel", "model.hidden=[16,8]", f"loss.lam={v}", "loss.train_class_vectors=false"]
+        for v in (0.3, 1.0)
+    ],
+    "ffnn_gaussian_authors_fixed_gamma": [
+        COREL
+        + [
+            "loss=gaussian_corel_authors_fixed_gamma",
+            "model.hidden=[16,8]",
+            "loss.lam=0.2",
+            "loss.train_class_vectors=false",
+            f"seed={s}",
+        ]
+        for s in (0, 1)
+    ],
     "cnn": [
         [
             "dataset=mnist",
