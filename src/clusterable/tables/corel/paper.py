@@ -643,13 +643,11 @@ def _fig2(runs: list[Run], out_dir: Path, model: str, title: str, figure: str, n
             continue
         for lam, c in sorted(t.val.items()):
             paper = supplement.value("fashion_mnist", model, loss, lam)
-            delta = (
-                f"{100 * c.mean - paper:+.2f}"
-                if c.values and lam not in t.diverged and paper == paper
-                else "—"
-            )
+            has_paper = not math.isnan(paper)  # NaN: the supplement plots no such λ (or it is below the axis)
+            trained = c.values and lam not in t.diverged
+            delta = f"{100 * c.mean - paper:+.2f}" if trained and has_paper else "—"
             ours = "diverged" if lam in t.diverged else c.text(100)
-            rows.append([LABELS[loss], f"{lam:g}", ours, "n/a" if paper != paper else f"{paper:.2f}", delta])
+            rows.append([LABELS[loss], f"{lam:g}", ours, f"{paper:.2f}" if has_paper else "n/a", delta])
         if t.diverged:
             diverged.append(f"{LABELS[loss]} λ = {_lams(t.diverged)}")
         pts = sorted(t.qualifying().items())
