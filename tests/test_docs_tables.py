@@ -34,3 +34,11 @@ def test_a_changed_number_is_found(tmp_path):
     assert sync(copy, ROOT, check=False) == [first.args]
     assert sync(copy, ROOT, check=True) == []
     assert blocks(copy.read_text())[0].body == first.body
+
+
+@pytest.mark.parametrize("args", ["corel/fashion150_tabel1", "nopaper/table1"])
+def test_a_mistyped_marker_is_refused_in_one_line(tmp_path, args):
+    page = tmp_path / "page.md"
+    page.write_text(f"<!-- table: {args} -->\n<!-- /table -->\n")
+    with pytest.raises(ValueError, match="unknown (table|paper)"):
+        sync(page, ROOT, check=True)

@@ -109,9 +109,15 @@ class NoRuns(LookupError):
 
 
 def sources(table: str) -> tuple[str, ...]:
-    """The experiments whose runs ``table`` ("<paper>/<name>") is built from."""
+    """The experiments whose runs ``table`` ("<paper>/<name>") is built from; ValueError (one line naming the
+    choices) for an unknown paper or table."""
     paper, _, name = table.partition("/")
-    source = importlib.import_module(f"clusterable.tables.{paper}").SOURCES[name]
+    if paper not in PAPERS:
+        raise ValueError(f"unknown paper {paper!r} in {table!r}; choose from {', '.join(PAPERS)}")
+    known = importlib.import_module(f"clusterable.tables.{paper}").SOURCES
+    if name not in known:
+        raise ValueError(f"unknown table {table!r}; {paper} has: {', '.join(sorted(known))}")
+    source = known[name]
     return (source,) if isinstance(source, str) else tuple(source)
 
 
@@ -125,11 +131,13 @@ def build(
     """The table ``table_name`` ("<paper>/<name>") from the runs under ``outputs``, with the notes the command
     prints under it (mode and data, seeds, copies, code versions, protocol departures), its figures drawn into
     ``out_dir`` (default: the outputs' tables folder). Returns the table, its runs, their mode and the folder.
-    Raises ``NoRuns``, ``MixedRuns`` or ``UnreadableRuns`` (each says what is wrong in one line)."""
+    Raises ``NoRuns``, ``MixedRuns``, ``UnreadableRuns`` or ``ValueError`` (an unknown table; each says what is
+    wrong in one line)."""
+    # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets); an
+    # unknown paper or table is refused here, in one line.
+    experiments = sources(table_name)
     paper, _, name = table_name.partition("/")
     module = importlib.import_module(f"clusterable.tables.{paper}")
-    # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets).
-    experiments = sources(table_name)
     runs, mode = load_runs(outputs, experiments, mode, pool_code=pool_code)
     if not runs:
         raise NoRuns(
