@@ -2,15 +2,16 @@
 
 One grid, ``corel/fashion_table1`` (λ, one seed each) and ``corel/fashion_table2`` (seeds at Table 1's winners),
 at three sizes. Each size is an experiment that inherits the grid and sets ``protocol.budget``; the sizes differ in
-epochs, λ, seeds and models alone:
+epochs, λ, seeds and models, and the ``paper`` size also in its recipe (the one recovered from the supplement's λ
+curves, ``corel_recipe=recovered``, with its Gaussian-COREL in place of eq. 6's and the authors' code's):
 
-========  ==========================  ==========  ======  ====  =====
-budget    experiments                 encoders    epochs  λ     seeds
-========  ==========================  ==========  ======  ====  =====
-cpu       fashion_table1, _table2     FFNN        10      6     3
-cpu150    fashion150_table1, _table2  FFNN        150     6     3
-paper     fashion_paper_table1, ...   FFNN, CNN   150     20    10
-========  ==========================  ==========  ======  ====  =====
+========  ==========================  ==========  ======  ====  =====  ==========
+budget    experiments                 encoders    epochs  λ     seeds  recipe
+========  ==========================  ==========  ======  ====  =====  ==========
+cpu       fashion_table1, _table2     FFNN        10      6     3      the text's
+cpu150    fashion150_table1, _table2  FFNN        150     6     3      the text's
+paper     fashion_paper_table1, ...   FFNN, CNN   150     20    10     recovered
+========  ==========================  ==========  ======  ====  =====  ==========
 
 Every table here but one is built from one budget's runs and says which in its title (runs of two budgets are
 refused in one line); ``fashion_budgets`` sets the budgets side by side, a column group each, with every claim's
@@ -18,6 +19,9 @@ verdict at each budget. ``<prefix>_curves`` draws the clustering along training 
 (the clustering evaluator on the validation split after every epoch). The grids add one loss to the paper's four:
 Gaussian-COREL as the authors' code trains it (``gaussian_corel_authors``), a row of its own; the paper's claims
 are checked on the paper's losses, and once more with that variant in Gaussian-COREL's place (``[authors' code]``).
+The ``paper`` budget runs on the recipe recovered from the supplement's λ curves (``corel_recipe=recovered``), whose
+Gaussian-COREL is the authors' loss with γ fixed (``gaussian_corel_authors_fixed_gamma``): its claims read
+``[authors' loss, γ fixed]``, the same way.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from clusterable.tables.corel.paper import (
     PAPER,
     TUNED,
     VARIANTS,
+    Tuning,
     _fig2,
     _table1,
     _table2,
     _table3_4,
     fig2_claim,
+    shown,
     tune_lambda,
 )
 from clusterable.tables.report import Cell, Claim, MixedRuns, Run, Table, cells, key_of
@@ -48,7 +54,12 @@ from clusterable.tuned_lambda import experiment_grid
 FASHION = {"fashion_mnist": "Fashion"}
 FASHION_LOSSES = LABELS  # the paper's four and the authors' Gaussian-COREL
 FASHION_TUNED = (*TUNED, *VARIANTS)
-AUTHORS = "gaussian_corel_authors"
+# The authors' Gaussian-COREL variants a grid may run (paper.VARIANTS), each with the tag its claims carry when it
+# stands in Gaussian-COREL's place.
+AUTHORS = {
+    "gaussian_corel_authors": "authors' code",
+    "gaussian_corel_authors_fixed_gamma": "authors' loss, γ fixed",
+}
 PAPER_PROTOCOL = "the FFNN and the CNN, 150 epochs, 20 λ, 10 seeds"
 EARLY_EPOCHS = 10  # the cpu budget's length: marked on the curves of a longer run
 
@@ -131,8 +142,10 @@ def size_text(runs: Sequence[Run], budget: Budget) -> str:
 def budget_note(runs: Sequence[Run], budget: Budget) -> str:
     grid = experiment_grid(budget.table1)
     lams = "{" + ", ".join(f"{v:g}" for v in grid) + "}" if grid else "?"
-    return (f"Budget {budget.name} ({budget.about}): {size_text(runs, budget)}; λ in {lams}. The paper's protocol: "
-            f"{PAPER_PROTOCOL}.")  # fmt: skip
+    recipes = sorted({str(r) for run in runs if (r := run.get("protocol.recipe")) is not None})
+    recipe = f"; COREL recipe {'/'.join(recipes)} (corel_recipe)" if recipes else ""
+    return (f"Budget {budget.name} ({budget.about}): {size_text(runs, budget)}; λ in {lams}{recipe}. The paper's "
+            f"protocol: {PAPER_PROTOCOL}.")  # fmt: skip
 
 
 def _titled(what: str, runs: Sequence[Run], budget: Budget) -> str:
@@ -142,15 +155,16 @@ def _titled(what: str, runs: Sequence[Run], budget: Budget) -> str:
 # ---- the paper's claims once more with the authors' Gaussian-COREL in eq. 6's place ------------------------------
 
 
-def as_paper_gaussian(runs: Sequence[Run]) -> list[Run]:
-    """The runs with the authors' Gaussian-COREL in Gaussian-COREL's place (eq. 6's own runs left out), so that the
-    paper's claims can be checked on it with the same builders."""
+def as_paper_gaussian(runs: Sequence[Run], variant: str) -> list[Run]:
+    """The runs with the authors' Gaussian-COREL ``variant`` (a key of ``AUTHORS``) in Gaussian-COREL's place (eq. 6's
+    own runs and the other variants left out), so that the paper's claims can be checked on it with the same
+    builders."""
     out = []
     for run in runs:
         loss = run.get("loss")
-        if loss == "gaussian_corel":
+        if loss == "gaussian_corel" or (loss in AUTHORS and loss != variant):
             continue
-        if loss == AUTHORS:
+        if loss == variant:
             run = replace(
                 run, payload={**run.payload, "choices": {**run.payload["choices"], "loss": "gaussian_corel"}}
             )
@@ -159,15 +173,28 @@ def as_paper_gaussian(runs: Sequence[Run]) -> list[Run]:
 
 
 def authors_claims(runs: Sequence[Run], claims_of: Callable[[list[Run]], list[Claim]]) -> list[Claim]:
-    """The claims ``claims_of`` checks that name Gaussian-COREL, on the runs with the authors' variant in its
-    place, each marked ``[authors' code]``; [] without such runs."""
-    if not any(r.get("loss") == AUTHORS for r in runs):
-        return []
+    """The claims ``claims_of`` checks that name Gaussian-COREL, once per authors' variant the runs hold, on the runs
+    with that variant in its place, each marked with the variant's tag (``[authors' code]``); [] without such
+    runs."""
+    present = {r.get("loss") for r in runs}
     return [
-        replace(c, text=f"[authors' code] {c.text}")
-        for c in claims_of(as_paper_gaussian(runs))
+        replace(c, text=f"[{tag}] {c.text}")
+        for variant, tag in AUTHORS.items()
+        if variant in present
+        for c in claims_of(as_paper_gaussian(runs, variant))
         if "Gaussian-COREL" in c.text
     ]
+
+
+def authors_fig2_claims(tuning: dict[tuple[str, ...], Tuning], model: str) -> list[Claim]:
+    """Figure 2's claim on each authors' variant ``tuning`` (``tune_lambda``'s output) holds for ``model``, tagged
+    like ``authors_claims``."""
+    out = []
+    for variant, tag in AUTHORS.items():
+        if (authors := tuning.get(("fashion_mnist", model, variant))) is not None:
+            claim = fig2_claim(authors, model)
+            out.append(replace(claim, text=f"[{tag}] {claim.text} (their λ)"))
+    return out
 
 
 # ---- Tables 1, 2, 4 and Figure 2 at one budget --------------------------------------------------------------------
@@ -196,10 +223,7 @@ def fashion_fig2(runs: list[Run], out_dir: Path) -> Table:
     title = _titled("Figure 2 protocol", runs, budget) + ": validation accuracy (%) against λ"
     table = _fig2(runs, out_dir, model, title, f"corel_{budget.prefix}_fig2", [budget_note(runs, budget)],
                   tuned=FASHION_TUNED)  # fmt: skip
-    tuning = tune_lambda(r for r in runs if r.get("model") == model)
-    if (authors := tuning.get(("fashion_mnist", model, AUTHORS))) is not None:
-        claim = fig2_claim(authors, model)
-        table.claims.append(replace(claim, text=f"[authors' code] {claim.text} (their λ)"))
+    table.claims += authors_fig2_claims(tune_lambda(r for r in runs if r.get("model") == model), model)
     return table
 
 
@@ -366,8 +390,8 @@ def fashion_budgets(runs: list[Run], out_dir: Path) -> Table:
     claims = [c for c in claims if c.holds is not None]
     rows = []
     for m, mname in models.items():
-        for loss, lname in FASHION_LOSSES.items():
-            row = [mname, lname]
+        for loss in shown(FASHION_LOSSES, runs):
+            row = [mname, FASHION_LOSSES[loss]]
             for b in present:
                 key = ("fashion_mnist", m, loss)
                 tuning = winners[b.name].get(key)
@@ -400,9 +424,7 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
         model = "cnn" if "cnn" in models else "ffnn"
         tuning = tune_lambda(r for r in t1 if r.get("model") == model)
         out.append(fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel")), model))
-        if (authors := tuning.get(("fashion_mnist", model, AUTHORS))) is not None:
-            claim = fig2_claim(authors, model)
-            out.append(replace(claim, text=f"[authors' code] {claim.text} (their λ)"))
+        out += authors_fig2_claims(tuning, model)
     if t2:
         models = models_of(t2)
 

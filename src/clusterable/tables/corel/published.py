@@ -20,7 +20,7 @@ from clusterable.tables.corel.supplement import PUBLISHED_SERIES, curve, mean_ab
 from clusterable.tables.report import Cell, Run, Table, as_text, key_of
 
 # Row labels: the paper's losses and the authors' variants (the recovered recipe's Gaussian-COREL among them).
-NAMES = {**LABELS, "gaussian_corel_authors_fixed_gamma": "Gaussian-COREL (authors' loss, γ fixed)"}
+NAMES = LABELS
 SERIES_COLOURS = {"center": "C0", "cosine_corel": "C1", "gaussian_corel": "C2"}  # the supplement's colours
 # Ours only (the paper clusters its Table 2 runs, not its λ grids): the validation split at each run's best epoch.
 CLUSTERING = {"val/kmeans/acc": "k-means acc (val)", "val/kmeans/silhouette": "silhouette (val)"}
