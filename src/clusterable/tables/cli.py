@@ -23,8 +23,11 @@ data source; its title says which. ``corel/table1`` (and ``corel/digits_table1``
 λ winners, which the Table 2 runs read: ``<outputs>/tables/corel_table1_lambda.yaml`` (``clusterable.tuned_lambda``),
 with whether each setting's λ grid was complete.
 
-A run's identity is what it recorded (config, group options, data checksums, code version), never its folder name:
-folders holding one run count once. Runs of two code versions share a cell only with ``--pool-code-versions``.
+A run's identity is what it recorded (config, group options, data checksums, code version: a git commit, or the
+hash of an installed package's files), never its folder name: folders holding one run count once. Runs of two code
+versions share a cell only with ``--pool-code-versions``. A metric re-scored after training (``clusterable-eval``)
+counts as made with the evaluator settings it was re-scored with: a cell never pools it with the same metric made
+otherwise, and a note names the settings.
 
 Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json or an array file that
 cannot be read (each one named), the selected runs mix modes, data sources or budgets, or the runs of one cell differ
@@ -50,6 +53,7 @@ from clusterable.tables.report import (
     copies_note,
     describe,
     load_runs,
+    rescored_note,
     seed_note,
 )
 
@@ -70,8 +74,8 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
                         help="which runs: full, smoke (fake data or few batches), auto: full if any")  # fmt: skip
     parser.add_argument("--pool-code-versions", action="store_true",
-                        help="let runs of different code versions (git commit, dirty flag) share a cell; the table "
-                             "names the versions (without it such a cell is refused)")  # fmt: skip
+                        help="let runs of different code versions (git commit, dirty flag, package hash) share a "
+                             "cell; the table names the versions (without it such a cell is refused)")  # fmt: skip
     args = parser.parse_args(argv)
 
     paper, _, name = args.table.partition("/")
@@ -153,7 +157,7 @@ def build(
         table.notes.insert(0, note)
     if seeds := seed_note(runs):
         table.notes.insert(1 if note else 0, seeds)
-    table.notes += [n for n in (copies_note(runs), code_note(runs)) if n]
+    table.notes += [n for n in (copies_note(runs), code_note(runs), rescored_note(runs)) if n]
     for exp in experiments:  # steps, lr... set on the command line: said under the title
         if odd := protocol_note([r for r in runs if r.payload.get("experiment") == exp], exp):
             table.notes.insert(0, odd)

@@ -31,6 +31,9 @@ from clusterable.tables.latex import escape
 # (loggers, paths, progress bars, the CPU threads it used; tuned_lambda_partial only lets a λ through, and the λ is
 # recorded as loss.lam) and the seed, over which a cell averages.
 POOLED = (*IGNORED_IN_COMPARISON, "torch_threads", "tuned_lambda_partial", "seed")
+# What names the code a run ran (``rundir.code_version``): a git checkout's commit and dirty flag, and the hash of
+# the package's files, which is all an installed build has.
+CODE_KEYS = ("commit", "dirty", "package_hash")
 
 
 @dataclass
@@ -69,24 +72,43 @@ class Run:
         """The recorded resolved config as ``{dotted key: value as JSON text}``, one entry per leaf (``{}`` for a
         run that records no config): what ``config_differences`` compares. A value left unresolved (a run that
         failed resolving its config records it as written, ``${...}``) is left out: it says nothing to compare."""
-        out: dict[str, str] = {}
-
-        def walk(node: Any, prefix: str) -> None:
-            if isinstance(node, Mapping) and node:
-                for key, value in node.items():
-                    walk(value, f"{prefix}{key}.")
-            elif prefix and not (isinstance(node, str) and "${" in node):
-                out[prefix[:-1]] = json.dumps(node, sort_keys=True, default=str)
-
-        walk(self.payload.get("config") or {}, "")
+        out = _flat(self.payload.get("config") or {}, "")
         if out:  # what else makes two runs two configs: the data files they read and the code they ran
             out.update(self.identity_extras)
         return out
 
+    @cached_property
+    def rescored(self) -> dict[str, dict[str, Any]]:
+        """The metrics a re-scoring (``clusterable.rescore``, its ``rescored`` entries) wrote, each with the
+        evaluator node that computed it: the recorded config's ``evaluator`` with the re-scoring's evaluators in
+        place of those of the same name (a metric re-scored twice: the last, as its value is). {} for a run never
+        re-scored. The config a run records is the one it trained with; these are the settings its re-scored
+        numbers were made with."""
+        base = (self.payload.get("config") or {}).get("evaluator") or {}
+        out: dict[str, dict[str, Any]] = {}
+        for entry in self.payload.get("rescored") or []:
+            if isinstance(entry, Mapping) and isinstance(entry.get("evaluator"), Mapping):
+                node = {**base, **entry["evaluator"]}
+                out.update((str(key), node) for key in entry.get("keys") or [])
+        return out
+
+    def leaves_for(self, metric: str | None) -> dict[str, str]:
+        """``leaves`` as they stand for ``metric``: for a metric a re-scoring wrote, the evaluator settings that
+        computed it in place of the recorded ones (a run re-scored with ``evaluator.clustering.num_clusters=3``
+        made its k-means accuracy with k = 3, whatever its config says); the recorded leaves for any other metric
+        (and for None)."""
+        node = self.rescored.get(metric) if metric is not None else None
+        if node is None or not self.leaves:
+            return self.leaves
+        out = {k: v for k, v in self.leaves.items() if not _is_evaluator(k)}
+        return out | _flat(node, "evaluator.")
+
     @property
     def identity_extras(self) -> dict[str, str]:
         """The data files' checksums (``data_notes``: ``data.<file>.sha256``) and the code version (``code.commit``,
-        ``code.dirty``) the run recorded, as leaves compared like the config's; {} for what it did not record."""
+        ``code.dirty``, ``code.package_hash``: the SHA-256 of the package's files, which an installed build records
+        in place of a commit) the run recorded, as leaves compared like the config's; {} for what it did not
+        record."""
         out: dict[str, str] = {}
 
         def walk(node: Any, prefix: str) -> None:
@@ -98,7 +120,7 @@ class Run:
                         walk(value, f"{prefix}{key}.")
 
         walk((self.payload.get("data_notes") or {}).get("files") or {}, "")
-        for key in ("commit", "dirty"):
+        for key in CODE_KEYS:
             value = (self.payload.get("code") or {}).get(key)
             if value is not None:
                 out[f"code.{key}"] = json.dumps(value)
@@ -150,6 +172,27 @@ class Run:
         return self.provenance.get("data_source") or "real"
 
 
+def _flat(node: Any, prefix: str) -> dict[str, str]:
+    """A recorded config (or one node of it below ``prefix``) as ``{dotted key: value as JSON text}``, one entry a
+    leaf; a value left unresolved (``${...}``: a run that failed resolving its config records it as written) is
+    left out: it says nothing to compare."""
+    out: dict[str, str] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        elif prefix and not (isinstance(node, str) and "${" in node):
+            out[prefix[:-1]] = json.dumps(node, sort_keys=True, default=str)
+
+    walk(node, prefix)
+    return out
+
+
+def _is_evaluator(key: str) -> bool:
+    return key == "evaluator" or key.startswith("evaluator.")
+
+
 class MixedRuns(ValueError):
     """The runs selected for one table mix modes or data sources: no table is built from them."""
 
@@ -194,10 +237,28 @@ def once(runs: Sequence[Run]) -> list[Run]:
         else:
             groups.setdefault(key, []).append(run)
     for group in groups.values():
+        _require_rescored_alike(group)
         keep = max(group, key=lambda r: (r.ok, _mtime(r.path)))
         keep.copies = [r.path for r in group if r is not keep]
         out.append(keep)
     return sorted(out, key=lambda r: str(r.path))
+
+
+def _require_rescored_alike(copies: Sequence[Run]) -> None:
+    """Raise ``MixedConfigs`` (one line) when folders holding one run (``once``) hold a metric made with other
+    evaluator settings (one copy re-scored, another not, or re-scored otherwise): which copy a table kept would
+    decide its number."""
+    for metric in sorted({m for r in copies for m in r.rescored}):
+        made: dict[str, list[Run]] = {}
+        for run in copies:
+            evaluators = {k: v for k, v in run.leaves_for(metric).items() if _is_evaluator(k)}
+            made.setdefault(json.dumps(evaluators, sort_keys=True), []).append(run)
+        if len(made) > 1:
+            paths = ", ".join(str(r.path) for r in copies)
+            raise MixedConfigs(
+                f"{len(copies)} folders hold the same run but made its {metric} with different evaluator settings "
+                f"(re-scored in some: clusterable.rescore): {paths}; keep the one you want, remove the others"
+            )
 
 
 def _mtime(path: Path) -> float:
@@ -211,14 +272,22 @@ def code_note(runs: Sequence[Run]) -> str:
     """The code versions of runs pooled across versions (``load_runs(pool_code=True)``); "" for one version."""
     versions: dict[str, int] = {}
     for run in runs:
-        code = run.payload.get("pooled_code") or {}
-        if code.get("commit"):
-            name = code["commit"][:10] + (" (dirty)" if code.get("dirty") else "")
+        if name := version_name(run.payload.get("pooled_code") or {}):
             versions[name] = versions.get(name, 0) + 1
     if len(versions) < 2:
         return ""
     listed = ", ".join(f"{v}: {n} runs" for v, n in sorted(versions.items()))
     return f"Runs of {len(versions)} code versions pooled on purpose (--pool-code-versions): {listed}."
+
+
+def version_name(code: Mapping[str, Any]) -> str:
+    """A recorded code version as a note names it: the commit's first 10 digits (and "(dirty)"), else the package
+    hash's ("package 3f2a...": an installed build); "" for a run that recorded neither."""
+    if code.get("commit"):
+        return str(code["commit"])[:10] + (" (dirty)" if code.get("dirty") else "")
+    if code.get("package_hash"):
+        return f"package {str(code['package_hash'])[:10]}"
+    return ""
 
 
 def copies_note(runs: Sequence[Run]) -> str:
@@ -282,30 +351,56 @@ def _pooled(key: str, axes: Iterable[str]) -> bool:
     return any(key == a or ("." in a and key.startswith(f"{a}.")) for a in axes)
 
 
-def config_differences(runs: Iterable[Run], axes: Iterable[str] = ()) -> dict[str, dict[str, list[Run]]]:
+def config_differences(
+    runs: Iterable[Run], axes: Iterable[str] = (), metric: str | None = None
+) -> dict[str, dict[str, list[Run]]]:
     """The recorded config keys whose values differ among ``runs``, beyond ``POOLED`` and ``axes``: ``{key: {value
     as JSON text: runs}}``, empty when the runs may pool into one cell. A key is compared among the runs that record
     it: a run recorded before the key existed cannot be told apart by it (and a run that records no config at all
-    is left out: nothing to compare)."""
-    axes = tuple(axes)
-    recorded = [r for r in runs if r.leaves]
-    keys = sorted({k for r in recorded for k in r.leaves if not _pooled(k, axes)})
+    is left out: nothing to compare).
+
+    The evaluator settings are those that made ``metric`` (``Run.leaves_for``): a run whose ``metric`` was
+    re-scored with other settings differs from the others there, its key named ``<key> of re-scored <metric>``.
+    ``metric`` None: the settings of every metric a run of them re-scored, each compared so."""
+    axes, runs = tuple(axes), list(runs)
+    rescored = [metric] if metric is not None else sorted({m for r in runs for m in r.rescored})
+    plain = _differences(runs, axes, None)
+    out = {} if metric is not None else dict(plain)
+    for m in rescored:
+        by_rescoring = any(m in r.rescored for r in runs)
+        for key, values in _differences(runs, axes, m).items():
+            if metric is None and key in plain:
+                continue  # the recorded configs differ there already: said once, as recorded
+            out[f"{key} of re-scored {m}" if by_rescoring and _is_evaluator(key) else key] = values
+    return out
+
+
+def _differences(
+    runs: Sequence[Run], axes: tuple[str, ...], metric: str | None
+) -> dict[str, dict[str, list[Run]]]:
+    """``config_differences`` of ``runs`` read as they stand for ``metric`` (``Run.leaves_for``)."""
+    recorded = {id(r): r.leaves_for(metric) for r in runs if r.leaves}
+    keys = sorted({k for leaves in recorded.values() for k in leaves if not _pooled(k, axes)})
     out: dict[str, dict[str, list[Run]]] = {}
     for key in keys:
         values: dict[str, list[Run]] = {}
-        for run in recorded:
-            if key in run.leaves:
-                values.setdefault(run.leaves[key], []).append(run)
+        for run in runs:
+            leaves = recorded.get(id(run), {})
+            if key in leaves:
+                values.setdefault(leaves[key], []).append(run)
         if len(values) > 1:
             out[key] = values
     return out
 
 
-def require_one_config(runs: Sequence[Run], axes: Iterable[str] = (), cell: str = "one cell") -> None:
+def require_one_config(
+    runs: Sequence[Run], axes: Iterable[str] = (), cell: str = "one cell", metric: str | None = None
+) -> None:
     """Raise ``MixedConfigs`` (one line: the cell, the keys that differ with their values and counts, where the
-    fewer runs lie) unless the recorded configs of ``runs`` differ in ``POOLED`` keys and ``axes`` alone: the one
-    check every table's grouping runs before it averages a cell."""
-    diff = config_differences(runs, axes)
+    fewer runs lie) unless the recorded configs of ``runs`` differ in ``POOLED`` keys and ``axes`` alone, and the
+    evaluator settings that made ``metric`` (of every re-scored metric, for None) are one: the one check every
+    table's grouping runs before it averages a cell."""
+    diff = config_differences(runs, axes, metric)
     if not diff:
         return
     shown = []
@@ -316,11 +411,44 @@ def require_one_config(runs: Sequence[Run], axes: Iterable[str] = (), cell: str 
     key, values = next(iter(diff.items()))
     odd = min(values.values(), key=len)
     where = os.path.commonpath([str(r.path) for r in odd])
+    if " of re-scored " in key:
+        what = "were computed differently"
+        fix = (f"re-score every run of the cell with the same evaluator settings (clusterable.rescore ... "
+               f"--replace), or remove or move the runs you do not want ({where})")  # fmt: skip
+    else:
+        what = "differ in more than their seed"
+        fix = (f"remove or move the runs you do not want ({where}), or give them an output folder of their own "
+               "(--outputs)")  # fmt: skip
     raise MixedConfigs(
-        f"the {len(runs)} runs of {cell} differ in more than their seed: {'; '.join(shown)}{more} (runs of "
-        f"different configs are never averaged); remove or move the runs you do not want ({where}), or give them "
-        "an output folder of their own (--outputs)"
+        f"the {len(runs)} runs of {cell} {what}: {'; '.join(shown)}{more} (runs of different configs are never "
+        f"averaged); {fix}"
     )
+
+
+def rescored_note(runs: Sequence[Run]) -> str:
+    """A table's note on metrics re-scored after training (``clusterable.rescore``): how many runs, which metrics,
+    and the evaluator settings that made them where these are not the recorded config's ("" if none was)."""
+    touched = [r for r in runs if r.rescored]
+    if not touched:
+        return ""
+    metrics = sorted({m for r in touched for m in r.rescored})
+    named = ", ".join(metrics[:3]) + (f" and {len(metrics) - 3} more" if len(metrics) > 3 else "")
+    changed: set[str] = set()
+    for run in touched:
+        for metric in run.rescored:
+            now = {k: v for k, v in run.leaves_for(metric).items() if _is_evaluator(k)}
+            was = {k: v for k, v in run.leaves.items() if _is_evaluator(k)}
+            changed |= {
+                f"{k}={now[k]} (recorded: {was.get(k, 'unset')})" for k in now if now[k] != was.get(k)
+            }
+    settings = (
+        f"with evaluator settings other than their recorded config's: {'; '.join(sorted(changed))}"
+        if changed else "with their recorded evaluator settings"
+    )  # fmt: skip
+    if changed and len(touched) < len(runs):  # each cell is one way (require_one_config), its rows may not be
+        settings += f" (the other {len(runs) - len(touched)} runs made theirs with their recorded settings)"
+    return (f"{len(touched)} of {len(runs)} runs re-scored after training (clusterable.rescore): {named}, "
+            f"{settings}.")  # fmt: skip
 
 
 def seed_note(runs: Sequence[Run]) -> str:
@@ -420,7 +548,7 @@ def cells(
     out: dict[tuple[str, ...], Cell] = {}
     for key, group in groups.items():
         named = ", ".join(f"{k}={v}" for k, v in zip(keys, key, strict=True))
-        require_one_config(group, (*keys, *axes), f"the cell {named}" if named else "one cell")
+        require_one_config(group, (*keys, *axes), f"the cell {named}" if named else "one cell", metric)
     for run in runs:
         cell = out.setdefault(key_of(run, keys), Cell())
         value = run.metric(metric) if run.ok else None

@@ -173,7 +173,7 @@ def tune_lambda(
         else:
             cell.values.append(value)
     for (dataset, model, loss), group in settings.items():
-        one_config(group, ("loss.lam",), f"dataset={dataset}, model={model}, loss={loss}")
+        one_config(group, ("loss.lam",), f"dataset={dataset}, model={model}, loss={loss}", "val/acc")
     return out
 
 
