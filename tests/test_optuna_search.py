@@ -85,3 +85,104 @@ def test_without_optuna_the_search_names_the_extra(monkeypatch) -> None:
         CommandLineError, match=r"^hydra/sweeper=optuna needs Optuna: pip install 'clusterable\[optuna\]'$"
     ):
         distributions({"loss.lam": {"type": "float", "low": 0.1, "high": 1.0}})
+
+
+def test_another_question_in_the_same_folder_is_refused_not_resumed(train) -> None:
+    first = train(*SEARCH, "hydra.sweeper.n_trials=2")
+    assert first.code == 0, first.err
+    sweep = train.outputs / "multirun" / "full" / "search" / "corel_fashion"
+    before = sorted(p.parent.name for p in sweep.glob("*/metrics.json"))
+    # the same question, from a machine with other threads: resumed
+    again = train(*SEARCH, "hydra.sweeper.n_trials=2", "torch_threads=1")
+    assert again.code == 0 and "resuming study search/corel_fashion: 2 of 2 trials finished" in again.out, (
+        again.err
+    )
+    for overrides, differs in (
+        (["loss=cosine_corel"], "loss._target_: 'clusterable.heads.center.CenterLoss' -> "
+                                "'clusterable.heads.cosine_corel.CosineCOREL'"),
+        (["optimized_metric=val/loss", "hydra.sweeper.direction=minimize"],
+         "objective: maximize val/acc -> minimize val/loss"),
+        (["+hydra.sweeper.search_space.seed={type:int,low:0,high:3}"], "search_space: "),
+        (["trainer.max_epochs=2"], "trainer.max_epochs: 1 -> 2"),
+    ):  # fmt: skip
+        other = train(*SEARCH, "hydra.sweeper.n_trials=2", *overrides)
+        assert other.code == 2 and other.out == "", (overrides, other.out)
+        line = other.err.strip()
+        assert "\n" not in line and "answers another question" in line and differs in line, (overrides, line)
+    assert (
+        sorted(p.parent.name for p in sweep.glob("*/metrics.json")) == before
+    )  # nothing trained, nothing mixed
+    results = (sweep / "optimization_results.yaml").read_text()
+    assert "metric: val/acc" in results
+
+
+def test_a_study_that_records_no_question_is_not_resumed(train, tmp_path) -> None:
+    import optuna
+
+    folder = train.outputs / "multirun" / "full" / "search" / "corel_fashion"
+    folder.mkdir(parents=True)
+    study = optuna.create_study(
+        study_name="search/corel_fashion", storage=f"sqlite:///{folder / 'optuna.db'}"
+    )
+    study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.5))
+    result = train(*SEARCH, "hydra.sweeper.n_trials=2")
+    assert result.code == 2 and "records no question" in result.err and "\n" not in result.err.strip(), (
+        result.err
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["optimized_metric=val/loss"],
+         "hydra.sweeper.direction=maximize with optimized_metric=val/loss, which is minimised: set "
+         "hydra.sweeper.direction=minimize"),
+        (["hydra.sweeper.direction=minimize"],
+         "hydra.sweeper.direction=minimize with optimized_metric=val/acc, which is maximised"),
+        (["optimized_metric=test/acc"], "optimized_metric=test/acc tunes on the test split"),
+        (["optimized_metric=accuracy"], "optimized_metric must name a metric the runs record, such as val/acc"),
+        (["hydra.sweeper.allow_test_objective=maybe"], "hydra.sweeper.allow_test_objective must be true or false"),
+    ],
+)  # fmt: skip
+def test_the_objective_is_checked_before_any_trial(train, overrides: list[str], message: str) -> None:
+    result = train(*SEARCH, *overrides)
+    assert result.code == 2 and result.err.strip().startswith(f"error: {message}"), result.err
+    assert not (train.outputs / "multirun" / "full" / "search").exists() or not list(
+        (train.outputs / "multirun" / "full" / "search").rglob("metrics.json")
+    )
+
+
+def test_a_test_split_objective_on_purpose_is_accepted() -> None:
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.clusterable_sweeper.optuna_sweeper import check_objective
+
+    cfg = OmegaConf.create({"optimized_metric": "test/kmeans/nmi"})
+    assert check_objective(cfg, "maximize", allow_test=True) == "test/kmeans/nmi"
+
+
+def test_a_metric_no_trial_records_fails_each_trial_before_training(train) -> None:
+    result = train(*SEARCH, "hydra.sweeper.n_trials=2", "optimized_metric=val/kmeans/nmi")
+    assert result.code == 1, result.err
+    assert (
+        "optimized_metric: 'val/kmeans/nmi' is never recorded by this run (loss=center); it records"
+        in result.err
+    )
+    assert "optuna: no trial of 2 finished with a value of val/kmeans/nmi" in result.err
+    assert "sweep: 0 ok, 2 failed" in result.out
+    sweep = train.outputs / "multirun" / "full" / "search" / "corel_fashion"
+    assert not (sweep / "optimization_results.yaml").exists()
+    assert not list(sweep.rglob("*.ckpt"))  # refused before training
+
+
+def test_a_diverged_or_failed_run_gives_its_sweeper_no_value() -> None:
+    from clusterable.rundir import objective_value
+
+    metrics = {"val/acc": 0.9, "val/loss": 0.3}
+    assert objective_value({"status": "ok", "metrics": metrics}, "val/acc") == 0.9
+    assert (
+        objective_value({"status": "diverged", "metrics": metrics}, "val/acc") is None
+    )  # best epoch's value kept
+    assert objective_value({"status": "failed", "metrics": metrics}, "val/acc") is None
+    assert objective_value({"status": "ok", "metrics": metrics}, "val/nmi") is None
+    assert objective_value({"status": "ok", "metrics": {"val/acc": True}}, "val/acc") is None

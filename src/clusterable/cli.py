@@ -27,15 +27,15 @@ from clusterable import hydra_callbacks, interrupts, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
 from clusterable.preflight import check_group_options, swept_group_key
 from clusterable.run import RunContext, run
-from clusterable.rundir import is_write_error, write_error
+from clusterable.rundir import is_write_error, objective_value, write_error
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def hydra_main(cfg: DictConfig) -> float | None:
-    """One job. Returns the value of ``cfg.optimized_metric`` (for hyperparameter sweepers such as Optuna)."""
-    payload = run(cfg, RunContext.from_hydra(HydraConfig.get()))
-    value = payload.get("metrics", {}).get(str(cfg.get("optimized_metric")))
-    return float(value) if isinstance(value, int | float) else None
+    """One job. Returns the value of ``cfg.optimized_metric`` (for hyperparameter sweepers such as Optuna), None
+    unless the run ended ``ok``."""
+    payload = run(cfg, RunContext.from_hydra(HydraConfig.get(), optimized_metric=cfg.get("optimized_metric")))
+    return objective_value(payload, cfg.get("optimized_metric"))
 
 
 def _hydra_choices() -> dict | None:

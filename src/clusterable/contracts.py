@@ -265,9 +265,24 @@ class DeclaresMetrics(Protocol):
     def metric_names(self) -> list[str]: ...
 
 
+def declares(*names: str) -> Callable[[Callable], Callable]:
+    """Mark an evaluator written as a function (built with ``_partial_: true``) as declaring the keys it returns:
+    ``@declares("acc")`` gives it ``metric_names() -> ["acc"]`` (``DeclaresMetrics``)."""
+
+    def mark(fn: Callable) -> Callable:
+        fn.metric_names = lambda: list(names)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
 def declared_metrics(fn: object) -> list[str] | None:
     """The metric names (no stage prefix) evaluator ``fn`` will return if it declares them
-    (``DeclaresMetrics``), else None."""
+    (``DeclaresMetrics``; a ``functools.partial`` of a function marked with ``declares`` too), else None."""
+    import functools
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     return list(fn.metric_names()) if isinstance(fn, DeclaresMetrics) else None
 
 

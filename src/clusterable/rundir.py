@@ -34,6 +34,16 @@ IGNORED_IN_COMPARISON = (
 )  # fmt: skip
 
 
+def objective_value(payload: dict[str, Any], metric: Any) -> float | None:
+    """What a run gives a hyperparameter sweeper: its ``metric`` (``optimized_metric``) from its record, None unless
+    it ended ``ok``. A diverged run keeps its best epoch's metrics in its record, but its trial failed: told to
+    Optuna as complete, the runaway's early value would steer the search."""
+    if payload.get("status") != "ok":
+        return None
+    value = (payload.get("metrics") or {}).get(str(metric))
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _plain(value: Any) -> Any:
     """JSON-safe: tensors/NumPy scalars to floats, NaN/inf to None (JSON has neither)."""
     if isinstance(value, dict):

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from clusterable.arrays import to_tensor
-from clusterable.contracts import ClassifyingHead, EvalContext
+from clusterable.contracts import ClassifyingHead, EvalContext, declares
 
 # Rows per chunk times classes per row: bounds the (chunk, K) score matrix to ~64 MiB of float32.
 _CHUNK_ELEMENTS = 1 << 24
@@ -72,6 +72,7 @@ def predict_nearest_mean(embeddings: Tensor, train_embeddings: Tensor, train_lab
     return torch.cat(preds) if preds else torch.zeros(0, dtype=torch.long)
 
 
+@declares("acc")
 def accuracy(embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
     """Fraction of labelled samples whose predicted class equals the label.
 

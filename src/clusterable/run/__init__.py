@@ -7,7 +7,7 @@ in its resolver, the word vectors in the text dataset, per-sample steps in the m
 
     from clusterable.run import RunContext, run
     cfg = compose("train", overrides=[...], return_hydra_config=True)   # hydra's compose API
-    ctx = RunContext.from_hydra(cfg.hydra, run_dir)
+    ctx = RunContext.from_hydra(cfg.hydra, run_dir, optimized_metric=cfg.get("optimized_metric"))
     del cfg.hydra
     payload = run(cfg, ctx)                                             # the metrics.json record
 """

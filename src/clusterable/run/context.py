@@ -30,6 +30,8 @@ class RunContext:
         parallel_jobs: how many local jobs run side by side (the joblib launcher's ``n_jobs``, the stacked
             launcher's groups at once; 1 otherwise), so the default CPU threads divide the cores among them (and a
             stack the device's free memory).
+        objective: the metric a hyperparameter search optimises (``optimized_metric`` under
+            ``hydra/sweeper=optuna``), which the run must record; None outside a search.
     """
 
     run_dir: Path
@@ -38,11 +40,15 @@ class RunContext:
     job_name: str = "train"
     single: bool = True
     parallel_jobs: int = 1
+    objective: str | None = None
 
     @classmethod
-    def from_hydra(cls, hydra: DictConfig, run_dir: str | Path | None = None) -> RunContext:
+    def from_hydra(
+        cls, hydra: DictConfig, run_dir: str | Path | None = None, optimized_metric: Any = None
+    ) -> RunContext:
         """From Hydra's config node (``HydraConfig.get()``, or ``cfg.hydra`` of a config composed with
-        ``return_hydra_config=True``); ``run_dir`` defaults to its ``runtime.output_dir``."""
+        ``return_hydra_config=True``); ``run_dir`` defaults to its ``runtime.output_dir``; ``optimized_metric``
+        (the task config's) is the run's ``objective`` when Hydra's sweeper is a search (Optuna's)."""
         choices = {
             k: v
             for k, v in OmegaConf.to_container(hydra.runtime.choices).items()
@@ -57,7 +63,9 @@ class RunContext:
             # ``auto`` is set to a number in each cell's config by the launcher, before any cell runs
             n_jobs = launcher.get("n_jobs")
             jobs = max(1, n_jobs) if isinstance(n_jobs, int) else 1
+        searching = "OptunaSweeper" in str((hydra.get("sweeper") or {}).get("_target_", ""))
         return cls(
+            objective=str(optimized_metric) if searching and optimized_metric is not None else None,
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
             choices=choices,
             overrides=tuple(OmegaConf.to_container(hydra.overrides.task, resolve=False)),  # as typed

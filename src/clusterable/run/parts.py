@@ -162,6 +162,42 @@ def check_monitor(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
                           "last epoch")  # fmt: skip
 
 
+def recorded_keys(cfg: DictConfig, parts: Parts) -> tuple[list[str], list[str]]:
+    """The metric keys this run's ``metrics.json`` will hold, known before training: the module's (``train/<part>``,
+    ``val/acc`` / ``val/loss`` with a validation loop), the validation evaluators', each evaluator's declared keys
+    at every stage of ``eval_stages`` (``test/kmeans/acc``) and ``model/params``; and the stages whose evaluators
+    do not declare their keys (any ``<stage>/...`` key may then be recorded)."""
+    from clusterable.contracts import declared_metrics
+
+    has_val = validates(cfg, parts)
+    keys = [
+        *parts.module.logged_keys(has_val),
+        *(parts.validation.logged_keys() if has_val else []),
+        "model/params",
+    ]
+    undeclared = []
+    for stage in cfg.eval_stages:
+        for fn in parts.evaluators.values():
+            names = declared_metrics(fn)
+            if names is None:
+                undeclared.append(str(stage))
+            keys += [f"{stage}/{name}" for name in names or ()]
+    return list(dict.fromkeys(keys)), sorted(set(undeclared))
+
+
+def check_objective(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
+    """A search's trial must record the metric the search optimises (``ctx.objective``): one line before training
+    otherwise, so that a misspelt ``optimized_metric`` fails its trials in seconds instead of training every one
+    and finding nothing."""
+    if ctx.objective is None:
+        return
+    keys, open_stages = recorded_keys(cfg, parts)
+    if ctx.objective in keys or ctx.objective.split("/")[0] in open_stages:
+        return
+    raise ConfigError(f"optimized_metric: {ctx.objective!r} is never recorded by this run "
+                      f"(loss={ctx.choices.get('loss')}); it records {', '.join(keys)}")  # fmt: skip
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list) -> Any:
     """Lightning's Trainer from ``cfg.trainer`` with the run's loggers (``cfg.logger``, appended to ``loggers`` so
     that the record closes them whatever happens) and callbacks, writing below ``run_dir``."""

@@ -41,13 +41,13 @@ class Outcome:
 
 def assemble(cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], threads: bool = True) -> Parts:
     """Check the config, set torch's threads (``threads``: a stack sets them once for all its members) and the
-    seed, build the parts and check the monitor against what they log; ``data_notes`` recorded. Raises the
-    one-line errors of each check."""
+    seed, build the parts and check the monitor (and a search's objective) against what they log; ``data_notes``
+    recorded. Raises the one-line errors of each check."""
     import lightning as L
 
     from clusterable.run import training
     from clusterable.run.checks import check_config
-    from clusterable.run.parts import build_parts, check_monitor
+    from clusterable.run.parts import build_parts, check_monitor, check_objective
 
     check_config(cfg, payload["mode"])
     if threads:
@@ -57,6 +57,7 @@ def assemble(cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], threads:
     if parts.data_notes is not None:  # what reading the data did (a corpus's lemmatiser, OOV words)
         payload["data_notes"] = parts.data_notes
     check_monitor(cfg, ctx, parts)
+    check_objective(cfg, ctx, parts)
     return parts
 
 

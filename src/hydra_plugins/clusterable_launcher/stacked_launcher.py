@@ -38,6 +38,7 @@ from hydra.types import TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from clusterable.hydra_callbacks import CommandLineError
+from clusterable.rundir import objective_value
 from hydra_plugins.clusterable_launcher._workers import run_jobs
 
 if TYPE_CHECKING:
@@ -158,7 +159,9 @@ class StackedLauncher(Launcher):
         from clusterable.stacked.stack import record_unfinished
 
         def prepare_job(cfg: DictConfig) -> Any:
-            return prepare(cfg, RunContext.from_hydra(HydraConfig.get()))
+            return prepare(
+                cfg, RunContext.from_hydra(HydraConfig.get(), optimized_metric=cfg.get("optimized_metric"))
+            )
 
         returns: dict[int, JobReturn] = {}
         pending: dict[int, Prepared] = {}
@@ -270,15 +273,12 @@ def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
 
 def _recorded_metric(payload: dict[str, Any]) -> float | None:
     """A reused run's ``optimized_metric``, from its record (what ``train.py``'s job returns for it)."""
-    key = str((payload.get("config") or {}).get("optimized_metric"))
-    value = (payload.get("metrics") or {}).get(key)
-    return float(value) if isinstance(value, int | float) else None
+    return objective_value(payload, (payload.get("config") or {}).get("optimized_metric"))
 
 
 def _optimized(cell: Any) -> float | None:
-    """What ``train.py``'s job returns to Hydra: the run's ``optimized_metric``."""
-    value = cell.payload.get("metrics", {}).get(str(cell.cfg.get("optimized_metric")))
-    return float(value) if isinstance(value, int | float) else None
+    """What ``train.py``'s job returns to Hydra: the run's ``optimized_metric`` (None unless it ended ``ok``)."""
+    return objective_value(cell.payload, cell.cfg.get("optimized_metric"))
 
 
 # A node, not a dataclass: Hydra's plugin scan executes this module outside ``sys.modules``.

@@ -16,12 +16,21 @@ The search space, in ``hydra.sweeper.search_space`` (an ``hparams_search/`` file
       optimizer.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
       model: {type: categorical, choices: [ffnn, cnn]}
 
+A study answers one question: its objective (``optimized_metric`` and ``direction``), its search space and the
+config outside the searched keys (what changes no number left out: loggers, paths, threads). The question is kept
+with the study (its ``question`` attribute); the same command resumes it, and any other question asked of the same
+folder (another loss, metric, direction or space) is refused in one line naming what differs, never resumed as if
+it were the first. The objective is checked before any trial trains: a key the run records (a trial refuses a
+misspelt one before training), a direction that agrees with the metric's, and not the test split unless
+``allow_test_objective: true`` says it is on purpose.
+
 Needs Optuna (``pip install 'clusterable[optuna]'``); without it the command ends in one line naming the extra.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +41,9 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.hydra_callbacks import CommandLineError
+from clusterable.hydra_callbacks import CommandLineError, exit_status
+from clusterable.run.checks import monitor_direction
+from clusterable.rundir import IGNORED_IN_COMPARISON
 
 TYPES = ("float", "int", "categorical")
 MISSING_EXTRA = "hydra/sweeper=optuna needs Optuna: pip install 'clusterable[optuna]'"
@@ -81,6 +92,77 @@ def distributions(search_space: Any) -> dict[str, Any]:
     return out
 
 
+# Config keys that change no number a trial computes: a study's question leaves them out (a resume on another
+# machine, with other threads or another output folder, asks the same question).
+NOT_IN_QUESTION = (*IGNORED_IN_COMPARISON, "torch_threads")
+
+
+def check_objective(config: DictConfig, direction: str, allow_test: bool) -> str:
+    """The search's ``optimized_metric``, refused in one line when it is no metric key (``<stage>/<name>``), when
+    ``direction`` is the opposite of the way it improves, or when it is a test-split metric without
+    ``allow_test``."""
+    metric = config.get("optimized_metric")
+    if not isinstance(metric, str) or "/" not in metric:
+        raise CommandLineError(
+            f"optimized_metric must name a metric the runs record, such as val/acc, got {metric!r}"
+        )
+    stage = metric.split("/")[0]
+    if stage == "test" and not allow_test:
+        raise CommandLineError(f"optimized_metric={metric} tunes on the test split, whose numbers the tables report: "
+                               "tune on val/..., or set hydra.sweeper.allow_test_objective=true to do it on "
+                               "purpose")  # fmt: skip
+    way = monitor_direction(metric)
+    if way is not None and {"max": "maximize", "min": "minimize"}[way] != direction:
+        raise CommandLineError(f"hydra.sweeper.direction={direction} with optimized_metric={metric}, which is "
+                               f"{'maximised' if way == 'max' else 'minimised'}: set hydra.sweeper.direction="
+                               f"{'maximize' if way == 'max' else 'minimize'}")  # fmt: skip
+    return metric
+
+
+def question(config: DictConfig, direction: str, space: Any, params: Mapping[str, Any]) -> dict[str, Any]:
+    """What a study answers: the objective, the search space, the config outside the searched keys (leaves as
+    text, interpolations unresolved, ``NOT_IN_QUESTION`` left out; the command line's overrides are in it) and the
+    values ``hydra.sweeper.params`` sets in every trial."""
+    searched = set(OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space)
+    tree = OmegaConf.to_container(config, resolve=False)
+    tree.pop("hydra", None)
+    leaves: dict[str, str] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and node:
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+            return
+        key = prefix[:-1]
+        if key == "optimized_metric" or any(
+            key == k or key.startswith(f"{k}.") for k in (*searched, *NOT_IN_QUESTION)
+        ):
+            return
+        leaves[key] = repr(node)
+
+    walk(tree, "")
+    return {
+        "objective": f"{direction} {config.get('optimized_metric')}",
+        "search_space": repr(
+            OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space
+        ),
+        "params": repr(sorted(f"{k}={v}" for k, v in params.items())),
+        "config": leaves,
+    }
+
+
+def question_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between two questions, for the refusal: ``objective: maximize val/acc -> minimize val/loss;
+    loss._target_: ... -> ...`` (the first three differences, and how many more)."""
+    changes = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in ("objective", "search_space", "params")
+               if old.get(k) != new.get(k)]  # fmt: skip
+    a, b = old.get("config") or {}, new.get("config") or {}
+    changes += [f"{k}: {a.get(k, '<unset>')} -> {b.get(k, '<unset>')}" for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)]  # fmt: skip
+    more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
+    return "; ".join(changes[:3]) + more
+
+
 class OptunaSweeper(Sweeper):
     """Optuna's ask-and-tell over batches of ``n_jobs`` trials, each batch launched by the configured launcher."""
 
@@ -95,6 +177,7 @@ class OptunaSweeper(Sweeper):
         storage: str | None = None,
         study_name: str | None = None,
         params: Any = None,
+        allow_test_objective: bool = False,
     ) -> None:
         self.search_space, self.n_trials, self.n_jobs, self.direction = (
             search_space,
@@ -104,6 +187,7 @@ class OptunaSweeper(Sweeper):
         )
         self.sampler, self.seed, self.storage, self.study_name = sampler, seed, storage, study_name
         self.params = params or {}
+        self.allow_test_objective = allow_test_objective
         self.config: DictConfig | None = None
         self.launcher: Any = None
 
@@ -119,6 +203,10 @@ class OptunaSweeper(Sweeper):
             )
         if self.sampler not in ("tpe", "random"):
             raise CommandLineError(f"hydra.sweeper.sampler must be tpe or random, got {self.sampler!r}")
+        if not isinstance(self.allow_test_objective, bool):
+            raise CommandLineError(f"hydra.sweeper.allow_test_objective must be true or false, got "
+                                   f"{self.allow_test_objective!r}")  # fmt: skip
+        check_objective(config, self.direction, self.allow_test_objective)
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
@@ -135,10 +223,24 @@ class OptunaSweeper(Sweeper):
         folder = Path(str(self.config.hydra.sweep.dir))
         folder.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        storage = self.storage or f"sqlite:///{(folder / 'optuna.db').resolve()}"
         study = optuna.create_study(
-            study_name=self.study_name or str(self.config.name), direction=self.direction,
-            storage=self.storage or f"sqlite:///{(folder / 'optuna.db').resolve()}", load_if_exists=True,
+            study_name=self.study_name or str(self.config.name), direction=self.direction, storage=storage,
+            load_if_exists=True,
         )  # fmt: skip
+        asked = question(self.config, self.direction, self.search_space, dict(self.params))
+        where = folder / "optuna.db" if self.storage is None else storage
+        kept = study.user_attrs.get("question")
+        if kept is None and study.trials:
+            raise CommandLineError(f"the study {study.study_name} in {where} records no question (an earlier "
+                                   "version made it), so resuming it could answer another one: move it away or "
+                                   "set hydra.sweep.dir to another folder")  # fmt: skip
+        if kept is not None and kept != asked:
+            raise CommandLineError(f"the study {study.study_name} in {where} answers another question "
+                                   f"({question_change(kept, asked)}): run the same command to resume it, or set "
+                                   "hydra.sweep.dir (or hydra.sweeper.study_name) for a new study")  # fmt: skip
+        if kept is None:
+            study.set_user_attr("question", asked)
         # Seeded by the trials already in the study too: a resumed search goes on drawing, where the bare seed would
         # replay the first session's draws.
         seed = self.seed + len(study.trials)
@@ -177,7 +279,9 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
-        print(f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric}")
+        print(f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed "
+              "or diverged: see the failed cells above); nothing to report", file=sys.stderr)  # fmt: skip
+        exit_status["code"] = 1
         return
     best = study.best_trial
     result = {"name": study.study_name, "metric": str(config.optimized_metric), "direction": study.direction.name
@@ -197,6 +301,6 @@ ConfigStore.instance().store(
     node=OmegaConf.create({
         "_target_": "hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper", "search_space": None,
         "n_trials": 20, "n_jobs": 1, "direction": "maximize", "sampler": "tpe", "seed": 0, "storage": None,
-        "study_name": None, "params": None,
+        "study_name": None, "params": None, "allow_test_objective": False,
     }),
 )  # fmt: skip
