@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import json
 import math
 import os
@@ -144,11 +145,46 @@ def code_version() -> dict[str, Any]:
     return dict(_code_version())
 
 
-def _read_code_version() -> dict[str, Any]:
-    """The code a run ran: the package's version and, in a git checkout, its commit and whether tracked files
-    differ from it (``dirty``); ``commit`` and ``dirty`` are None outside a checkout (an installed wheel) or without
-    git. Recorded by every run as ``code`` in metrics.json and compared by the tables like a config key: two
-    versions of the code are two configs."""
+# What a package hash reads: the package's own folder and its Hydra plugins (the launchers and sweepers train and
+# choose cells), every file but the bytecode Python writes beside them on import.
+PLUGINS = ("clusterable_launcher", "clusterable_sweeper")
+GIT, HASH = "git commit", "package hash"
+
+
+def package_roots(package_dir: Path | None = None) -> list[Path]:
+    """The folders whose files are the code a run runs: the ``clusterable`` package (``package_dir``, default this
+    module's) and our Hydra plugins beside it (``hydra_plugins/clusterable_*``, in a checkout's ``src/`` as in
+    an installed ``site-packages/``)."""
+    package_dir = Path(package_dir or Path(__file__).resolve().parent)
+    plugins = [package_dir.parent / "hydra_plugins" / name for name in PLUGINS]
+    return [package_dir, *(p for p in plugins if p.is_dir())]
+
+
+def package_hash(roots: list[Path]) -> str:
+    """The SHA-256 of the files below ``roots`` (each named by its path from its root's parent, so ``clusterable/
+    cli.py``), sorted: the same for one build wherever it is installed, different when any file differs, is added
+    or is removed. ``__pycache__`` folders and ``*.pyc`` files are left out: Python writes them on import, per
+    interpreter."""
+    digest = hashlib.sha256()
+    for root in roots:
+        files = sorted(
+            p for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.relative_to(root).parts and p.suffix not in (".pyc", ".pyo")
+        )  # fmt: skip
+        for path in files:
+            name = path.relative_to(root.parent).as_posix()
+            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _read_code_version(package_dir: Path | None = None) -> dict[str, Any]:
+    """The code a run ran: the package's version, the SHA-256 of its files (``package_hash``) and, in a git
+    checkout, its commit and whether tracked files differ from it (``dirty``). ``kind`` says which version names
+    the code: ``git commit`` in a checkout, ``package hash`` where there is no git (an installed wheel, a source
+    tree without ``.git``, or no git program), whose ``commit`` and ``dirty`` are None. Recorded by every run as
+    ``code`` in metrics.json and compared by the tables like a config key: two versions of the code are two
+    configs. The hash is recorded in a checkout too: a dirty tree's commit does not say which edits ran, and a
+    wheel built from a clean checkout hashes as that checkout does."""
     import subprocess
     from importlib import metadata
 
@@ -156,8 +192,14 @@ def _read_code_version() -> dict[str, Any]:
         package: str | None = metadata.version("clusterable")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         package = None
-    root = Path(__file__).resolve().parents[2]
-    out: dict[str, Any] = {"package": package, "commit": None, "dirty": None}
+    package_dir = Path(package_dir or Path(__file__).resolve().parent)
+    try:
+        files: str | None = package_hash(package_roots(package_dir))
+    except OSError:  # a file that cannot be read: the version stays the commit's, or unknown
+        files = None
+    out: dict[str, Any] = {"package": package, "commit": None, "dirty": None, "package_hash": files,
+                           "kind": HASH if files else None}  # fmt: skip
+    root = package_dir.parents[1]  # src/clusterable -> the checkout
     if not (root / ".git").exists():
         return out
 
@@ -172,11 +214,12 @@ def _read_code_version() -> dict[str, Any]:
             out.update(
                 commit=head.stdout.strip(),
                 dirty=bool(status.stdout.strip()) if status.returncode == 0 else None,
+                kind=GIT,
             )
     except (
         OSError,
         subprocess.SubprocessError,
-    ):  # no git on the machine, or it hung: the version stays unknown
+    ):  # no git on the machine, or it hung: the hash names the code
         pass
     return out
 
