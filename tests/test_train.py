@@ -155,6 +155,42 @@ def test_an_unknown_option_lists_the_available_ones(train, override, group):
     assert not metrics_files(train.outputs)
 
 
+@pytest.mark.parametrize(
+    "override", ["+protocol.budjet=cpu150", "protocol.recipy=recovered", "++protocol.tsk=x"]
+)
+def test_a_protocol_key_no_config_sets_is_refused(train, override):
+    result = train(*QUICK, override)
+    key = override.lstrip("+").split("=")[0]
+    assert result.code == 2
+    assert_one_error_line(result, f"error: {key}: no config sets {key}, so nothing reads it (protocol keys: ")
+    assert "budget" in result.err and not metrics_files(train.outputs)
+
+
+def test_a_protocol_key_a_config_of_your_own_sets_is_accepted(tmp_path):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from clusterable.preflight import unknown_protocol_key
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text("# @package _global_\nprotocol:\n  my_setting: 3\n")
+    overrides = OverridesParser.create().parse_overrides(["+protocol.my_setting=4"])
+    from clusterable.config import CONFIG_DIR
+
+    assert unknown_protocol_key(overrides, [Path(CONFIG_DIR)]) is not None
+    assert unknown_protocol_key(overrides, [Path(CONFIG_DIR), tmp_path]) is None
+
+
+@pytest.mark.parametrize("option", ["loss/cce.yaml", "dataset/iris.yaml", "evaluator/clustering.yaml"])
+def test_an_option_of_your_own_with_a_package_options_name_is_refused(train, tmp_path, option):
+    mine = tmp_path / "conf" / option
+    mine.parent.mkdir(parents=True)
+    mine.write_text("_target_: myproject.Thing\n")
+    result = train(*QUICK, f"hydra.searchpath=[file://{tmp_path / 'conf'}]")
+    group, name = option.removesuffix(".yaml").split("/")
+    assert_one_error_line(result, f"error: {mine} has the name of the package's own {group}={name} (")
+    assert "give it a name of its own" in result.err and not metrics_files(train.outputs)
+
+
 def test_a_missing_dataset_names_its_files_and_folder(train, tmp_path):
     result = train(*QUICK, "dataset=mnist", "dataset.reader.download=false")
     assert_one_error_line(result, "train-images-idx3-ubyte")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from clusterable.config import CONFIG_DIR
 
@@ -35,6 +36,8 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
             roots += [
                 Path(str(p).removeprefix("file://")) for p in override.value() if str(p).startswith("file://")
             ]
+    if problem := shadowed_option(roots[1:], Path(config_dir)) or unknown_protocol_key(overrides, roots):
+        return problem
     # Nested groups too (``loss/metric=nope``: a group chosen inside another group's config).
     groups = {
         p.relative_to(config_dir).as_posix()
@@ -60,6 +63,58 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
         for name in names:
             if name not in available:
                 return f"{group}: no option {name!r}; available: {', '.join(available)}"
+    return None
+
+
+def shadowed_option(user_roots: list[Path], config_dir: Path) -> str | None:
+    """One line for an option in a folder added with ``hydra.searchpath`` that has a package option's name
+    (``myproject/conf/loss/cce.yaml``): the package's configs come first on the search path, so that file would
+    never be read, and a run would silently train the package's option instead."""
+    for root in user_roots:
+        if not root.is_dir() or root.resolve() == config_dir.resolve():
+            continue
+        for path in sorted(root.rglob("*.yaml")):
+            relative = path.relative_to(root)
+            if len(relative.parts) > 1 and (config_dir / relative).is_file():
+                option = f"{relative.parent.as_posix()}={relative.with_suffix('').name}"
+                return (f"{path} has the name of the package's own {option} ({config_dir / relative}), which "
+                        "comes first on the search path, so yours would never be read: give it a name of its "
+                        "own")  # fmt: skip
+    return None
+
+
+def protocol_keys(roots: list[Path]) -> set[str]:
+    """The ``protocol.<key>`` names the configs under ``roots`` set (every YAML file's top-level ``protocol``
+    mapping): a paper's own settings, read by its configs and tables."""
+    import yaml
+
+    keys: set[str] = set()
+    for root in roots:
+        for path in root.rglob("*.yaml") if root.is_dir() else []:
+            try:
+                node = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError):
+                continue  # Hydra names a broken config itself when it is chosen
+            if isinstance(node, dict) and isinstance(node.get("protocol"), dict):
+                keys |= {str(k) for k in node["protocol"]}
+    return keys
+
+
+def unknown_protocol_key(overrides: list[Any], roots: list[Path]) -> str | None:
+    """One line for a ``protocol.<key>`` on the command line that no config sets (``+protocol.budjet=cpu``):
+    ``protocol`` is a free mapping, so Hydra keeps any key, and a misspelt one changes nothing while the run
+    records it as set. A key of your own belongs in a config of your own (``hydra.searchpath``), which makes it
+    known."""
+    given = [o for o in overrides if o.key_or_group.startswith("protocol.") and not o.is_delete()]
+    if not given:
+        return None
+    known = protocol_keys(roots)
+    for override in given:
+        key = override.key_or_group.split(".")[1]
+        if key not in known:
+            return (f"{override.key_or_group}: no config sets protocol.{key}, so nothing reads it (protocol keys: "
+                    f"{', '.join(sorted(known))}); a key of your own belongs in a config of your own on "
+                    "hydra.searchpath")  # fmt: skip
     return None
 
 
