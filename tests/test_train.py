@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,15 @@ def test_an_option_of_your_own_with_a_package_options_name_is_refused(train, tmp
     group, name = option.removesuffix(".yaml").split("/")
     assert_one_error_line(result, f"error: {mine} has the name of the package's own {group}={name} (")
     assert "give it a name of its own" in result.err and not metrics_files(train.outputs)
+
+
+def test_a_logger_whose_library_is_missing_is_refused_before_training(train, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as on an install without the wandb extra
+    result = train(*QUICK, "logger=wandb")
+    assert_one_error_line(result, "error: logger.wandb needs the wandb module, which is not installed: "
+                                  "pip install 'clusterable[wandb]' (or logger=csv)")  # fmt: skip
+    assert_nothing_ok(train.outputs)
+    assert not list(train.outputs.rglob("*.ckpt"))
 
 
 def test_a_missing_dataset_names_its_files_and_folder(train, tmp_path):

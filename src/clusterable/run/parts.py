@@ -198,6 +198,28 @@ def check_objective(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
                       f"(loss={ctx.choices.get('loss')}); it records {', '.join(keys)}")  # fmt: skip
 
 
+# The loggers an extra of the package installs (pyproject.toml's optional dependencies): class name -> (module,
+# extra). Lightning builds them without the module and fails when the run first logs, after the data is loaded.
+LOGGER_EXTRAS = {"WandbLogger": ("wandb", "wandb"), "MLFlowLogger": ("mlflow", None),
+                 "CometLogger": ("comet_ml", None), "NeptuneLogger": ("neptune", None)}  # fmt: skip
+
+
+def check_logger_extras(cfg: DictConfig) -> None:
+    """Refuse, before training, a logger whose library is not installed: ``logger=wandb needs W&B's wandb
+    module: pip install 'clusterable[wandb]' (or logger=csv)``."""
+    import importlib.util
+
+    for name, node in (cfg.get("logger") or {}).items():
+        target = str(node.get("_target_", "")) if isinstance(node, DictConfig) else ""
+        needed = LOGGER_EXTRAS.get(target.rsplit(".", 1)[-1])
+        if needed is None or importlib.util.find_spec(needed[0]) is not None:
+            continue
+        module, extra = needed
+        install = f"pip install 'clusterable[{extra}]'" if extra else f"pip install {module}"
+        raise ConfigError(f"logger.{name} needs the {module} module, which is not installed: {install} (or "
+                          "logger=csv)")  # fmt: skip
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list) -> Any:
     """Lightning's Trainer from ``cfg.trainer`` with the run's loggers (``cfg.logger``, appended to ``loggers`` so
     that the record closes them whatever happens) and callbacks, writing below ``run_dir``."""

@@ -47,9 +47,10 @@ def assemble(cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], threads:
 
     from clusterable.run import training
     from clusterable.run.checks import check_config
-    from clusterable.run.parts import build_parts, check_monitor, check_objective
+    from clusterable.run.parts import build_parts, check_logger_extras, check_monitor, check_objective
 
     check_config(cfg, payload["mode"])
+    check_logger_extras(cfg)
     if threads:
         payload["torch_threads"] = training.cpu_threads(cfg, ctx)
     L.seed_everything(cfg.seed, workers=True, verbose=False)

@@ -133,9 +133,9 @@ def close_loggers(loggers: list, ok: bool) -> None:
     """Finish every logger's run now, so a multirun's next job starts a fresh W&B run (also after a failure)."""
     for lg in loggers:
         if type(lg).__name__ == "WandbLogger":
-            import wandb
-
-            if wandb.run is not None:
+            # imported by the logger when it started a run; without the module there is no run to end
+            wandb = sys.modules.get("wandb")
+            if wandb is not None and wandb.run is not None:
                 wandb.finish(exit_code=0 if ok else 1)
         else:
             lg.finalize("success" if ok else "failed")
