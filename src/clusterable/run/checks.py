@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable import budgets
 from clusterable.config import ConfigError, check_node, check_value
 from clusterable.contracts import EVALUATOR_ARGS
 
@@ -127,6 +128,9 @@ def check_config(cfg: DictConfig, mode: str) -> None:
     max_epochs = cfg.trainer.get("max_epochs")
     if not (isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs >= 1):
         raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {max_epochs!r}")
+    # protocol.budget (the sizes of COREL's Fashion-MNIST grid) must be what the run trains: BudgetCheck refused a
+    # contradiction before Hydra made a folder for a run of train.py; this finds what reaches a run another way.
+    budgets.check(cfg, mode)
     check_precision(cfg)
     if cfg.get("scheduler"):
         check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)

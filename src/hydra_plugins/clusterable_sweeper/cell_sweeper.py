@@ -42,6 +42,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
+from clusterable import budgets
 from clusterable.config import composition_error
 from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
 from clusterable.tuned_lambda import UnknownTable, WinnersFileMissing, refusal
@@ -190,6 +191,9 @@ class CellSweeper(BasicSweeper):
                 continue
             if problem := ddp_in_sweep(cell_config):
                 raise CommandLineError(problem)
+            if (problem := budgets.config_problem(cell_config)) and not self._launched:
+                # a budget or epochs swept per cell: every such cell would be tabulated as a budget it did not train
+                raise CommandLineError(f"{problem} (the whole sweep is refused: no cell ran)")
             if isinstance(handed, dict):
                 handed[tuple(overrides)] = cell_config
             missing = refusal(cell_config)

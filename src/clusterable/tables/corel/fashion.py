@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clusterable.budgets import SIZES
 from clusterable.tables.common import logged_curve, na_note, pyplot, save_figure
 from clusterable.tables.corel.paper import (
     LABELS,
@@ -67,11 +68,13 @@ EARLY_EPOCHS = 10  # the cpu budget's length: marked on the curves of a longer r
 @dataclass(frozen=True)
 class Budget:
     """One size of the grid: its ``protocol.budget`` value, the prefix of its experiments and tables
-    (``<prefix>_table1``), and what it is."""
+    (``<prefix>_table1``), what it is, and its epochs (``clusterable.budgets.SIZES``, which a run is checked
+    against before it trains)."""
 
     name: str
     prefix: str
     about: str
+    epochs: int
 
     @property
     def table1(self) -> str:
@@ -82,14 +85,7 @@ class Budget:
         return f"corel/{self.prefix}_table2"
 
 
-BUDGETS = {
-    b.name: b
-    for b in (
-        Budget("cpu", "fashion", "our CPU protocol"),
-        Budget("cpu150", "fashion150", "the paper's 150 epochs on our CPU grid"),
-        Budget("paper", "fashion_paper", "the paper's protocol"),
-    )
-}
+BUDGETS = {name: Budget(name, size.prefix, size.about, size.epochs) for name, size in SIZES.items()}
 
 SOURCES: dict[str, str | tuple[str, ...]] = {}
 for _b in BUDGETS.values():
@@ -102,8 +98,10 @@ SOURCES["fashion_budgets"] = tuple(e for b in BUDGETS.values() for e in (b.table
 
 
 def budget_of(runs: Sequence[Run]) -> Budget:
-    """The one budget ``runs`` ran under (``protocol.budget``); ``MixedRuns`` (one line) for runs of two budgets or
-    of none this module knows: a table never pools two budgets."""
+    """The one budget ``runs`` ran under (``protocol.budget``); ``MixedRuns`` (one line) for runs of two budgets,
+    of none this module knows, or of one their epochs contradict (``require_budget_epochs``): a table never pools
+    two budgets, nor titles a run as a budget it did not train."""
+    require_budget_epochs(runs)
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(str(run.get("protocol.budget")), []).append(run)
@@ -117,6 +115,31 @@ def budget_of(runs: Sequence[Run]) -> Budget:
             f"protocol.budget={name} is none of {', '.join(BUDGETS)} (runs under {runs[0].path.parent})"
         )
     return BUDGETS[name]
+
+
+def require_budget_epochs(runs: Sequence[Run]) -> None:
+    """``MixedRuns`` (one line naming the first such record and how many there are) for full runs whose recorded
+    ``trainer.max_epochs`` is not their ``protocol.budget``'s epochs: set by hand on the command line, a
+    ``protocol.budget=cpu150`` would title a 10-epoch grid as the 150-epoch one. A run refused so before it trained
+    (``clusterable.budgets``) never gets here: these are records of older code, or edited. Smoke runs are short on
+    purpose; a budget that is no size is ``budget_of``'s to name."""
+    odd = [
+        run
+        for run in runs
+        if run.mode == "full"
+        and (budget := BUDGETS.get(str(run.get("protocol.budget")))) is not None
+        and (epochs := run.get("trainer.max_epochs")) is not None
+        and epochs != budget.epochs
+    ]
+    if odd:
+        run = odd[0]
+        name = str(run.get("protocol.budget"))
+        more = f" ({len(odd) - 1} more records do so too)" if len(odd) > 1 else ""
+        raise MixedRuns(
+            f"the record {run.path} says protocol.budget={name} ({BUDGETS[name].epochs} epochs) but trained "
+            f"trainer.max_epochs={run.get('trainer.max_epochs')}{more}: a table would title and pool it as budget "
+            f"{name}'s; remove or move it, or train it again at its budget's epochs"
+        )
 
 
 def models_of(runs: Sequence[Run]) -> dict[str, str]:
@@ -356,6 +379,7 @@ def fashion_budgets(runs: list[Run], out_dir: Path) -> Table:
     accuracy, the k-means accuracy and silhouette of the test representations, a column group per budget; and every
     claim's verdict at each budget (Table 1's, Figure 2's, Table 2's and Table 4's, the authors' variant's too).
     Budgets are never pooled: each column group is one budget's runs."""
+    require_budget_epochs(runs)
     by_budget: dict[str, list[Run]] = {}
     for run in runs:
         by_budget.setdefault(str(run.get("protocol.budget")), []).append(run)
