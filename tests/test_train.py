@@ -201,6 +201,23 @@ def test_a_logger_whose_library_is_missing_is_refused_before_training(train, mon
     assert not list(train.outputs.rglob("*.ckpt"))
 
 
+def test_narrowing_an_experiments_evaluators_leaves_out_their_settings(train):
+    result = train("experiment=cross/fashion", "evaluator=[classification,clustering]", "debug=smoke")
+    assert result.code == 0, result.err
+    assert ("note: evaluator.clustering_l2, evaluator.retrieval, evaluator.latent_plot left out: settings of "
+            "evaluators this run does not select") in result.out  # fmt: skip
+    (payload,) = all_metrics(train.outputs)
+    assert payload["status"] == "ok" and sorted(payload["config"]["evaluator"]) == [
+        "classification",
+        "clustering",
+    ]
+    assert "test/kmeans/acc" in payload["metrics"] and not any("recall" in k for k in payload["metrics"])
+    # settings typed for an evaluator the command line does not select are a mistake: refused
+    typed = train("experiment=cross/fashion", "evaluator=[classification]", "evaluator.retrieval.ks=[2]",
+                  "debug=smoke")  # fmt: skip
+    assert_one_error_line(typed, "evaluator.retrieval sets ks, distances, r_precision but names no class")
+
+
 def test_a_missing_dataset_names_its_files_and_folder(train, tmp_path):
     result = train(*QUICK, "dataset=mnist", "dataset.reader.download=false")
     assert_one_error_line(result, "train-images-idx3-ubyte")

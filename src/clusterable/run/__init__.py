@@ -15,6 +15,7 @@ in its resolver, the word vectors in the text dataset, per-sample steps in the m
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,9 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
             return finish(ctx, payload, error + kept, rank_zero, write=not finished)
     if notes:  # what a resolver remarked (COREL's λ fell back to the config's): recorded with the run
         payload.update({key: value for key, (value, _) in notes.items()}, resolver_notes=sorted(notes))
+    if left_out := drop_unselected_settings(payload["config"], ctx.overrides):
+        payload["left_out_settings"] = left_out
+        print(f"note: {', '.join(left_out)} left out: settings of evaluators this run does not select")
     if rank_zero and (previous := reuse_or_clean(ctx, payload, notes)) is not None:
         return previous
     resolved = OmegaConf.create(payload["config"])
@@ -66,6 +70,26 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
     for _, message in notes.values():
         print(message)
     return Prepared(resolved, ctx, payload)
+
+
+def drop_unselected_settings(config: dict[str, Any], overrides: Sequence[str]) -> list[str]:
+    """Remove from the resolved ``config`` the settings an experiment gives evaluators that the command line no
+    longer selects (``experiment=cross/fashion 'evaluator=[classification,clustering]'`` leaves
+    ``evaluator.retrieval.ks`` without its ``_target_``), and return their paths. Settings typed on the command line
+    for an evaluator that is not selected stay: building them refuses them in one line, a user's mistake."""
+    evaluators = config.get("evaluator")
+    if not isinstance(evaluators, dict):
+        return []
+    typed = {
+        o.lstrip("+~").split("=")[0].split(".")[1]
+        for o in overrides
+        if o.lstrip("+~").startswith("evaluator.")
+    }
+    left = [name for name, node in evaluators.items()
+            if isinstance(node, dict) and "_target_" not in node and name not in typed]  # fmt: skip
+    for name in left:
+        del evaluators[name]
+    return [f"evaluator.{name}" for name in left]
 
 
 def missing_key(e: Exception, cfg: DictConfig) -> str | None:
