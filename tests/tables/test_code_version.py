@@ -114,6 +114,9 @@ def test_runs_of_two_installed_builds_are_refused_unless_pooled_on_purpose(
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert f"code.package_hash ({json.dumps('a' * 64)}: 1, {json.dumps('b' * 64)}: 1)" in err
+    assert err.rstrip().endswith(
+        "or pool the code versions on purpose (--pool-code-versions: the table names them)"
+    )
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path), "--pool-code-versions")
     assert code == 0, err
     assert (

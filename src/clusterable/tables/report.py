@@ -419,6 +419,8 @@ def require_one_config(
         what = "differ in more than their seed"
         fix = (f"remove or move the runs you do not want ({where}), or give them an output folder of their own "
                "(--outputs)")  # fmt: skip
+    if any(k.startswith("code.") for k in diff):  # runs of two builds may share a cell only when asked to
+        fix += ", or pool the code versions on purpose (--pool-code-versions: the table names them)"
     raise MixedConfigs(
         f"the {len(runs)} runs of {cell} {what}: {'; '.join(shown)}{more} (runs of different configs are never "
         f"averaged); {fix}"
