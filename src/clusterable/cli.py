@@ -25,7 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from clusterable import hydra_callbacks, interrupts, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
-from clusterable.preflight import check_group_options, swept_group_key
+from clusterable.preflight import check_group_options, null_groups, swept_group_key
 from clusterable.run import RunContext, run
 from clusterable.rundir import is_write_error, objective_value, write_error
 
@@ -45,6 +45,12 @@ def _hydra_choices() -> dict | None:
 
 def main() -> None:
     hydra_callbacks.exit_status["code"] = 0
+    # `scheduler=null` (no scheduler) as Hydra takes it, `~scheduler`; a group every run needs is refused.
+    args, problem = null_groups(sys.argv[1:])
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv[1:] = args
     problem = check_group_options(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)

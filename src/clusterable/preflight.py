@@ -61,9 +61,62 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
             for p in (root / group).rglob("*.yaml")
         )
         for name in names:
+            if name == "null" and override.is_sweep_override():
+                return (f"{group}: null (no {group}) cannot be one value of a sweep, since Hydra removes a group "
+                        f"for a whole command only; sweep {group}={','.join(available)} and run {group}=null in "
+                        "a command of its own")  # fmt: skip
             if name not in available:
                 return f"{group}: no option {name!r}; available: {', '.join(available)}"
     return None
+
+
+def null_groups(args: list[str], config_dir: str = CONFIG_DIR) -> tuple[list[str], str | None]:
+    """The command line with every ``group=null`` and ``~group`` written as Hydra takes them, or one line refusing
+    one: ``(args, None)`` or ``(args, problem)``.
+
+    Hydra refuses ``scheduler=null`` with a ValueError from deep inside, though ``train.yaml`` writes
+    ``scheduler: null`` for "no scheduler": a group that ``train.yaml`` leaves null (``scheduler``, ``debug``,
+    ``experiment``, ``corel_recipe``) becomes ``~scheduler``, Hydra's way of choosing no option; a group with a
+    ``none`` option (``logger``, ``hparams_search``) becomes ``logger=none`` (``~logger`` would leave the run without
+    the key it reads); the evaluator list becomes ``evaluator=[]``. A group every run needs (``model=null``,
+    ``~dataset``) is refused, naming its options.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    root = Path(config_dir)
+    groups = {p.name for p in root.iterdir() if p.is_dir() and p.name != "hydra"}
+    defaults = OmegaConf.to_container(OmegaConf.load(root / "train.yaml")).get("defaults", [])  # type: ignore[union-attr]
+    optional = {k for d in defaults if isinstance(d, dict) for k, v in d.items() if v is None}
+    parser = OverridesParser.create()
+    out = []
+    for arg in args:
+        try:
+            override = None if arg.startswith("-") else parser.parse_override(arg)
+        except Exception:  # Hydra reports syntax errors itself
+            override = None
+        if (
+            override is None
+            or override.key_or_group not in groups
+            or override.package is not None
+            or override.is_sweep_override()
+            or not (override.is_delete() or (override.value() is None and not override.is_add()))
+        ):
+            out.append(arg)
+            continue
+        group = override.key_or_group
+        if (root / group / "none.yaml").exists():
+            out.append(f"{group}=none")
+        elif group == "evaluator":
+            out.append("evaluator=[]")
+        elif group in optional:
+            out.append(f"~{group}")
+        else:
+            options = sorted(
+                str(p.relative_to(root / group).with_suffix("")) for p in (root / group).rglob("*.yaml")
+            )
+            return args, f"{arg}: every run needs a {group}; choose one of: {', '.join(options)}"
+    return out, None
 
 
 def shadowed_option(user_roots: list[Path], config_dir: Path) -> str | None:
