@@ -183,14 +183,18 @@ def mentions(path: Path) -> list[Mention]:
 
 
 def _named_blocks(path: Path) -> dict[str, str]:
-    """Code blocks whose first line is ``# <path>`` (one word), by path: their text without that line."""
+    """Code blocks whose first line is ``# <path>`` (one word), or whose second is after a ``# @package`` line
+    (Hydra reads a package header only above any other line), by path: their whole text, as a reader copies it."""
     _, blocks = _fences(path.read_text())
     files = {}
     for block in blocks:
-        first = block.lines[0].strip() if block.lines else ""
-        name = first[2:].strip() if first.startswith("# ") else ""
+        lines = [line.strip() for line in block.lines[:2]]
+        first = (
+            lines[1] if len(lines) > 1 and lines[0].startswith("# @package") else lines[0] if lines else ""
+        )
+        name = first[2:].strip() if first.startswith("# ") and not first.startswith("# @") else ""
         if name and " " not in name:
-            files[name] = "\n".join(block.lines[1:]) + "\n"
+            files[name] = "\n".join(block.lines) + "\n"
     return files
 
 
@@ -735,9 +739,20 @@ def test_mentions_are_found_with_their_lines(tmp_path):
     assert Mention(5, "python train.py -m experiment=corel/table2 debug=smoke", "command") in found
     assert Mention(5, "python scripts/make_tables.py corel/table2", "command") in found
     assert Mention(11, "ffnn", "option:model") in found and Mention(11, "cnn", "option:model") in found
-    assert page_files(page) == {"src/clusterable/conf/loss/mine.yaml": "_target_: torch.nn.Identity\n"}
+    assert page_files(page) == {
+        "src/clusterable/conf/loss/mine.yaml": "# src/clusterable/conf/loss/mine.yaml\n_target_: torch.nn.Identity\n"
+    }
     page.write_text(page.read_text() + "\n```python\n# myfolder/mine.py\nx = 1\n```\n")
-    assert outside_files(page) == {"myfolder/mine.py": "x = 1\n"} and len(page_files(page)) == 1
+    assert (
+        outside_files(page) == {"myfolder/mine.py": "# myfolder/mine.py\nx = 1\n"}
+        and len(page_files(page)) == 1
+    )
+    # a package header first (Hydra reads none below another line), the file's name after it
+    page.write_text(
+        "```yaml\n# @package evaluator.mine\n# src/clusterable/conf/evaluator/mine.yaml\np: 1\n```\n"
+    )
+    assert page_files(page) == {"src/clusterable/conf/evaluator/mine.yaml": (
+        "# @package evaluator.mine\n# src/clusterable/conf/evaluator/mine.yaml\np: 1\n")}  # fmt: skip
 
 
 def test_layout_tree_is_checked():
