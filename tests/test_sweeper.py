@@ -92,6 +92,21 @@ def test_bad_grids_are_refused_in_one_line(grids, message):
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "values, hint",
+    [
+        (["cce", "center"], 'to sweep its items write loss: "cce,center", to give it as one list quote it: '
+                            'loss: "[cce,center]"'),
+        ([500, 500], 'to sweep its items write loss: "500,500", to give it as one list quote it: loss: "[500,500]"'),
+        ({"p": 1}, 'to give it as one value quote it: loss: "{p:1}"'),
+    ],
+)  # fmt: skip
+def test_an_unquoted_list_in_a_grid_says_how_to_quote_it(values, hint):
+    with pytest.raises(ValueError) as e:
+        checked_grids({"a": {"loss": values}})
+    assert str(e.value).endswith(hint), str(e.value)
+
+
 QUICK = ["trainer.max_epochs=1", "trainer.enable_progress_bar=false", "evaluator=[classification]"]
 
 

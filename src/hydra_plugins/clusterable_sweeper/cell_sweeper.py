@@ -68,9 +68,22 @@ def checked_grids(grids: Any) -> Grids:
         for key, values in grid.items():
             if values is None or isinstance(values, Mapping | Sequence) and not isinstance(values, str):
                 raise ValueError(f"hydra.sweeper.grids.{name}.{key} must be a value or a comma-separated sweep "
-                                 f"such as 'a,b', got {values!r}")  # fmt: skip
+                                 f"such as 'a,b', got {values!r}{_quote_hint(key, values)}")  # fmt: skip
         out[str(name)] = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in grid.items()}
     return out
+
+
+def _quote_hint(key: Any, values: Any) -> str:
+    """For a grid value YAML read as a list or mapping (``model.hidden: [500,500]``): how to write the sweep of its
+    items (``"500,500"``) or, quoted, the one value it meant (``model.hidden: "[500,500]"``), which is how Hydra's
+    sweep overrides take one."""
+    if isinstance(values, Mapping):
+        text = "{" + ",".join(f"{k}:{v}" for k, v in values.items()) + "}"
+        return f'; to give it as one value quote it: {key}: "{text}"'
+    if isinstance(values, Sequence) and not isinstance(values, str):
+        items = ",".join(map(str, values))
+        return f'; to sweep its items write {key}: "{items}", to give it as one list quote it: {key}: "[{items}]"'
+    return ""
 
 
 def _key(override: Override) -> str:
