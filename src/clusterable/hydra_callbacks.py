@@ -1,7 +1,8 @@
 """Hydra callbacks (``hydra.callbacks`` in ``src/clusterable/conf/train.yaml``): the output folder is checked before
 anything runs, and a multirun ends with ``N ok, M failed, K skipped`` (and ``D diverged`` when a head recognised its
-loss's unbounded regime: results of the grid, not failures; ``B busy`` for cells another process was running; ``I
-interrupted`` after Ctrl-C), the failed cells' reasons and a non-zero exit status when any cell failed. A sweep that
+loss's unbounded regime: results of the grid, not failures; ``P partial`` for cells trained whose evaluators did not
+all score; ``B busy`` for cells another process was running; ``I interrupted`` after Ctrl-C), the failed and partial
+cells' reasons and a non-zero exit status when any cell failed or is partial. A sweep that
 Hydra does not finish (Ctrl-C, a full disk) still prints its summary: ``clusterable.cli`` calls ``end_sweep``.
 
 Jobs may run in other processes (``hydra/launcher=joblib``, ``submitit_*``), so each job writes its outcome as a
@@ -32,7 +33,7 @@ exit_status = {"code": 0}
 _unwritten: dict[str, list[dict[str, Any]]] = {}
 # The sweep under way in this process, so that one Hydra does not finish (Ctrl-C) still ends with its summary.
 _sweeps: list[SweepSummary] = []
-STATUSES = ("ok", "diverged", "failed", "skipped", "busy", "interrupted")
+STATUSES = ("ok", "diverged", "failed", "skipped", "partial", "busy", "interrupted")
 
 
 class CommandLineError(Exception):
@@ -156,7 +157,7 @@ class SweepSummary(Callback):
         counts = {s: sum(o["status"] == s for o in outcomes) for s in STATUSES}
         diverged = f"{counts['diverged']} diverged, " if counts["diverged"] else ""
         # Shown only when a cell had them, so that the usual line stays the one users (and scripts) know.
-        rare = "".join(f", {counts[s]} {s}" for s in ("busy", "interrupted") if counts[s])
+        rare = "".join(f", {counts[s]} {s}" for s in ("partial", "busy", "interrupted") if counts[s])
         print(
             f"sweep: {counts['ok']} ok, {diverged}{counts['failed']} failed, {counts['skipped']} skipped{rare} "
             f"({self.records.parent})"
@@ -170,16 +171,17 @@ class SweepSummary(Callback):
             )
         # Cells that failed for the same reason (a missing input, e.g. Table 1's winners for corel/table2) are one
         # line, naming the first cell and how many more, rather than a screenful of the same sentence.
-        reasons: dict[str | None, list[str]] = {}
+        # A partial cell (trained; an evaluator failed) is not a result either: said the same way.
+        reasons: dict[tuple[str, str | None], list[str]] = {}
         for o in outcomes:
-            if o["status"] == "failed":
-                reasons.setdefault(o["error"], []).append(o["cell"])
-        for error, failed in reasons.items():
+            if o["status"] in ("failed", "partial"):
+                reasons.setdefault((o["status"], o["error"]), []).append(o["cell"])
+        for (status, error), failed in reasons.items():
             failed.sort()
             more = f"{len(failed)} cells ({failed[0]} and {len(failed) - 1} more)"
             where = failed[0] if len(failed) == 1 else more
-            print(f"failed: {where}: {error}", file=sys.stderr)
-        if counts["failed"]:
+            print(f"{status}: {where}: {error}", file=sys.stderr)
+        if counts["failed"] or counts["partial"]:
             exit_status["code"] = 1
 
 

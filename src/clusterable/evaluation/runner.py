@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -32,6 +33,25 @@ HALF_PRECISIONS = (torch.float16, torch.bfloat16)
 
 class EvaluatorError(ValueError):
     """An evaluator refused its option values or its input; the message names the evaluator."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorFailure:
+    """Why one evaluator of a run's final evaluation gave no metrics, kept so that the others' metrics are not lost
+    with it and the run can be finished later (``clusterable.rescore``).
+
+    Attributes:
+        name: the evaluator's name (its key under ``evaluator``).
+        stage: the split it failed on; its metrics of earlier splits are dropped too, so that it is re-run whole.
+        error: one line naming it: ``evaluator.clustering: n_samples=30 should be >= n_clusters=500``.
+        trace: the traceback of an error that is not a ``ValueError`` (a bug rather than input it refuses), for a
+            file beside the run; None for a ``ValueError``.
+    """
+
+    name: str
+    stage: str
+    error: str
+    trace: str | None = None
 
 
 @torch.no_grad()
@@ -67,6 +87,7 @@ def evaluate(
     run_dir: Path | None = None,
     seed: int = 0,
     keep: str | None = None,
+    failures: dict[str, EvaluatorFailure] | None = None,
 ) -> dict[str, float]:
     """Metrics ``{"{stage}/{name}": value}`` of every evaluator on every stage's split.
 
@@ -75,13 +96,15 @@ def evaluate(
     stages (the nearest-class-mean classifier needs it), with the training labels as training saw them
     (``train_labels``) and as read (``train_all_labels``: a ``PartiallyLabelled`` dataset's ``all_labels``).
     ``keep`` (``float16`` or ``float32``) keeps the representations and the head in ``run_dir``
-    (``evaluation.saved``) for re-scoring later.
+    (``evaluation.saved``) for re-scoring later, before any evaluator runs (so a failing one leaves them too).
+    ``failures``: where an evaluator that fails is recorded (``EvaluatorFailure``) while the others go on (a run's
+    final evaluation: one evaluator's failure must not cost the others' metrics); None raises instead.
 
     Raises:
         ValueError: a stage that is not one of ``data.splits``, before anything is computed.
-        EvaluatorError: an evaluator's ValueError (a head it cannot score, data it cannot fit), one line naming
-            it: ``evaluator.probes: knn_neighbors must be <= 8, the labelled training rows ...``. Options out of
-            range are refused earlier, when the evaluator is built (``config.build``).
+        EvaluatorError: without ``failures``, an evaluator's ValueError (a head it cannot score, data it cannot
+            fit), one line naming it: ``evaluator.probes: knn_neighbors must be <= 8, the labelled training rows
+            ...``. Options out of range are refused earlier, when the evaluator is built (``config.build``).
     """
     stages = list(stages)
     for stage in stages:
@@ -97,7 +120,7 @@ def evaluate(
         kept = {stage: (out, rep, split["labels"]) for stage, (out, rep, split) in represented.items()}
         for line in saved.save(Path(run_dir), kept, module.head, keep):
             print(line)
-    return score(represented, data, evaluators, stages, module.head, run_dir, seed)
+    return score(represented, data, evaluators, stages, module.head, run_dir, seed, failures)
 
 
 def score(
@@ -108,10 +131,14 @@ def score(
     head: torch.nn.Module,
     run_dir: Path | None = None,
     seed: int = 0,
+    failures: dict[str, EvaluatorFailure] | None = None,
 ) -> dict[str, float]:
     """The evaluators on representations already computed: split -> (encoder output (N, D), representation
     (N, D'), the split's tensors), the training split's among them; ``evaluate``'s second half, and what
-    ``clusterable.rescore`` calls on the representations a run kept."""
+    ``clusterable.rescore`` calls on the representations a run kept.
+
+    ``failures`` (see ``evaluate``): an evaluator that fails on one split is not called on the later ones, and its
+    metrics of the earlier ones are dropped, so that what a run keeps of an evaluator is all of it or none."""
     _, train_rep, train = represented["train"]
     train_labels = train["labels"]
     # The labels `dataset.labelled_percent` hid from training, for evaluators that score with every label.
@@ -120,7 +147,7 @@ def score(
         if isinstance(data, PartiallyLabelled)
         else train_labels
     )
-    metrics: dict[str, float] = {}
+    by_evaluator: dict[str, dict[str, float]] = {}
     for stage in stages:
         out, rep, split = represented[stage]
         context = EvalContext(
@@ -134,8 +161,15 @@ def score(
             seed=seed,
             train_all_labels=train_all_labels,
         )
-        metrics.update(call_evaluators(evaluators, rep, split["labels"], context))
-    return metrics
+        for name, scores in _call_each(evaluators, rep, split["labels"], context, failures).items():
+            by_evaluator.setdefault(name, {}).update(scores)
+    failed = failures or {}
+    return {
+        key: value
+        for name, scores in by_evaluator.items()
+        if name not in failed
+        for key, value in scores.items()
+    }
 
 
 def check_splits(
@@ -186,22 +220,56 @@ def _claim_key(owner: dict[str, str], key: str, name: str) -> None:
 
 
 def call_evaluators(
-    evaluators: Mapping[str, Evaluator], embeddings: torch.Tensor, labels: torch.Tensor, context: EvalContext
+    evaluators: Mapping[str, Evaluator],
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    context: EvalContext,
+    failures: dict[str, EvaluatorFailure] | None = None,
 ) -> dict[str, float]:
     """``{"{stage}/{key}": value}`` of every evaluator on one split; an evaluator's ValueError becomes an
-    ``EvaluatorError`` naming it, as does a key that two evaluators return."""
-    metrics: dict[str, float] = {}
+    ``EvaluatorError`` naming it, as does a key that two evaluators return. With ``failures`` (see ``evaluate``)
+    each failure is recorded there instead and the other evaluators go on."""
+    scored = _call_each(evaluators, embeddings, labels, context, failures)
+    return {key: value for scores in scored.values() for key, value in scores.items()}
+
+
+def _call_each(
+    evaluators: Mapping[str, Evaluator],
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    context: EvalContext,
+    failures: dict[str, EvaluatorFailure] | None,
+) -> dict[str, dict[str, float]]:
+    """Evaluator name -> its ``{"{stage}/{key}": value}`` on one split (``call_evaluators``); an evaluator already
+    in ``failures`` is not called again."""
+    out: dict[str, dict[str, float]] = {}
     owner: dict[str, str] = {}  # an evaluator that declares no keys is checked here, once it has scored
     embeddings, context = in_float32(embeddings, context)
     for name, fn in evaluators.items():
+        if failures is not None and name in failures:
+            continue
         try:
-            scores = fn(embeddings, labels, context)
+            scores = {
+                f"{context.stage}/{key}": float(value)
+                for key, value in fn(embeddings, labels, context).items()
+            }
+            claimed = dict(owner)  # its keys are claimed once it has scored them all
+            for key in scores:
+                _claim_key(claimed, key.removeprefix(f"{context.stage}/"), name)
         except ValueError as e:
-            raise EvaluatorError(f"evaluator.{name}: {e}") from None
-        for key, value in scores.items():
-            _claim_key(owner, key, name)
-            metrics[f"{context.stage}/{key}"] = float(value)
-    return metrics
+            error = str(e) if isinstance(e, EvaluatorError) else f"evaluator.{name}: {e}"
+            if failures is None:
+                raise EvaluatorError(error) from None
+            failures[name] = EvaluatorFailure(name, context.stage, error.splitlines()[0] if error else name)
+            continue
+        except Exception as e:  # a bug in the evaluator: the run's other evaluators still score
+            if failures is None:
+                raise
+            line = f"evaluator.{name}: {type(e).__name__}: {e}".splitlines()[0]
+            failures[name] = EvaluatorFailure(name, context.stage, line, traceback.format_exc())
+            continue
+        owner, out[name] = claimed, scores
+    return out
 
 
 def in_float32(embeddings: torch.Tensor, context: EvalContext) -> tuple[torch.Tensor, EvalContext]:

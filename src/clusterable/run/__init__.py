@@ -22,7 +22,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable import resolvers
-from clusterable.run.cell import FINISHED, reuse_or_clean
+from clusterable.run.cell import TRAINED, reuse_or_clean
 from clusterable.run.context import RunContext
 from clusterable.run.record import finish, new_payload, recorded
 from clusterable.rundir import read_metrics
@@ -54,8 +54,8 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
         except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
             payload["config"] = OmegaConf.to_container(cfg, resolve=False)
             error = f"config: {missing_key(e, cfg) or str(e).splitlines()[0]}"
-            # A finished run in the cell is never overwritten by an attempt whose config did not even resolve.
-            finished = (read_metrics(ctx.run_dir) or {}).get("status") in FINISHED
+            # A trained run in the cell is never overwritten by an attempt whose config did not even resolve.
+            finished = (read_metrics(ctx.run_dir) or {}).get("status") in TRAINED
             kept = "; the cell's finished run is left as it was" if finished else ""
             return finish(ctx, payload, error + kept, rank_zero, write=not finished)
     if notes:  # what a resolver remarked (COREL's λ fell back to the config's): recorded with the run
@@ -114,9 +114,10 @@ def missing_key(e: Exception, cfg: DictConfig) -> str | None:
 
 
 def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``, or
-    ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one), or a
-    ``busy`` record, written nowhere, when another process holds the cell's lock.
+    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``,
+    ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one, or
+    ``partial``: trained, but an evaluator failed, the others' metrics kept), or a ``busy`` record, written
+    nowhere, when another process holds the cell's lock.
 
     Only DDP rank 0 reuses or cleans the cell, evaluates, writes ``metrics.json`` and prints.
     """

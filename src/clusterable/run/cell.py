@@ -2,7 +2,10 @@
 
 A re-run of a grid keeps a cell whose metrics.json says ``ok`` (or ``diverged``: a result of the grid) and whose
 recorded config equals the one asked for now (``rundir.config_changes``: loggers, paths and progress bars aside);
-anything else is re-run from a clean folder, so no checkpoint, log or plot of an earlier attempt survives.
+anything else is re-run from a clean folder, so no checkpoint, log or plot of an earlier attempt survives. A cell
+whose training finished but one of whose evaluators failed (``partial``) is kept too, and counted ``partial`` again:
+training it again would fail the same evaluator the same way, and ``clusterable-eval <cell>`` re-runs just that
+evaluator from what the run kept.
 
 A cell is locked while it runs (an OS file lock on ``<run dir>/.lock`` through ``filelock``: ``flock`` on POSIX,
 ``msvcrt.locking`` on Windows, released by the operating system if the process dies): a second sweep, or a single
@@ -23,6 +26,11 @@ from clusterable.run.context import RunContext
 from clusterable.rundir import clean_cell, config_changes, read_metrics, write_metrics
 
 FINISHED = ("ok", "diverged")
+# Training finished, an evaluator failed: the others' metrics are recorded, the run is not ok (no table pools it).
+PARTIAL = "partial"
+# The runs whose trained model is recorded (their metrics, representations, checkpoint): never overwritten by an
+# attempt that does not train, and what ``clusterable.rescore`` scores.
+TRAINED = (*FINISHED, PARTIAL)
 LOCK_FILE = ".lock"
 BUSY = "another process runs this cell"
 # The cells this process holds locked: run directory -> its held lock (releasing it frees the cell).
@@ -76,7 +84,7 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
             hydra_callbacks.exit_status["code"] = 1
         return {"status": "busy", "error": BUSY, "metrics": {}}
     previous = read_metrics(ctx.run_dir)
-    if previous is not None and previous.get("status") in FINISHED:
+    if previous is not None and previous.get("status") in TRAINED:
         if "config" not in previous:
             changes = ["its metrics.json records no config (an older version wrote it)"]
         else:
@@ -88,13 +96,16 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
                 previous["resolver_notes"].remove(key)
             if stale:
                 write_metrics(ctx.run_dir, previous)
+            release_cell(ctx.run_dir)
+            if previous["status"] == PARTIAL:
+                return _kept_partial(ctx, previous)
             print(
                 f"skip {ctx.run_dir}: metrics.json says {previous['status']} and its config is the one asked for"
             )
             hydra_callbacks.record_outcome(ctx.run_dir, "skipped", None)
-            release_cell(ctx.run_dir)
             return previous
         shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
+        # (a partial run of another config: its trained model is of the other config, so it trains again)
         print(f"rerun {ctx.run_dir}: its finished run had another config ({shown})")
     # A new attempt starts from a clean cell: no checkpoint, log or plot of an earlier one survives. Hydra opens
     # the job's log for appending (a busy cell's log is not emptied by a second sweep): emptied here, locked.
@@ -103,3 +114,17 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
     if log.is_file():
         os.truncate(log, 0)
     return None
+
+
+def _kept_partial(ctx: RunContext, previous: dict[str, Any]) -> dict[str, Any]:
+    """A partial run of the config asked for, kept: one line saying how to finish it, counted ``partial`` (not
+    ``skipped``: the sweep still ends non-zero until it is finished)."""
+    failed = (
+        ", ".join(f"evaluator.{name}" for name in previous.get("evaluators_failed") or {}) or "an evaluator"
+    )
+    print(f"partial {ctx.run_dir}: its training finished and {failed} failed; not trained again: "
+          f"clusterable-eval {ctx.run_dir} re-runs the failed evaluators from what it kept")  # fmt: skip
+    hydra_callbacks.record_outcome(ctx.run_dir, PARTIAL, previous.get("error"))
+    if ctx.single:
+        hydra_callbacks.exit_status["code"] = 1
+    return previous

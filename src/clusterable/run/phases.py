@@ -76,8 +76,10 @@ def conclude(
     before the runaway is kept: no metrics); else ``keep_best()`` restores the best epoch into ``parts.module``
     (writing what the width keeps of it) and returns it, every evaluator scores it, the loggers get the final
     metrics, and the run is ``ok``, or raises its ``DivergedError`` with those metrics recorded (``diverged``).
-    Off DDP rank 0 only the status is set."""
+    An evaluator that fails costs only its own metrics: the others' are recorded and ``EvaluationIncomplete``
+    names it (``partial``). Off DDP rank 0 only the status is set."""
     from clusterable.run import training
+    from clusterable.run.record import EvaluationIncomplete
 
     if outcome.diverged is not None and not outcome.has_best:
         raise outcome.diverged
@@ -85,9 +87,13 @@ def conclude(
         payload["status"] = "ok"
         return
     payload["best_epoch"] = keep_best()
-    payload["metrics"], payload["timing"]["eval_s"] = training.evaluate(cfg, ctx, parts, outcome.last_train)
+    payload["metrics"], failures, payload["timing"]["eval_s"] = training.evaluate(
+        cfg, ctx, parts, outcome.last_train
+    )
     for lg in loggers:
         lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=outcome.steps)  # not NaN
+    if failures:  # recorded partial, with the other evaluators' metrics (and the divergence, if any)
+        raise EvaluationIncomplete(failures, outcome.diverged)
     if outcome.diverged is not None:  # recorded diverged, with the best epoch's metrics
         raise outcome.diverged
     payload["status"] = "ok"

@@ -2,9 +2,11 @@
 
 ``recorded(ctx, payload)`` is the run layer's ``task_wrapper`` (lightning-hydra-template's ``utils.task_wrapper``):
 a mistake in the input (config, contract, data, evaluator, a batch a head refuses) becomes one line and status
-``failed``; a head that saw its own loss run away, ``diverged``; a bug, one line pointing at ``traceback.txt``;
-Ctrl-C or SIGTERM, ``interrupted`` and ``KeyboardInterrupt`` again. Whatever happened, metrics.json is written
-(rank 0), the loggers are closed, the sweep hears the outcome and the summary is printed.
+``failed``; a head that saw its own loss run away, ``diverged``; an evaluator that failed after training,
+``partial`` (the other evaluators' metrics kept, the failed ones named in ``evaluators_failed``); a bug, one line
+pointing at ``traceback.txt``; Ctrl-C or SIGTERM, ``interrupted`` and ``KeyboardInterrupt`` again. Whatever
+happened, metrics.json is written (rank 0), the loggers are closed, the sweep hears the outcome and the summary is
+printed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from clusterable import hydra_callbacks, interrupts
-from clusterable.run.cell import release_cell
+from clusterable.run.cell import PARTIAL, release_cell
 from clusterable.run.context import RunContext
 from clusterable.rundir import (
     code_version,
@@ -42,6 +44,58 @@ def new_payload(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
     }  # fmt: skip
 
 
+class EvaluationIncomplete(Exception):
+    """Training finished and the run was evaluated, but some evaluators failed (``failures``: name ->
+    ``evaluation.runner.EvaluatorFailure``); the others' metrics are in the payload already. ``diverged``: the
+    ``DivergedError`` that ended training after its best epoch, if any (the run is ``diverged`` once finished)."""
+
+    def __init__(self, failures: dict[str, Any], diverged: BaseException | None = None) -> None:
+        super().__init__(", ".join(f.error for f in failures.values()))
+        self.failures, self.diverged = failures, diverged
+
+    def record(self, run_dir: Path, payload: dict[str, Any], rank_zero: bool) -> str:
+        """Record the failures in ``payload`` (``evaluators_failed``; a divergence as ``failed_epoch`` and
+        ``training_error``), the tracebacks of the evaluators' bugs in ``<run_dir>/traceback.txt``; the run's one
+        line."""
+        traces = {name: f.trace for name, f in self.failures.items() if f.trace}
+        trace_file = Path(run_dir) / "traceback.txt"
+        if traces and rank_zero:
+            with contextlib.suppress(OSError):  # the disk may be full: the line still names the evaluator
+                trace_file.write_text("".join(f"evaluator.{n}:\n{t}\n" for n, t in traces.items()))
+        payload["evaluators_failed"] = {
+            name: {"stage": f.stage, "error": f.error + (f" (traceback: {trace_file})" if f.trace else "")}
+            for name, f in self.failures.items()
+        }
+        if self.diverged is not None:
+            payload["failed_epoch"] = getattr(self.diverged, "epoch", None)
+            payload["training_error"] = str(self.diverged)
+        return incomplete_error(payload["evaluators_failed"])
+
+
+def incomplete_error(failed: dict[str, dict[str, Any]]) -> str:
+    """The one line of a ``partial`` run: the first failed evaluator's error, how many more failed, and how to
+    finish the run."""
+    errors = [entry["error"] for entry in failed.values()]
+    others = ", ".join(f"evaluator.{name}" for name in list(failed)[1:])
+    more = f" ({others} failed too)" if others else ""
+    which = "evaluator" if len(errors) == 1 else "evaluators"
+    return (f"{errors[0]}{more}; training finished and the other evaluators' metrics are kept: "
+            f"clusterable-eval <run dir> re-runs the failed {which} without training")  # fmt: skip
+
+
+def evaluators_finished(payload: dict[str, Any], names: list[str]) -> None:
+    """``names`` scored since (``clusterable.rescore``): taken off ``evaluators_failed``; the run's status is
+    what training left (``ok``, or ``diverged`` with its error) once no failed evaluator is left, else the line
+    names those that are."""
+    failed = {n: e for n, e in (payload.get("evaluators_failed") or {}).items() if n not in names}
+    if failed:
+        payload.update(evaluators_failed=failed, error=incomplete_error(failed))
+        return
+    payload.pop("evaluators_failed", None)
+    error = payload.pop("training_error", None)
+    payload.update(status="diverged" if payload.get("failed_epoch") is not None else "ok", error=error)
+
+
 def input_errors() -> tuple[type[BaseException], ...]:
     """The errors that mean bad input, not a bug: each becomes the run's one-line error."""
     from clusterable.config import ConfigError
@@ -61,6 +115,8 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
     error, status = None, "failed"
     try:
         yield loggers
+    except EvaluationIncomplete as e:  # trained and evaluated, but not by every evaluator
+        error, status = e.record(ctx.run_dir, payload, rank_zero), PARTIAL
     except (
         DivergedError
     ) as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
@@ -99,8 +155,9 @@ def finish(
     write: bool = True,
 ) -> dict[str, Any]:
     """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary.
-    ``error``: the run did not finish, recorded with ``status`` (``failed`` or ``diverged``). ``write``: False
-    leaves the cell's metrics.json as it is (a finished run of another config that this attempt never replaced)."""
+    ``error``: the run did not finish, recorded with ``status`` (``failed``, ``diverged`` or ``partial``).
+    ``write``: False leaves the cell's metrics.json as it is (a finished run of another config that this attempt
+    never replaced)."""
     if error is not None:
         payload.update(status=status, error=error)
     try:
@@ -154,7 +211,9 @@ def print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None:
         print("\n".join([f"run: {payload['status']}", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
     if payload["status"] == "ok":
         return
-    kept = f"; the metrics above are those of its best epoch ({payload['best_epoch']})" if metrics else ""
+    # a partial run's line says itself that the other evaluators' metrics are kept
+    best = metrics and payload["status"] != PARTIAL
+    kept = f"; the metrics above are those of its best epoch ({payload['best_epoch']})" if best else ""
     if single:
         if not metrics:
             print(f"run dir: {run_dir}")

@@ -137,19 +137,21 @@ def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
 
 def evaluate(
     cfg: DictConfig, ctx: RunContext, parts: Parts, last_train: Mapping[str, Any]
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], dict[str, Any], float]:
     """Every evaluator on every ``eval_stages`` split, the parameter count and the last epoch's training losses
     ``last_train`` (``train/<part>``: the CSRL paper reports the final training loss as de-noising MSE; other keys
-    are ignored, so a trainer's ``callback_metrics`` will do); and the seconds it took."""
+    are ignored, so a trainer's ``callback_metrics`` will do); the evaluators that failed (name ->
+    ``runner.EvaluatorFailure``: the others' metrics are kept all the same); and the seconds it took."""
     from clusterable.evaluation.runner import evaluate as run_evaluators
     from clusterable.module import count_parameters
 
     start = time.perf_counter()
     keep = cfg.get("save_representations", "float16")
+    failures: dict[str, Any] = {}
     metrics = run_evaluators(
         parts.module, parts.datamodule, parts.evaluators, cfg.eval_stages, ctx.run_dir, cfg.seed,
-        keep=None if keep in (None, "none") else keep,
+        keep=None if keep in (None, "none") else keep, failures=failures,
     )  # fmt: skip
     metrics["model/params"] = count_parameters(parts.encoder, parts.head)
     metrics.update({k: float(v) for k, v in last_train.items() if k.startswith("train/")})
-    return metrics, time.perf_counter() - start
+    return metrics, failures, time.perf_counter() - start
