@@ -1,25 +1,36 @@
-"""Score finished runs with evaluators they did not run, without training them again.
+"""Score trained runs with evaluators they did not run, or finish runs whose evaluators failed, without training
+them again.
 
     python -m clusterable.rescore corel/fashion_table2 evaluator=[clustering]
     python -m clusterable.rescore outputs/multirun/full/dml/losses/<cell> evaluator=[retrieval] \
         evaluator.retrieval.ks=[1,4]
+    python -m clusterable.rescore outputs/runs/default/<run>      # finish it: re-run its failed evaluators
     clusterable-eval ...        (the same, where the package is installed with its console scripts)
 
 Targets are run directories (holding ``metrics.json``) or experiment names (every run of
 ``<outputs>/multirun/full/<name>``; ``--mode smoke`` for smoke runs). The evaluators are composed as a run composes
-them (``evaluator=[...]`` and ``evaluator.<name>.<option>=...`` overrides). For each finished run (``ok`` or
-``diverged`` with metrics) its recorded config is rebuilt (the dataset read again, the encoder and head), then:
+them (``evaluator=[...]`` and ``evaluator.<name>.<option>=...`` overrides). For each trained run (``ok``,
+``diverged`` with metrics, or ``partial``: trained, but an evaluator failed) its recorded config is rebuilt (the
+dataset read again, the encoder and head), then:
 
 - where it kept its representations (``representations.npz`` and ``head.pt``, ``evaluation.saved``: every run does
   unless ``save_representations=none``), the evaluators score those;
 - else its best checkpoint (``checkpoints/best.ckpt``) is loaded and the splits embedded again, with one line
-  saying so; a run with neither is refused in one line.
+  saying so (a checkpoint of another epoch than the run's best is refused: another attempt's);
+- a run with neither needs training again, and says so in one line: a record that ``scripts/records.py`` keeps in
+  ``results/`` is one (it keeps neither: see its docstring for the sizes that decided it).
+
+Without ``evaluator=...`` it finishes ``partial`` runs: each run's failed evaluators (``evaluators_failed`` in its
+``metrics.json``), with the settings its config records, score the weights the run tested (its best checkpoint,
+else its kept representations); once none is left failed the run is ``ok`` (or ``diverged``, as training left it).
+An evaluator named on the command line finishes a partial run too where its settings are the run's own.
 
 The new metrics are added to the run's ``metrics.json`` with a ``rescored`` entry (the evaluators' configs, what
-they scored, when), so ``make_tables.py`` reads them like any other; a key the run already has is refused unless
-``--replace``. ``--projector DIR`` also writes each run's test representation in the TensorBoard projector's
-format (``<run>.tsv`` and ``<run>_labels.tsv``). The exit status is 0 when every run was re-scored, 1 when one
-failed, 2 for a mistake on the command line.
+they scored, when; ``finished``: the failed evaluators it finished), so ``make_tables.py`` reads them like any
+other; a key the run already has is refused unless ``--replace``. An evaluator that fails costs only its own
+metrics: the others' are added, and its line names it. ``--projector DIR`` also writes each run's test
+representation in the TensorBoard projector's format (``<run>.tsv`` and ``<run>_labels.tsv``). The exit status is
+0 when every run was re-scored (or had nothing to finish), 1 when one failed, 2 for a mistake on the command line.
 """
 
 from __future__ import annotations
@@ -33,12 +44,19 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.run.cell import FINISHED
-from clusterable.rundir import read_metrics, write_metrics
+from clusterable.run.cell import PARTIAL, TRAINED
+from clusterable.rundir import METRICS_FILE, read_metrics, write_metrics
+
+CHECKPOINT = Path("checkpoints") / "best.ckpt"
+NAME_EVALUATORS = "name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
 
 
 class RescoreError(ValueError):
     """A run that cannot be re-scored, or a command line that names nothing to re-score: one line."""
+
+
+class NothingToFinish(Exception):
+    """A run asked to be finished (no ``evaluator=...``) whose evaluators all scored: nothing to do, no failure."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,22 +69,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replace", action="store_true", help="overwrite metrics the runs already have")
     parser.add_argument("--projector", type=Path, default=None, help="also export test representations there")
     args = parser.parse_args(argv)
-    overrides = [t for t in args.targets if t.startswith("evaluator")]
-    targets = [t for t in args.targets if not t.startswith("evaluator")]
+    overrides = [t for t in args.targets if t.startswith(("evaluator", "+evaluator"))]
+    targets = [t for t in args.targets if not t.startswith(("evaluator", "+evaluator"))]
     try:
-        evaluators = evaluator_nodes(overrides)
+        evaluators = evaluator_nodes(overrides) if overrides else None
         runs = find_runs(targets, Path(args.outputs) if args.outputs else None, args.mode)
+        if evaluators is None and not any((read_metrics(r) or {}).get("evaluators_failed") for r in runs):
+            raise RescoreError(f"{NAME_EVALUATORS}; without them it finishes runs whose evaluators failed, and "
+                               "none of these has one")  # fmt: skip
     except RescoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    failed = 0
+    failed = idle = 0
     for run_dir in runs:
         try:
             print(f"{run_dir}: {rescore(run_dir, evaluators, args.replace, args.projector)}")
+        except NothingToFinish as e:
+            idle += 1
+            print(f"{run_dir}: {e}")
         except Exception as e:  # noqa: BLE001  (each run's failure is its line; the others go on)
             failed += 1
             print(f"{run_dir}: not re-scored: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-    print(f"rescore: {len(runs) - failed} re-scored, {failed} failed")
+    nothing = f", {idle} with nothing to finish" if idle else ""
+    print(f"rescore: {len(runs) - failed - idle} re-scored{nothing}, {failed} failed")
     return 1 if failed else 0
 
 
@@ -78,9 +103,7 @@ def evaluator_nodes(overrides: list[str]) -> DictConfig:
     from clusterable.config import CONFIG_DIR
 
     if not any(o.split("=")[0] in ("evaluator", "+evaluator") for o in overrides):
-        raise RescoreError(
-            "name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
-        )
+        raise RescoreError(NAME_EVALUATORS)
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = compose("train", overrides=overrides)
@@ -90,8 +113,8 @@ def evaluator_nodes(overrides: list[str]) -> DictConfig:
 
 
 def find_runs(targets: list[str], outputs: Path | None, mode: str) -> list[Path]:
-    """Every run directory the targets name: a folder with ``metrics.json``, a folder of such folders, or an
-    experiment name under ``<outputs>/multirun/<mode>/``."""
+    """Every run directory the targets name: a folder with ``metrics.json``, a folder with such folders below it
+    (at any depth), or an experiment name under ``<outputs>/multirun/<mode>/``."""
     import os
 
     if not targets:
@@ -104,8 +127,8 @@ def find_runs(targets: list[str], outputs: Path | None, mode: str) -> list[Path]
             path = root / "multirun" / mode / target
         if (path / "metrics.json").exists():
             found.append(path)
-        elif path.is_dir():
-            found += sorted(p.parent for p in path.glob("*/metrics.json"))
+        elif path.is_dir():  # at any depth: an override's "/" nests a cell's folder
+            found += sorted(p.parent for p in path.rglob("metrics.json") if p.is_file())
         else:
             raise RescoreError(f"{target}: neither a run directory nor an experiment with runs under {root}")
     if not found:
@@ -113,33 +136,87 @@ def find_runs(targets: list[str], outputs: Path | None, mode: str) -> list[Path]
     return found
 
 
-def rescore(run_dir: Path, evaluator_cfg: DictConfig, replace: bool, projector: Path | None) -> str:
-    """Score one run with ``evaluator_cfg``'s evaluators and add their metrics to its ``metrics.json``; the line
-    that says what was done."""
+def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, projector: Path | None) -> str:
+    """Score one run with ``evaluator_cfg``'s evaluators (None: its own failed ones, to finish it) and add their
+    metrics to its ``metrics.json``; the line that says what was done. ``RescoreError`` when nothing could be
+    added, or when an evaluator failed (after the others' metrics were added); ``NothingToFinish``."""
     from clusterable.evaluation.runner import score
+    from clusterable.run.record import evaluators_finished
 
-    payload = read_metrics(run_dir)
-    if payload is None or payload.get("status") not in FINISHED or not payload.get("metrics"):
-        raise RescoreError(
-            f"not a finished run (status {None if payload is None else payload.get('status')})"
-        )
+    payload = _trained(run_dir)
+    failed_before = payload.get("evaluators_failed") or {}
+    finishing = evaluator_cfg is None
+    if evaluator_cfg is None:
+        if not failed_before:
+            raise NothingToFinish(f"nothing to finish: status {payload.get('status')}, no evaluator failed")
+        evaluator_cfg = _own_evaluators(payload, list(failed_before))
+    _require_kept(run_dir)
     cfg, parts = _rebuilt(run_dir, payload, evaluator_cfg)
-    represented, source = _representations(run_dir, parts, cfg)
+    represented, source = _representations(run_dir, payload, parts, cfg, prefer_checkpoint=finishing)
+    failures: dict[str, Any] = {}
     metrics = score(represented, parts.datamodule, parts.evaluators, cfg.eval_stages, parts.module.head, run_dir,
-                    cfg.seed)  # fmt: skip
+                    cfg.seed, failures)  # fmt: skip
     clash = sorted(set(metrics) & set(payload["metrics"]))
     if clash and not replace:
         raise RescoreError(f"it already has {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} (--replace "
                            "overwrites)")  # fmt: skip
-    payload["metrics"].update(metrics)
-    payload.setdefault("rescored", []).append({
-        "evaluator": OmegaConf.to_container(evaluator_cfg, resolve=True), "keys": sorted(metrics),
-        "from": source, "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    })  # fmt: skip
-    write_metrics(run_dir, payload)
+    nodes = OmegaConf.to_container(evaluator_cfg, resolve=True)
+    own = (payload.get("config") or {}).get("evaluator") or {}
+    # A failed evaluator is finished only by its own settings: scored otherwise, the run's config would not say
+    # how its numbers were made.
+    finished = [n for n in failed_before if n in nodes and n not in failures and nodes[n] == own.get(n)]
+    for name, failure in failures.items():
+        if name in failed_before:
+            failed_before[name] = {"stage": failure.stage, "error": failure.error}
+    if metrics:
+        payload["metrics"].update(metrics)
+        entry = {
+            "evaluator": nodes,
+            "keys": sorted(metrics),
+            "from": source,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        payload.setdefault("rescored", []).append({**entry, **({"finished": finished} if finished else {})})
+    if payload.get("status") == PARTIAL:
+        evaluators_finished(payload, finished)
+    if metrics or finished or failures:
+        write_metrics(run_dir, payload)
     if projector is not None and "test" in represented:
         _export(projector, run_dir, represented["test"])
-    return f"{len(metrics)} metrics added from {source}"
+    done = f"{len(metrics)} metrics added from {source}"
+    if finished:
+        done += f"; finished {', '.join(f'evaluator.{n}' for n in finished)}: status {payload['status']}"
+    if failures:
+        still = f"; status {payload['status']}" if payload.get("status") == PARTIAL else ""
+        raise RescoreError(f"{'; '.join(f.error for f in failures.values())} ({done}{still})")
+    if payload.get("status") == PARTIAL:
+        left = ", ".join(f"evaluator.{n}" for n in payload.get("evaluators_failed") or {})
+        done += f"; still partial: {left} failed (run clusterable-eval without evaluator=... to finish it)"
+    return done
+
+
+def _trained(run_dir: Path) -> dict[str, Any]:
+    """The run's record, refused in one line unless it is of a trained run (``TRAINED``) with metrics."""
+    payload = read_metrics(run_dir)
+    if payload is None:
+        what = "cannot be read" if (Path(run_dir) / METRICS_FILE).exists() else "is missing"
+        raise RescoreError(f"its {METRICS_FILE} {what}")
+    status = payload.get("status")
+    if status not in TRAINED or not payload.get("metrics"):
+        raise RescoreError(
+            f"not a trained run (status {status}): only a run whose training finished is scored"
+        )
+    return payload
+
+
+def _own_evaluators(payload: dict[str, Any], names: list[str]) -> DictConfig:
+    """The run's own settings (its recorded config) of the evaluators ``names``."""
+    own = (payload.get("config") or {}).get("evaluator") or {}
+    missing = [n for n in names if n not in own]
+    if missing:
+        raise RescoreError(f"its config records no evaluator.{missing[0]}, which failed: name the evaluators to "
+                           "run (evaluator=[...])")  # fmt: skip
+    return OmegaConf.create({n: own[n] for n in names})
 
 
 def _rebuilt(run_dir: Path, payload: dict[str, Any], evaluator_cfg: DictConfig) -> tuple[DictConfig, Any]:
@@ -156,15 +233,20 @@ def _rebuilt(run_dir: Path, payload: dict[str, Any], evaluator_cfg: DictConfig) 
     return cfg, build_parts(cfg, ctx)
 
 
-def _representations(run_dir: Path, parts: Any, cfg: DictConfig) -> tuple[dict, str]:
+def _representations(
+    run_dir: Path, payload: dict[str, Any], parts: Any, cfg: DictConfig, prefer_checkpoint: bool = False
+) -> tuple[dict, str]:
     """split -> (encoder output, representation, split tensors) from the kept files, or embedded again from the
-    best checkpoint; and which."""
+    best checkpoint; and which. ``prefer_checkpoint``: the checkpoint first where there is one (finishing a run:
+    the weights it tested, in float32, give the numbers its evaluation would have given)."""
     from clusterable.evaluation import saved
-    from clusterable.evaluation.runner import represent
 
     module, data = parts.module, parts.datamodule
-    kept = saved.load(run_dir, module.device)
     stages = list(dict.fromkeys(["train", *cfg.eval_stages]))
+    checkpoint = Path(run_dir) / CHECKPOINT
+    if prefer_checkpoint and checkpoint.exists():
+        return _embedded(run_dir, payload, parts, stages), f"{CHECKPOINT.name}, embedded again"
+    kept = saved.load(run_dir, module.device)
     if kept is not None and all(s in kept for s in stages) and saved.load_head(run_dir, module.head):
         out = {}
         for stage in stages:
@@ -175,14 +257,43 @@ def _representations(run_dir: Path, parts: Any, cfg: DictConfig) -> tuple[dict, 
                                    "changed since it ran")  # fmt: skip
             out[stage] = (encoder_output, representation, split)
         return out, f"its kept representations ({saved.FILE})"
-    checkpoint = Path(run_dir) / "checkpoints" / "best.ckpt"
+    _require_kept(run_dir)
     if not checkpoint.exists():
-        raise RescoreError(f"it kept no representations ({saved.FILE}) and no checkpoint to embed again from")
-    print(f"{run_dir}: no kept representations: embedding its splits again from {checkpoint.name}")
-    state = torch.load(checkpoint, map_location=module.device, weights_only=True)
+        raise RescoreError(f"its kept representations ({saved.FILE}) lack a split or the head ({saved.HEAD_FILE}) "
+                           f"and it kept no checkpoint ({CHECKPOINT.as_posix()}): re-scoring it needs training "
+                           "again (run its cell again, with the evaluators added)")  # fmt: skip
+    print(f"{run_dir}: no kept representations: embedding its splits again from {CHECKPOINT.name}")
+    return _embedded(run_dir, payload, parts, stages), f"{CHECKPOINT.name}, embedded again"
+
+
+def _require_kept(run_dir: Path) -> None:
+    """Refuse, before the data is read, a run that kept neither representations nor a checkpoint (a record
+    restored from ``results/``, or ``save_representations=none`` without a monitor): only training makes it
+    again."""
+    from clusterable.evaluation import saved
+
+    if not (Path(run_dir) / saved.FILE).exists() and not (Path(run_dir) / CHECKPOINT).exists():
+        raise RescoreError(f"it kept no representations ({saved.FILE}) and no checkpoint "
+                           f"({CHECKPOINT.as_posix()}): re-scoring it needs training again (run its cell again, with "
+                           "the evaluators added)")  # fmt: skip
+
+
+def _embedded(run_dir: Path, payload: dict[str, Any], parts: Any, stages: list[str]) -> dict:
+    """Every split of ``stages`` embedded again from the run's best checkpoint, refused where the checkpoint is of
+    another epoch than the run's best: it is another attempt's (a cell run again, stopped, and its record put back)."""
+    from clusterable.evaluation import saved
+    from clusterable.evaluation.runner import represent
+
+    module = parts.module
+    state = torch.load(Path(run_dir) / CHECKPOINT, map_location=module.device, weights_only=True)
+    epoch = int(state["epoch"]) if state.get("global_step", 1) > 0 else None  # as run.training.restore_best
+    if "best_epoch" in payload and epoch != payload["best_epoch"]:
+        raise RescoreError(f"its checkpoint ({CHECKPOINT.as_posix()}) is of epoch {epoch}, its record's best "
+                           f"epoch is {payload['best_epoch']}: another attempt's model, not the one its metrics are "
+                           "of")  # fmt: skip
     saved.set_state(module, state["state_dict"])
     module.eval()
-    return {stage: represent(module, data, stage) for stage in stages}, "best.ckpt, embedded again"
+    return {stage: represent(module, parts.datamodule, stage) for stage in stages}
 
 
 def _export(folder: Path, run_dir: Path, test: tuple) -> None:

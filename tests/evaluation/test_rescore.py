@@ -65,13 +65,15 @@ def test_what_cannot_be_rescored_is_one_line(runs, capsys, tmp_path) -> None:
     for name in ("representations.npz", "head.pt", "checkpoints/best.ckpt"):
         (runs["plain"] / name).unlink()
     assert rescore([str(runs["plain"]), "evaluator=[clustering]"]) == 1
-    assert "it kept no representations (representations.npz) and no checkpoint to embed again from" in (
-        capsys.readouterr().out
+    assert (
+        "it kept no representations (representations.npz) and no checkpoint (checkpoints/best.ckpt): re-scoring it "
+        "needs training again (run its cell again, with the evaluators added)" in capsys.readouterr().out
     )
     # the command line
     assert rescore([str(runs["fresh"])]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
+        "error: name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...); without them "
+        "it finishes runs whose evaluators failed, and none of these has one"
     )
     assert rescore([str(tmp_path / "nothing"), "evaluator=[clustering]"]) == 2
     assert "neither a run directory nor an experiment with runs" in capsys.readouterr().err
