@@ -190,8 +190,16 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
         still = f"; status {payload['status']}" if payload.get("status") == PARTIAL else ""
         raise RescoreError(f"{'; '.join(f.error for f in failures.values())} ({done}{still})")
     if payload.get("status") == PARTIAL:
-        left = ", ".join(f"evaluator.{n}" for n in payload.get("evaluators_failed") or {})
-        done += f"; still partial: {left} failed (run clusterable-eval without evaluator=... to finish it)"
+        left = list(payload.get("evaluators_failed") or {})
+        named = ", ".join(f"evaluator.{n}" for n in left)
+        other = [n for n in left if n in nodes]  # scored here, but not with the settings its config records
+        why = (
+            f"{', '.join(f'evaluator.{n}' for n in other)} scored with other settings than its config's, which "
+            "failed"
+            if other
+            else "run clusterable-eval without evaluator=... to finish it"
+        )
+        done += f"; still partial: {named} failed ({why})"
     return done
 
 
