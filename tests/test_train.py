@@ -72,7 +72,7 @@ def _umask() -> int:
         (["+model.dropuot=0.5"], "model.dropuot is not an option of FFNN (did you mean dropout?)"),
         (["loss.learn_gamma=no"], "loss.learn_gamma must be a boolean (true or false), got 'no'"),
         (["loss.lr=-1"], "loss.lr must be > 0"),
-        (["optimizer.lr=0"], "optimizer.lr must be > 0"),
+        (["optimizer.lr=0"], "optimizer.lr must be a number > 0, got 0"),
         (["optimizer=sgd", "optimizer.momentum=fast"], "optimizer.momentum must be a number"),
         (["dataset.batch_size=0"], "dataset.batch_size must be a positive integer"),
         (["dataset.batch_size=1.5"], "dataset.batch_size must be an integer, got 1.5"),

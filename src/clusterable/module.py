@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -94,7 +96,8 @@ class RepresentationModule(L.LightningModule):
             Lightning step (manual optimization), so that Lightning's per-step cost is paid once a batch, not once
             a row: give it large batches (``dataset.batch_size=-1``). One device only.
         scheduler: partial learning-rate schedule ``scheduler(optimizer, total_steps) -> LRScheduler``, stepped
-            after every optimizer step (``clusterable.schedules``); None keeps the rate constant.
+            after every optimizer step (``clusterable.schedules``), or a partial torch scheduler that takes no
+            ``total_steps`` (``StepLR``: its steps are optimizer steps); None keeps the rate constant.
         weight_decay_on: ``all`` parameters, or only ``matrices`` (parameters with more than one dimension: no
             decay on biases and normalisation parameters, as Boudiaf et al. 2020 train).
         channels_last: image inputs and the encoder in channels-last memory format (faster convolutions on GPUs
@@ -360,8 +363,23 @@ class RepresentationModule(L.LightningModule):
             total = self.trainer.max_epochs * len(self.trainer.datamodule.split("train")["labels"])
         if total == 0:  # trainer.max_steps=0: nothing to schedule
             return {"optimizer": optimizer}
-        scheduler = self.scheduler_factory(optimizer, total_steps=int(total))
+        scheduler = self.scheduler_factory(
+            optimizer, **_total_steps_if_taken(self.scheduler_factory, int(total))
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _total_steps_if_taken(schedule: Callable[..., Any], total: int) -> dict[str, int]:
+    """``{"total_steps": total}`` for a schedule that takes the run's number of optimizer steps (ours,
+    ``clusterable.schedules``, and torch's ``OneCycleLR``), else nothing: torch's ``StepLR``, ``CosineAnnealingLR``
+    ... take their step counts from the config (``scheduler.step_size``, ``scheduler.T_max``), in optimizer steps."""
+    target = schedule.func if isinstance(schedule, functools.partial) else schedule
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):  # a callable without a signature: given the steps, as before
+        return {"total_steps": total}
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+    return {"total_steps": total} if "total_steps" in parameters or takes_any else {}
 
 
 def _freeze_all_but_embedding_layer(encoder: nn.Module) -> list[nn.Module]:

@@ -1,7 +1,10 @@
 """Learning-rate schedules, stepped once per optimizer step (``src/clusterable/conf/scheduler``; none by default).
 
 A schedule is a function ``schedule(optimizer, total_steps, *, <options>) -> LRScheduler``; the config binds the
-options (``_partial_``) and the module passes the optimizer and the run's number of optimizer steps.
+options (``_partial_``) and the module passes the optimizer and the run's number of optimizer steps. torch's
+schedulers that take plain values work too (``+scheduler._target_=torch.optim.lr_scheduler.StepLR
++scheduler._partial_=true +scheduler.step_size=100``): the module passes ``total_steps`` only to those that take it
+(``OneCycleLR``), and each of their arguments has a domain (``clusterable.domains``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable import budgets
+from clusterable import budgets, domains
 from clusterable.config import ConfigError, check_node, check_value
 from clusterable.contracts import EVALUATOR_ARGS
 
@@ -120,12 +120,12 @@ def check_config(cfg: DictConfig, mode: str) -> None:
         raise ConfigError(f"seed must be an integer in [0, 2^32), got {cfg.seed}")
     if not cfg.divergence_limit > 0:
         raise ConfigError(f"divergence_limit must be > 0, got {cfg.divergence_limit}")
-    if cfg.torch_threads is not None and cfg.torch_threads < 1:
-        raise ConfigError(f"torch_threads must be >= 1 or null, got {cfg.torch_threads}")
     check_node(cfg.optimizer, "optimizer", provided=OPTIMIZER_CALL)
-    if not cfg.optimizer.lr > 0:
-        raise ConfigError(f"optimizer.lr must be > 0, got {cfg.optimizer.lr}")
-    max_epochs = cfg.trainer.get("max_epochs")
+    # What the run hands on (the optimizer's, the scheduler's, the Trainer's, the loggers', a metric-learning
+    # loss's arguments, the thread counts): the domain table's. DomainCheck refused it before Hydra made a folder
+    # for a run of train.py; this finds what reached the run another way (an Optuna trial's searched value).
+    domains.check(cfg)
+    max_epochs = cfg.trainer.get("max_epochs")  # absent, Lightning would train 1000 epochs
     if not (isinstance(max_epochs, int) and not isinstance(max_epochs, bool) and max_epochs >= 1):
         raise ConfigError(f"trainer.max_epochs must be an integer >= 1, got {max_epochs!r}")
     # protocol.budget (the sizes of COREL's Fashion-MNIST grid) must be what the run trains: BudgetCheck refused a

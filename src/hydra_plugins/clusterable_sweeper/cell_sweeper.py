@@ -1,4 +1,4 @@
-"""The sweeper of ``train.py -m``: Hydra's basic sweeper, with three additions.
+"""The sweeper of ``train.py -m``: Hydra's basic sweeper, with four additions.
 
 **A cell that does not compose fails alone** (recorded for the sweep summary with one line) instead of stopping the
 whole grid before it starts. ``-m loss=cce,center loss.lam=0.2`` has a cell (cce, which has no ``lam``) that Hydra
@@ -24,6 +24,10 @@ them: ``dataset=agnews8`` runs the text grid alone, ``dataset=mnist`` the image 
 holds (``dataset=digits``) goes to the first grid that sweeps the key. ``hydra.sweeper.grids.text=null`` drops a
 grid. Without ``grids`` (every other experiment) it is Hydra's basic sweeper.
 
+**A cell with a value outside its domain** (``-m optimizer=sgd optimizer.momentum=0.9,1.5``: ``clusterable.domains``)
+refuses the whole sweep before any cell runs (one line naming the key, the value, its domain and the cell, exit
+status 2), as the same value refuses a single run.
+
 **A grid that needs Table 1's tuned λ when Table 1 has not been made (or names no Table 1) is refused once**,
 before any cell runs (one line, exit status 2: ``clusterable.tuned_lambda.refusal``), rather than failing cell
 after cell; a smoke grid runs at the configs' λ instead of missing winners (``tuned_lambda_fallback``), and a
@@ -44,6 +48,7 @@ from hydra.errors import HydraException
 
 from clusterable import budgets
 from clusterable.config import composition_error
+from clusterable.domains import problem as domain_problem
 from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
 from clusterable.tuned_lambda import UnknownTable, WinnersFileMissing, refusal
 from hydra_plugins.clusterable_sweeper.siblings import SiblingConfigs
@@ -207,6 +212,17 @@ class CellSweeper(BasicSweeper):
             if (problem := budgets.config_problem(cell_config)) and not self._launched:
                 # a budget or epochs swept per cell: every such cell would be tabulated as a budget it did not train
                 raise CommandLineError(f"{problem} (the whole sweep is refused: no cell ran)")
+            if (outside := domain_problem(cell_config)) is not None:
+                # A mistake of the command line or the experiment: said once, and the sweep runs once it is fixed.
+                # In a later batch (the cells before it ran) this cell fails alone.
+                cell = ",".join(overrides)
+                if not self._launched:
+                    raise CommandLineError(
+                        f"{outside} (cell {cell}; the whole sweep is refused: no cell ran)"
+                    )
+                print(f"failed: {cell}: {outside}")
+                record_outcome(Path(str(self.config.hydra.sweep.dir)), "failed", outside, cell=cell)
+                continue
             if isinstance(handed, dict):
                 handed[tuple(overrides)] = cell_config
             missing = refusal(cell_config)
