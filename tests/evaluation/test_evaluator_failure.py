@@ -183,6 +183,14 @@ def test_a_checkpoint_of_another_attempt_is_not_scored(train, tmp_path, capsys) 
     model the record's metrics are of: re-scoring refuses it rather than filing its numbers there."""
     assert train(*RUN, "evaluator=[classification]", "name=plain").code == 0
     run = _run_dir(train.outputs, "plain")
+    # an evaluator that fails while re-scoring an ok run: one line, exit 1, the run as it was
+    before = _record(run)
+    assert rescore([str(run), "evaluator=[clustering]", "evaluator.clustering.num_clusters=500"]) == 1
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.endswith("not re-scored: evaluator.clustering: num_clusters must be in [1, 150] (the number of "
+                         "labelled samples), got 500 (0 metrics added from its kept representations "
+                         "(representations.npz))"), line  # fmt: skip
+    assert _record(run) == before
     (run / "representations.npz").unlink()
     payload = _record(run)
     (run / "metrics.json").write_text(json.dumps({**payload, "best_epoch": 7}))

@@ -108,6 +108,35 @@ def test_a_record_that_cannot_be_read_is_named_and_fails_the_copy(tmp_path: Path
     write_run(tmp_path / "outputs", "corel/x", {"seed": 0}, None)
     assert records().main(["save", "corel/x", *_argv(tmp_path)]) == 0
     assert "left corel/x/seed=0: status failed, not finished" in capsys.readouterr().out
+    # a name that leads out of the sweeps' folder is a usage error
+    assert records().main(["save", "../x", *_argv(tmp_path)]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "error: '../x' is not an experiment's name (e.g. corel/fashion150_table1)"
+    )
+
+
+def test_a_partial_run_in_the_destination_is_left_for_clusterable_eval(tmp_path: Path, capsys) -> None:
+    """A local run that trained but whose evaluator failed holds a trained model: a restore does not replace it."""
+    results, outputs = tmp_path / "results", tmp_path / "outputs"
+    kept = _cell(results, 0)
+    local = _cell(outputs, 0)
+    payload = json.loads((local / "metrics.json").read_text())
+    (local / "metrics.json").write_text(
+        json.dumps({**payload, "status": "partial", "timing": {"fit_s": 1.0}})
+    )
+    (local / "checkpoints").mkdir()
+    (local / "checkpoints" / "best.ckpt").write_bytes(b"its own")
+    assert records().main(["restore", *_argv(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"left {kept.relative_to(results / 'multirun' / 'full').as_posix()}: a partial run is there" in out
+    assert json.loads((local / "metrics.json").read_text())["status"] == "partial"
+    assert (local / "checkpoints" / "best.ckpt").read_bytes() == b"its own"
+    # and a partial run is not a record to save
+    assert records().main(["save", "corel/fashion_table2", *_argv(tmp_path)]) == 0
+    assert "status partial, not finished (trained, an evaluator failed: clusterable-eval finishes it)" in (
+        capsys.readouterr().out
+    )
 
 
 def test_cells_of_every_override_character_are_saved_and_restored(tmp_path: Path, capsys) -> None:
