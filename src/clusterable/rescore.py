@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="full", choices=("full", "smoke"))
     parser.add_argument("--replace", action="store_true", help="overwrite metrics the runs already have")
     parser.add_argument("--projector", type=Path, default=None, help="also export test representations there")
-    args = parser.parse_args(argv)
+    # intermixed: the runs, options and evaluator overrides in any order (`e2e --outputs X evaluator=[...]`)
+    args = parser.parse_intermixed_args(argv)
     overrides = [t for t in args.targets if t.startswith(("evaluator", "+evaluator"))]
     targets = [t for t in args.targets if not t.startswith(("evaluator", "+evaluator"))]
     try:

@@ -84,7 +84,8 @@ def test_restore_over_an_interrupted_attempt_leaves_nothing_of_it(tmp_path: Path
     assert "it replaced an unfinished attempt: status failed" in out and "restore: 1 runs copied" in out
     assert sorted(p.name for p in local.rglob("*")) == [".lock", "metrics.json"]
     assert json.loads((local / "metrics.json").read_text())["status"] == "ok"
-    assert rescore([str(local), "evaluator=[clustering]"]) == 1
+    # (named by its experiment, the options before the evaluators, as a user may write them)
+    assert rescore(["corel/fashion_table2", "--outputs", str(outputs), "evaluator=[clustering]"]) == 1
     line = capsys.readouterr().out.splitlines()[0]
     assert line.endswith(
         "re-scoring it needs training again (run its cell again, with the evaluators added)"
