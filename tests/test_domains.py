@@ -343,6 +343,32 @@ def test_every_cell_of_every_experiment_lies_in_its_domains(tmp_path: Path, name
             assert problem(composed(tmp_path, f"experiment={name}", *cell)) is None, (name, cell)
 
 
+@pytest.mark.parametrize(
+    ("space", "expected"),
+    [
+        ("{optimizer.momentum:{type:float,low:0.5,high:1.5}}",
+         "hydra.sweeper.search_space.optimizer.momentum searches [0.5, 1.5], outside its domain: optimizer.momentum "
+         "must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)"),
+        ("{optimizer.nesterov:{type:categorical,choices:[true,maybe]}}",
+         "hydra.sweeper.search_space.optimizer.nesterov searches its choices, outside its domain: optimizer.nesterov "
+         "must be a boolean (true or false), got 'maybe'"),
+        ("{torch_threads:{type:int,low:1,high:512}}",
+         "hydra.sweeper.search_space.torch_threads searches [1, 512], outside its domain: torch_threads must be an "
+         "integer in [1, "),
+        ("{optimizer.momentum:{type:float,low:0.5,high:0.99},optimizer.lr:{type:float,low:1e-4,high:0.1,log:true}}",
+         None),
+    ],
+)  # fmt: skip
+def test_a_search_range_outside_the_domain_is_refused_before_any_trial(
+    tmp_path: Path, space: str, expected: str | None
+) -> None:
+    cfg = composed(
+        tmp_path, "hparams_search=corel_fashion", "optimizer=sgd", f"++hydra.sweeper.search_space={space}"
+    )
+    found = domains.search_space_problem(cfg)
+    assert found == expected if expected is None else found.startswith(expected), found
+
+
 # ------------------------------------------------------------------------------------------------ train.py
 
 
@@ -367,13 +393,23 @@ def test_a_sweep_with_one_cell_outside_its_domain_is_refused_before_any_cell_run
     assert "sweep:" not in result.out and not metrics_files(train.outputs)
 
 
-def test_a_search_with_a_bad_sweeper_setting_is_refused_before_its_study(train) -> None:
-    result = train("-m", *QUICK, "hparams_search=corel_fashion", "hydra.sweeper.seed=-1", "name=search/bad")
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (["hydra.sweeper.seed=-1"],
+         "error: hydra.sweeper.seed must be an integer in [0, 4294967295], got -1 "
+         "(hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper's seed)"),
+        (["optimizer=sgd", "++hydra.sweeper.search_space={optimizer.momentum:{type:float,low:0.5,high:1.5}}"],
+         "error: hydra.sweeper.search_space.optimizer.momentum searches [0.5, 1.5], outside its domain: "
+         "optimizer.momentum must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)"),
+    ],
+)  # fmt: skip
+def test_a_search_outside_the_domains_is_refused_before_its_study(
+    train, given: list[str], expected: str
+) -> None:
+    result = train("-m", *QUICK, "hparams_search=corel_fashion", "name=search/bad", *given)
     assert result.code == 2, result
-    assert result.error_lines() == [
-        "error: hydra.sweeper.seed must be an integer in [0, 4294967295], got -1 "
-        "(hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper's seed)"
-    ]
+    assert result.error_lines() == [expected]
     assert not list(train.outputs.rglob("optuna.db")) and not metrics_files(train.outputs)
 
 

@@ -22,7 +22,8 @@ domain as one line naming the key, the value and the domain
 
 It runs twice before training. ``DomainCheck`` (a Hydra callback, ``hydra.callbacks`` in ``train.yaml``) refuses a
 single run's or a sweep's config before Hydra creates any run folder (one ``error:`` line, exit status 2, nothing
-recorded), and the cells sweeper checks each cell's config as it composes it (the whole sweep refused, exit 2,
+recorded), and an Optuna search whose range reaches outside its key's domain (``search_space_problem``), and the
+cells sweeper checks each cell's config as it composes it (the whole sweep refused, exit 2,
 before any cell runs). ``run.checks.check_config`` runs it again in the run layer, for what reaches a run another way
 (an Optuna trial's searched value, a stacked member, a test calling ``run.run``): the run is recorded ``failed``.
 """
@@ -999,6 +1000,39 @@ def check(cfg: DictConfig) -> None:
         raise DomainError(found)
 
 
+def search_space_problem(cfg: DictConfig) -> str | None:
+    """One line for a search range of ``hydra.sweeper.search_space`` (Optuna's) that reaches outside the domain of
+    the key it searches (``optimizer.momentum: {type: float, low: 0.5, high: 1.5}``: every trial above 1 would fail),
+    or None. A range's ends and a categorical's choices are tried in ``cfg`` one by one (every domain of a number is
+    an interval, so its ends stand for the range); a key that names a config group, or that ``cfg`` does not hold
+    yet, is left to the trials."""
+    space = OmegaConf.select(cfg, "hydra.sweeper.search_space", default=None)
+    if not isinstance(space, DictConfig) or problem(cfg) is not None:
+        return None
+    for key, spec in space.items():
+        if not isinstance(spec, DictConfig):
+            continue  # the sweeper refuses it itself
+        current = OmegaConf.select(cfg, str(key), default=_MISSING, throw_on_resolution_failure=False)
+        if current is _MISSING or isinstance(current, DictConfig | ListConfig):
+            continue
+        values = (
+            list(spec.get("choices") or [])
+            if spec.get("type") == "categorical"
+            else [spec.get("low"), spec.get("high")]
+        )
+        for value in values:
+            trial = OmegaConf.to_container(cfg, resolve=False)
+            trial = OmegaConf.create(trial)
+            try:
+                OmegaConf.update(trial, str(key), _plain(value), merge=False)
+            except Exception:
+                continue
+            if (found := problem(trial)) is not None:
+                bounds = "its choices" if spec.get("type") == "categorical" else f"[{values[0]}, {values[1]}]"
+                return f"hydra.sweeper.search_space.{key} searches {bounds}, outside its domain: {found}"
+    return None
+
+
 class DomainCheck(Callback):
     """Refuse a run's or a sweep's config before Hydra creates any folder for it: one ``error:`` line naming the
     key, the value and its domain, exit status 2, nothing recorded (``hydra.callbacks.domains`` in train.yaml,
@@ -1015,3 +1049,7 @@ class DomainCheck(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._check(config)
+        found = search_space_problem(config)
+        if found is not None:
+            print(f"error: {found}", file=sys.stderr)
+            raise SystemExit(2)
