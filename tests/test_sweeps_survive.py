@@ -376,6 +376,37 @@ def test_a_full_disk_in_a_sweep_still_ends_with_the_summary(train, monkeypatch):
     assert "Traceback" not in result.out + result.err
 
 
+def test_a_config_file_edited_during_a_sweep_fails_the_later_cells_not_mixes_them(
+    train, monkeypatch, tmp_path
+):
+    # Hydra composes each cell when it starts it: an experiment edited after the first cell would give the second
+    # another config under the same experiment. The second cell is refused in one line; the first is kept.
+    from clusterable.run import record
+
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    mine = conf / "mine.yaml"
+    mine.write_text("# @package _global_\nname: mine\ntrainer:\n  max_epochs: 1\n")
+    real, printed = record.print_summary, []
+
+    def summary_then_edit(*args, **kwargs):
+        real(*args, **kwargs)
+        printed.append(1)
+        mine.write_text("# @package _global_\nname: mine\ntrainer:\n  max_epochs: 2\n")
+
+    monkeypatch.setattr(record, "print_summary", summary_then_edit)
+    result = train("-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "experiment=mine", "loss=cce",
+                   "seed=0,1", "hydra/launcher=basic", *QUICK[1:])  # fmt: skip
+    assert result.code == 1 and "sweep: 1 ok, 1 failed, 0 skipped (" in result.out, result
+    (line,) = result.error_lines()
+    assert f"the config files changed after this sweep started ({mine} edited): one sweep never mixes" in line
+    assert [m["config"]["trainer"]["max_epochs"] for m in all_metrics(train.outputs)] == [1]
+    # the same command, the files as they are now: the finished cell is kept, the other trains
+    again = train("-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "experiment=mine", "loss=cce",
+                  "seed=1", "hydra/launcher=basic", *QUICK[1:])  # fmt: skip
+    assert again.code == 0, again
+
+
 def test_nothing_writable_at_all_is_still_one_line(train, monkeypatch):
     # The checkpoint and metrics.json both fail: the run cannot be recorded, but it says why and exits 1.
     import clusterable.rundir as rundir

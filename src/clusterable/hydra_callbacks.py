@@ -92,6 +92,53 @@ def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | No
         _unwritten.setdefault(folder, []).append(record)
 
 
+# In a sweep's outcome folder: the digest of every config file its cells compose from, taken when the sweep starts.
+CONFIG_SNAPSHOT = "config-files.json"
+
+
+def config_roots(config: DictConfig) -> list[str]:
+    """The folders a sweep's cells compose from: the package's configs and each ``hydra.searchpath`` folder."""
+    from clusterable.config import CONFIG_DIR
+
+    paths = (config.get("hydra") or {}).get("searchpath") or []
+    return [CONFIG_DIR, *(str(p).removeprefix("file://") for p in paths if str(p).startswith("file://"))]
+
+
+def config_digests(roots: Sequence[str]) -> dict[str, str]:
+    """``{path: sha256}`` of every YAML file below ``roots``."""
+    import hashlib
+
+    out = {}
+    for root in roots:
+        for path in sorted(Path(root).rglob("*.yaml")) if Path(root).is_dir() else []:
+            with contextlib.suppress(OSError):
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def config_files_changed() -> str | None:
+    """In a cell of a sweep: which config files changed since the sweep started (``experiment/mine.yaml edited``),
+    or None. Hydra composes each cell from the files when it starts it, so a file edited during a long sweep
+    would give its later cells another config than its earlier ones, under the same experiment."""
+    folder = os.environ.get(RECORDS_ENV)
+    if not folder:
+        return None
+    try:
+        snapshot = json.loads(Path(folder, CONFIG_SNAPSHOT).read_text())
+    except (OSError, ValueError):
+        return None  # no snapshot (a full disk when the sweep started): nothing to compare
+    now = config_digests(snapshot["roots"])
+    before = snapshot["files"]
+    changes = [
+        f"{p} {'edited' if p in now else 'removed'}" for p in sorted(before) if now.get(p) != before[p]
+    ]
+    changes += [f"{p} added" for p in sorted(set(now) - set(before))]
+    if not changes:
+        return None
+    more = f" and {len(changes) - 1} more" if len(changes) > 1 else ""
+    return changes[0] + more
+
+
 class OutputFolderCheck(Callback):
     """Fail with one line, before Hydra creates any run folder, when ``paths.output_dir`` cannot be created or
     ``name`` would lead out of it."""
@@ -136,6 +183,10 @@ class SweepSummary(Callback):
         self.records = sweep_dir / f".outcomes-{os.getpid()}-{time.time_ns()}"
         self.records.mkdir(parents=True, exist_ok=True)
         os.environ[RECORDS_ENV] = str(self.records)
+        roots = config_roots(config)
+        with contextlib.suppress(OSError):  # a full disk: the cells then compare nothing
+            snapshot = {"roots": roots, "files": config_digests(roots)}
+            Path(self.records, CONFIG_SNAPSHOT).write_text(json.dumps(snapshot))
         _sweeps.append(self)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -146,7 +197,7 @@ class SweepSummary(Callback):
         if self in _sweeps:
             _sweeps.remove(self)
         outcomes = []
-        for path in sorted(self.records.glob("*.json")):
+        for path in sorted(p for p in self.records.glob("*.json") if p.name != CONFIG_SNAPSHOT):
             try:
                 outcomes.append(json.loads(path.read_text()))
             except (OSError, ValueError):  # cut short (a full disk, a killed job): that cell goes uncounted

@@ -21,7 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable import resolvers
+from clusterable import hydra_callbacks, resolvers
 from clusterable.run.cell import TRAINED, reuse_or_clean
 from clusterable.run.context import RunContext
 from clusterable.run.record import finish, new_payload, recorded
@@ -49,6 +49,11 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
     rank_zero = _is_rank_zero()
     with resolvers.group_choices(ctx.choices), resolvers.collect_notes() as notes:
         payload = new_payload(cfg, ctx)
+        if not ctx.single and (changed := hydra_callbacks.config_files_changed()) is not None:
+            payload["config"] = OmegaConf.to_container(cfg, resolve=False)
+            return finish(ctx, payload, f"the config files changed after this sweep started ({changed}): one "
+                          "sweep never mixes two versions of its configs; run the command again for the cells "
+                          "left (finished ones are kept)", rank_zero, write=False)  # fmt: skip
         try:  # resolved once: nothing below resolves an interpolation again
             payload["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
