@@ -1,6 +1,7 @@
 """COREL's digitised λ curves (tables/published/corel.yaml, ``figure1``) and the table that sets ours beside them,
 on hand-made runs."""
 
+import json
 import math
 
 import pytest
@@ -42,15 +43,29 @@ def test_curves_table_differences_and_mean_absolute_difference(tmp_path):
         write_run(tmp_path, EXPERIMENT, params, {"val/acc": acc / 100, **clustered})
     params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "gaussian_corel", "loss.lam": 0.2}
     write_run(tmp_path, EXPERIMENT, params, {"val/acc": 0.1}, diverged_at=1)
+    # diverged after a good epoch, whose metrics its record keeps (shown, never in a mean or a Δ)
+    gpub = supplement.curve("fashion_mnist", "ffnn", "gaussian_corel")
+    path = write_run(tmp_path, EXPERIMENT, {**params, "loss.lam": 0.6}, {"val/acc": 0.1}, diverged_at=30)
+    record = json.loads((path / "metrics.json").read_text())
+    record.update(status="diverged", metrics={"val/acc": 0.905})
+    (path / "metrics.json").write_text(json.dumps(record))
     runs, _ = load_runs(tmp_path, (EXPERIMENT,), "full")
     table = published.fashion150_recovered_published(runs, tmp_path / "tables")
     rows = {(r[1], r[2]): r for r in table.rows}
     assert rows[("Cosine-COREL", "0.05")][3:] == [f"{ours[0.05]:.2f}", f"{pub[0.05]:.2f}", "+1.00", "—", "—"]
     assert rows[("Cosine-COREL", "0.5")][5:] == ["-0.50", "60.00", "0.250"]
-    assert rows[("Gaussian-COREL", "0.2")][3] == "diverged"
+    assert rows[("Gaussian-COREL", "0.2")][3] == "diverged"  # its record keeps no epoch
+    assert rows[("Gaussian-COREL", "0.6")][3:6] == [
+        "diverged (best epoch before: 90.50)",
+        f"{gpub[0.6]:.2f}",
+        "—",
+    ]
     mad = (1.0 + 0.5 + 0.25) / 3
     assert f"Cosine-COREL (fashion_mnist ffnn) {mad:.2f} over 3 λ" in table.notes[1]
-    assert "Gaussian-COREL (fashion_mnist ffnn) n/a over 0 λ, diverged at λ 0.2 (not in it)" in table.notes[1]
+    assert (
+        "Gaussian-COREL (fashion_mnist ffnn) n/a over 0 λ, diverged at λ 0.2, 0.6 (not in it)"
+        in table.notes[1]
+    )
     assert table.figures[0].is_file()
 
 

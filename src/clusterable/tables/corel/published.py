@@ -35,6 +35,8 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
     curves: dict[tuple[str, str, str], dict[float, Cell]] = {}
     clustering: dict[tuple[str, str, str, float, str], Cell] = {}
     diverged: dict[tuple[str, str, str], set[float]] = {}
+    # A diverged run's best epoch before the runaway (its record keeps it): shown, never in a mean or a Δ.
+    best_before: dict[tuple[str, str, str, float], list[float]] = {}
     for run in runs:
         lam = run_lambda(run)
         setting = key_of(run, ("dataset", "model", "loss"))
@@ -47,6 +49,8 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
         acc = run.metric("val/acc") if run.ok else None
         if run.diverged:
             diverged.setdefault(setting, set()).add(lam)
+            if (before := run.metric("val/acc")) is not None and not math.isnan(before):
+                best_before.setdefault((*setting, lam), []).append(100 * before)
         if acc is None or math.isnan(acc):
             cell.failed += 1
         else:
@@ -61,7 +65,9 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
             gone = diverged.get((dataset, model, loss), set())
             for lam, cell in sorted(grid.items()):
                 pub = value(dataset, model, loss, lam)
-                ours = "diverged" if lam in gone else _cell(cell) if cell.values else "failed"
+                before = best_before.get((dataset, model, loss, lam))
+                shown_before = f" (best epoch before: {max(before):.2f})" if before else ""
+                ours = f"diverged{shown_before}" if lam in gone else _cell(cell) if cell.values else "failed"
                 delta = _num(cell.mean - pub, sign=True) if cell.values else "—"
                 found = [clustering.get((dataset, model, loss, lam, key)) for key in CLUSTERING]
                 shown = [f"{c.mean * scale:.{digits}f}" if c else "—" for c, (scale, digits) in
