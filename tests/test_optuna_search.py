@@ -186,3 +186,14 @@ def test_a_diverged_or_failed_run_gives_its_sweeper_no_value() -> None:
     assert objective_value({"status": "failed", "metrics": metrics}, "val/acc") is None
     assert objective_value({"status": "ok", "metrics": metrics}, "val/nmi") is None
     assert objective_value({"status": "ok", "metrics": {"val/acc": True}}, "val/acc") is None
+
+
+def test_a_search_without_optuna_installed_is_one_line(train, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as an install without the optuna extra
+    result = train(*SEARCH)
+    assert result.code == 2 and result.err.strip() == (
+        "error: hydra/sweeper=optuna needs Optuna: pip install 'clusterable[optuna]'"
+    ), result.err
+    assert "Traceback" not in result.out + result.err

@@ -213,10 +213,10 @@ class OptunaSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None
+        space = distributions(self.search_space)  # first: without Optuna, its one line names the extra
         import optuna
 
-        assert self.config is not None
-        space = distributions(self.search_space)
         fixed = [*(f"{k}={v}" for k, v in dict(self.params).items()), *arguments]
         if clash := sorted({a.split("=")[0].lstrip("+~") for a in fixed} & set(space)):
             raise CommandLineError(f"{clash[0]} is both searched (hydra.sweeper.search_space) and set")
