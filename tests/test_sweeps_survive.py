@@ -467,3 +467,27 @@ def test_a_full_disk_outside_any_run_still_ends_the_sweep_with_its_summary(train
     (line,) = result.error_lines()
     assert line.startswith("error: no space left on device writing ") and "config.yaml" in line, line
     assert "sweep: 1 ok, 0 failed, 0 skipped (" in result.out and "Traceback" not in result.out + result.err
+
+
+def test_signals_held_off_are_dropped_by_a_handler_not_ignored():
+    # SIG_IGN installed while a signal is pending makes CPython raise "OSError: Signal 15 ignored due to race
+    # condition" when it gets to it: a traceback among a parallel sweep's interrupt lines. Held off by a handler
+    # that does nothing, a signal sent in the shielded body is simply dropped.
+    import signal
+
+    from clusterable import interrupts
+    from hydra_plugins.clusterable_launcher import _workers
+
+    before = {s: signal.getsignal(s) for s in interrupts.INTERRUPTS}
+    try:
+        with interrupts.shielded():
+            assert all(signal.getsignal(s) is interrupts.held for s in interrupts.INTERRUPTS)
+            os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode: dropped
+            for _ in range(1000):
+                pass
+        _workers._ignore_interrupts()
+        assert all(signal.getsignal(s) is interrupts.held for s in interrupts.INTERRUPTS)
+        os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)

@@ -67,6 +67,12 @@ def interruptible() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def held(signum: int, frame: FrameType | None) -> None:
+    """A signal held off: dropped. Installed in place of ``SIG_IGN``, which lets a signal that arrived just before
+    the switch surface later as ``OSError: Signal 15 ignored due to race condition`` (CPython runs the pending
+    handler, finds ``SIG_IGN``, and raises), a traceback among a sweep's interrupt lines."""
+
+
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
     """Neither signal interrupts the body (a run being recorded). Nested uses hold them off until the outermost
@@ -75,7 +81,7 @@ def shielded() -> Iterator[None]:
     if _shield["depth"] == 0:
         _shield["sigterm"] = signal.getsignal(signal.SIGTERM)
         for signum in INTERRUPTS:
-            signal.signal(signum, signal.SIG_IGN)
+            signal.signal(signum, held)
     _shield["depth"] += 1
     try:
         yield

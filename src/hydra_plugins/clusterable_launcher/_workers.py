@@ -53,8 +53,9 @@ def _interrupt_once(signum: int, frame: Any) -> None:
 
 
 def _ignore_interrupts() -> None:
+    # Not SIG_IGN: a signal pending at the switch would surface as "OSError: Signal 15 ignored due to race condition".
     for signum in interrupts.INTERRUPTS:
-        signal.signal(signum, signal.SIG_IGN)
+        signal.signal(signum, interrupts.held)
 
 
 def in_worker(control: str, records: str | None, job: Callable[..., T], *args: Any) -> T | int | None:
