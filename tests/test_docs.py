@@ -60,6 +60,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHOWN_FAILING = {
     "+loss.lamda=0.5",  # a key that is not a parameter of the head
     "evaluator=[nonexistent]",  # an unknown group option
+    "+protocol.budjet=cpu150",  # a protocol key no config sets
 }
 
 REPO_PATH = re.compile(
