@@ -7,7 +7,7 @@ import math
 import pytest
 
 from clusterable.tables.corel import published, supplement
-from clusterable.tables.report import load_runs
+from clusterable.tables.report import MixedConfigs, load_runs
 
 from .rundirs import write_run
 
@@ -84,3 +84,25 @@ def test_recipe_search_rows_show_the_collapse_and_the_setting_varied(tmp_path):
     assert row["class vectors trained"] == "False" and row["λ"] == "1"
     assert row["best val (epoch)"] == "80.00 (0)" and row["last epoch's val"] == "65.00"
     assert row["paper"] == f"{supplement.value('fashion_mnist', 'ffnn', 'gaussian_corel', 1.0):.2f}"
+
+
+def test_a_point_of_a_curve_never_pools_runs_of_two_configs(tmp_path):
+    params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cosine_corel", "loss.lam": 0.5}
+    write_run(
+        tmp_path,
+        EXPERIMENT,
+        {**params, "seed": 0},
+        {"val/acc": 0.89},
+        config={"model": {"hidden": [500, 500]}},
+    )
+    write_run(
+        tmp_path,
+        EXPERIMENT,
+        {**params, "seed": 1},
+        {"val/acc": 0.88},
+        config={"model": {"hidden": [128, 128]}},
+    )
+    runs, _ = load_runs(tmp_path, (EXPERIMENT,), "full")
+    with pytest.raises(MixedConfigs) as refused:
+        published.fashion150_recovered_published(runs, tmp_path / "tables")
+    assert "model.hidden" in str(refused.value) and "\n" not in str(refused.value)

@@ -17,7 +17,7 @@ from clusterable.tables.common import logged_curve, pyplot, save_figure
 from clusterable.tables.corel import supplement
 from clusterable.tables.corel.paper import LABELS, run_lambda
 from clusterable.tables.corel.supplement import PUBLISHED_SERIES, curve, mean_abs_difference, value
-from clusterable.tables.report import Cell, Run, Table, as_text, key_of
+from clusterable.tables.report import Cell, Run, Table, as_text, key_of, require_one_config
 
 # Row labels: the paper's losses and the authors' variants (the recovered recipe's Gaussian-COREL among them).
 NAMES = LABELS
@@ -37,6 +37,20 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
     diverged: dict[tuple[str, str, str], set[float]] = {}
     # A diverged run's best epoch before the runaway (its record keeps it): shown, never in a mean or a Δ.
     best_before: dict[tuple[str, str, str, float], list[float]] = {}
+    points: dict[tuple[str, str, str, float], list[Run]] = {}
+    for run in runs:
+        lam = run_lambda(run)
+        setting = key_of(run, ("dataset", "model", "loss"))
+        if lam is not None and setting[2] in PUBLISHED_SERIES:
+            points.setdefault((*setting, lam), []).append(run)
+    for (
+        dataset,
+        model,
+        loss,
+        lam,
+    ), group in points.items():  # a point of a curve is one config, seeds pooled
+        require_one_config(group, ("dataset", "model", "loss", "loss.lam"),
+                           f"{dataset} {model} {loss} λ={lam:g}", "val/acc")  # fmt: skip
     for run in runs:
         lam = run_lambda(run)
         setting = key_of(run, ("dataset", "model", "loss"))
