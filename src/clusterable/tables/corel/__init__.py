@@ -59,6 +59,7 @@ from clusterable.tables.corel.published import (
     fashion150_published,
     fashion150_recovered_cnn_published,
     fashion150_recovered_published,
+    fashion150_recovered_width_published,
     fashion_recipe_search,
 )
 
@@ -67,7 +68,7 @@ SOURCES: dict[str, str | tuple[str, ...]] = {**paper.SOURCES, **fashion.SOURCES,
 __all__ = [
     "DATASETS", "LABELS", "LOSSES", "MODELS", "SOURCES", "TUNED", "digits_table1", "digits_table2", "digits_table3_4",
     "encoder", "experiment_grid", "fashion150_curves", "fashion150_published", "fashion150_recovered_published",
-    "fashion150_recovered_cnn_published",
+    "fashion150_recovered_cnn_published", "fashion150_recovered_width_published",
     "fashion150_fig2", "fashion150_table1", "fashion150_table2",
     "fashion150_table4", "fashion_budgets", "fashion_curves", "fashion_fig2", "fashion_paper_curves",
     "fashion_paper_fig2", "fashion_paper_table1", "fashion_recipe_search",
