@@ -891,7 +891,12 @@ def _targets(cfg: DictConfig, path: str = "") -> Iterator[tuple[str, DictConfig]
 
 
 def _value(node: DictConfig, key: str) -> Any:
+    """The value of ``node[key]`` to check; ``_MISSING`` for one Hydra fills in per run (``${hydra:...}``, e.g. a
+    logger's ``save_dir``: None until Hydra has made the run's folder, and never the user's to get wrong)."""
     try:
+        raw = OmegaConf.to_container(node, resolve=False).get(key) if isinstance(node, DictConfig) else None
+        if isinstance(raw, str) and "${hydra:" in raw:
+            return _MISSING
         return _plain(node[key])
     except Exception:
         return _MISSING
