@@ -106,3 +106,17 @@ def test_a_point_of_a_curve_never_pools_runs_of_two_configs(tmp_path):
     with pytest.raises(MixedConfigs) as refused:
         published.fashion150_recovered_published(runs, tmp_path / "tables")
     assert "model.hidden" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_figure_2s_claim_is_judged_on_the_cnn_against_the_best_lambda_at_or_below_half(tmp_path):
+    experiment = "corel/fashion150_recovered_cnn"
+    params = {"dataset": "fashion_mnist", "model": "cnn", "loss": "gaussian_corel_authors_fixed_gamma"}
+    write_run(tmp_path, experiment, {**params, "loss.lam": 0.85}, {"val/acc": 0.925})
+    runs, _ = load_runs(tmp_path, (experiment,), "full")
+    (claim,) = published.fashion150_recovered_cnn_published(runs, tmp_path / "tables").claims
+    assert claim.holds is None and claim.detail == "no run at λ <= 0.5"  # one λ, above 0.5: undecided
+    write_run(tmp_path, experiment, {**params, "loss.lam": 0.4}, {"val/acc": 0.91})
+    runs, _ = load_runs(tmp_path, (experiment,), "full")
+    (claim,) = published.fashion150_recovered_cnn_published(runs, tmp_path / "tables").claims
+    assert claim.text.startswith("[authors' loss, γ fixed] Weighting attraction highly (λ > 0.5)")
+    assert claim.verdict == "holds on one seed" and "λ 0.85 vs 0.4" in claim.detail, claim
