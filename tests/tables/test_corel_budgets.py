@@ -148,6 +148,8 @@ def test_the_paper_budget_checks_the_claims_on_the_recovered_recipes_gaussian_co
     assert code == 0, err
     assert "| FFNN | Gaussian-COREL (authors' loss, γ fixed) | 91.20 ± 0.20" in out
     assert "COREL recipe recovered (corel_recipe)" in out
-    claim = next(line for line in out.splitlines() if "[authors' loss, γ fixed] Gaussian-COREL beats CCE" in line)
+    claim = next(
+        line for line in out.splitlines() if "[authors' loss, γ fixed] Gaussian-COREL beats CCE" in line
+    )
     assert "holds" in claim and "Welch" in claim, claim
     assert "[authors' code]" not in out  # no run of the authors' code's variant: no claim on it
