@@ -19,7 +19,6 @@ titled smoke.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from clusterable.config import ConfigError
+from clusterable.hydra_callbacks import refuse_before_start
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,7 @@ class BudgetCheck(Callback):
     Hydra creates any folder: one ``error:`` line, exit status 2, nothing recorded."""
 
     def _check(self, config: DictConfig) -> None:
-        if found := config_problem(config):
-            print(f"error: {found}", file=sys.stderr)
-            raise SystemExit(2)  # Hydra turns a callback's exception into a warning; an exit it lets through
+        refuse_before_start(config_problem(config) or None)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         self._check(config)

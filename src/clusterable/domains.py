@@ -35,7 +35,6 @@ import inspect
 import math
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from clusterable.config import ConfigError
+from clusterable.hydra_callbacks import refuse_before_start
 
 
 class DomainError(ConfigError):
@@ -1043,18 +1043,9 @@ class DomainCheck(Callback):
     key, the value and its domain, exit status 2, nothing recorded (``hydra.callbacks.domains`` in train.yaml,
     before the sweep summary starts, so a refused sweep prints no tally)."""
 
-    def _check(self, config: DictConfig) -> None:
-        found = problem(config)
-        if found is not None:
-            print(f"error: {found}", file=sys.stderr)
-            raise SystemExit(2)  # Hydra turns a callback's exception into a warning; an exit it lets through
-
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(config)
+        refuse_before_start(problem(config))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(config)
-        found = search_space_problem(config)
-        if found is not None:
-            print(f"error: {found}", file=sys.stderr)
-            raise SystemExit(2)
+        refuse_before_start(problem(config))
+        refuse_before_start(search_space_problem(config))

@@ -139,6 +139,15 @@ def config_files_changed() -> str | None:
     return changes[0] + more
 
 
+def refuse_before_start(found: str | None) -> None:
+    """A check of a run's or a sweep's config in a Hydra callback: ``found`` (a problem's one line) ends the command
+    with ``error: <found>``, exit status 2, before any folder is made. Hydra turns a callback's exception into a
+    warning; an exit it lets through."""
+    if found is not None:
+        print(f"error: {found}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 class OutputFolderCheck(Callback):
     """Fail with one line, before Hydra creates any run folder, when ``paths.output_dir`` cannot be created or
     ``name`` would lead out of it."""
