@@ -45,8 +45,12 @@ def main() -> None:
     report: dict = {"dry_run": args.dry_run, "python": platform.python_version(), "started": time.time()}
     report.update(_environment())
     steps: list[tuple[str, float, str]] = []
-    for name, step in (("stacked_steps", _bench), ("corel_group", _group), ("side_by_side", _side_by_side),
-                       ("projection", _projection)):  # fmt: skip
+    for name, step in (
+        ("stacked_steps", _bench),
+        ("corel_group", _group),
+        ("side_by_side", _side_by_side),
+        ("projection", _projection),
+    ):
         start = time.perf_counter()
         try:
             report[name] = step(args.dry_run, report)
@@ -63,8 +67,12 @@ def _environment() -> dict:
     import torch
 
     cuda = torch.cuda.is_available()
-    return {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-            "cuda": cuda, "cpu_count": os.cpu_count()}  # fmt: skip
+    return {
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "cuda": cuda,
+        "cpu_count": os.cpu_count(),
+    }
 
 
 def _bench(dry_run: bool, report: dict) -> dict:
@@ -72,8 +80,14 @@ def _bench(dry_run: bool, report: dict) -> dict:
     env = dict(os.environ)
     if dry_run:
         env.update(STACKED_STEPS_MEMBERS="1,2", STACKED_STEPS_COMPILE="0")
-    done = subprocess.run([sys.executable, "bench.py", "--only", "stacked_steps"], cwd=ROOT / "scripts", env=env,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "bench.py", "--only", "stacked_steps"],
+        cwd=ROOT / "scripts",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -91,21 +105,39 @@ def _group(dry_run: bool, report: dict) -> dict:
 def _side_by_side(dry_run: bool, report: dict) -> dict:
     """Two groups (Center at λ 0.2, Gaussian-COREL at λ 0.6) one after the other, then side by side
     (``hydra.launcher.n_jobs=2``): how much of the device one stack leaves to a second."""
-    args = ["loss=center,gaussian_corel", "loss.lam=0.6", "seed=range(2)" if dry_run else "seed=range(5)",
-            f"trainer.max_epochs={2 if dry_run else 15}"]  # fmt: skip
+    args = [
+        "loss=center,gaussian_corel",
+        "loss.lam=0.6",
+        "seed=range(2)" if dry_run else "seed=range(5)",
+        f"trainer.max_epochs={2 if dry_run else 15}",
+    ]
     apart = _train("device_check/corel_two_groups_apart" + ("_dry" if dry_run else ""), args, dry_run)
-    together = _train("device_check/corel_two_groups_together" + ("_dry" if dry_run else ""),
-                      [*args, "hydra.launcher.n_jobs=2"], dry_run)  # fmt: skip
-    return {"one_after_the_other_s": apart["wall_s"], "side_by_side_s": together["wall_s"],
-            "gain": apart["wall_s"] / together["wall_s"], "statuses": sorted(set(apart["statuses"])
-                                                                              | set(together["statuses"]))}  # fmt: skip
+    together = _train(
+        "device_check/corel_two_groups_together" + ("_dry" if dry_run else ""),
+        [*args, "hydra.launcher.n_jobs=2"],
+        dry_run,
+    )
+    return {
+        "one_after_the_other_s": apart["wall_s"],
+        "side_by_side_s": together["wall_s"],
+        "gain": apart["wall_s"] / together["wall_s"],
+        "statuses": sorted(set(apart["statuses"]) | set(together["statuses"])),
+    }
 
 
 def _train(name: str, args: list[str], dry_run: bool) -> dict:
     """``train.py -m`` of COREL's FFNN on Fashion-MNIST, stacked, under ``name``; its wall time and records."""
     out = Path(os.environ.get("CLUSTERABLE_OUTPUTS", ROOT / "outputs"))
-    args = ["-m", "dataset=fashion_mnist", "model=ffnn", "hydra/launcher=stacked", f"name={name}", "logger=none",
-            "trainer.enable_progress_bar=false", *args]  # fmt: skip
+    args = [
+        "-m",
+        "dataset=fashion_mnist",
+        "model=ffnn",
+        "hydra/launcher=stacked",
+        f"name={name}",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        *args,
+    ]
     if dry_run:
         args += ["dataset.source=fake", "+dataset.fake_size=512"]
     else:
@@ -118,13 +150,17 @@ def _train(name: str, args: list[str], dry_run: bool) -> dict:
     if done.returncode != 0 and not records:
         raise RuntimeError((done.stderr.strip().splitlines() or ["train.py failed"])[-1])
     fits = [r["timing"].get("fit_s") for r in records if r.get("timing", {}).get("fit_s")]
-    return {"wall_s": wall, "exit": done.returncode, "lines": lines[-6:], "members": len(records),
-            "statuses": sorted({r["status"] for r in records}),
-            "test_acc": sorted(r["metrics"].get("test/acc") for r in records if "test/acc" in r.get("metrics", {})),
-            "fit_s": max(fits) if fits else None,
-            "steps": records[0]["timing"].get("steps") if records else None,
-            "step_ms": 1e3 * records[0]["timing"]["step_s"] if records and records[0]["timing"].get("step_s")
-            else None}  # fmt: skip
+    return {
+        "wall_s": wall,
+        "exit": done.returncode,
+        "lines": lines[-6:],
+        "members": len(records),
+        "statuses": sorted({r["status"] for r in records}),
+        "test_acc": sorted(r["metrics"].get("test/acc") for r in records if "test/acc" in r.get("metrics", {})),
+        "fit_s": max(fits) if fits else None,
+        "steps": records[0]["timing"].get("steps") if records else None,
+        "step_ms": 1e3 * records[0]["timing"]["step_s"] if records and records[0]["timing"].get("step_s") else None,
+    }
 
 
 def _projection(dry_run: bool, report: dict) -> dict:
@@ -145,12 +181,26 @@ def _projection(dry_run: bool, report: dict) -> dict:
                 continue
             stacks = grid["losses"] * len(DATASETS)
             seconds = stacks * (steps * step_ms / 1e3 + outside)
-            rows.append({"table": table, "model": model, "stacks": stacks, "members": grid["members"],
-                         "step_ms": step_ms, "seconds": seconds})  # fmt: skip
+            rows.append(
+                {
+                    "table": table,
+                    "model": model,
+                    "stacks": stacks,
+                    "members": grid["members"],
+                    "step_ms": step_ms,
+                    "seconds": seconds,
+                }
+            )
             total += seconds
     gain = report.get("side_by_side", {}).get("gain")
-    return {"rows": rows, "total_s": total, "outside_steps_s_per_stack": outside, "steps_per_stack": steps,
-            "side_by_side_gain": gain, "total_side_by_side_s": total / gain if gain and gain > 1 else None}  # fmt: skip
+    return {
+        "rows": rows,
+        "total_s": total,
+        "outside_steps_s_per_stack": outside,
+        "steps_per_stack": steps,
+        "side_by_side_gain": gain,
+        "total_side_by_side_s": total / gain if gain and gain > 1 else None,
+    }
 
 
 def _best_step_ms(bench: dict, device: str, model: str, members: int) -> float | None:
@@ -167,27 +217,31 @@ def _best_step_ms(bench: dict, device: str, model: str, members: int) -> float |
 
 
 def _print_table(report: dict, steps: list[tuple[str, float, str]]) -> None:
-    print(
-        f"device check on {report['device']} (torch {report['torch']}){' [dry run]' if report['dry_run'] else ''}"
-    )
+    print(f"device check on {report['device']} (torch {report['torch']}){' [dry run]' if report['dry_run'] else ''}")
     for name, seconds, outcome in steps:
         print(f"  {name:<14} {seconds:7.1f} s  {outcome}")
     bench, group, projection = (report.get(k, {}) for k in ("stacked_steps", "corel_group", "projection"))
     device = "cuda" if report.get("cuda") else "cpu"
     for model in ("ffnn", "cnn", "ae3"):
-        cols = {how: bench.get(f"stacked_steps_{device}_{model}_m10{suffix}_ms")
-                for how, suffix in (("eager", ""), ("compiled", "_compiled"), ("graphed", "_graphed"))}  # fmt: skip
+        cols = {
+            how: bench.get(f"stacked_steps_{device}_{model}_m10{suffix}_ms")
+            for how, suffix in (("eager", ""), ("compiled", "_compiled"), ("graphed", "_graphed"))
+        }
         shown = ", ".join(f"{how} {v:.2f} ms" for how, v in cols.items() if v is not None)
         single = bench.get(f"stacked_steps_{device}_{model}_single_ms")
         if single is not None:
             print(f"  {model:<5} single {single:.2f} ms; M=10 stacked: {shown or 'not measured at M=10'}")
     if group.get("members"):
-        print(f"  COREL FFNN group: {group['members']} members, {group['wall_s']:.0f} s wall, step "
-              f"{group['step_ms'] or float('nan'):.2f} ms, statuses {group['statuses']}")  # fmt: skip
+        print(
+            f"  COREL FFNN group: {group['members']} members, {group['wall_s']:.0f} s wall, step "
+            f"{group['step_ms'] or float('nan'):.2f} ms, statuses {group['statuses']}"
+        )
     side = report.get("side_by_side", {})
     if side.get("gain"):
-        print(f"  two groups: {side['one_after_the_other_s']:.0f} s one after the other, "
-              f"{side['side_by_side_s']:.0f} s side by side ({side['gain']:.2f}x)")  # fmt: skip
+        print(
+            f"  two groups: {side['one_after_the_other_s']:.0f} s one after the other, "
+            f"{side['side_by_side_s']:.0f} s side by side ({side['gain']:.2f}x)"
+        )
     if projection.get("total_s"):
         line = f"  projected COREL Tables 1+2, image half: {projection['total_s'] / 60:.1f} min one stack at a time"
         if projection.get("total_side_by_side_s"):

@@ -50,8 +50,14 @@ from scipy import ndimage, optimize
 PDF_SHA256 = "75f8daaf13b888cde5abd06f591cdcac1cc2016efe90a5527fff02f2ba34f946"
 FIGURE_PAGE = 1  # 0-based: Figure 1 is on the supplement's second page
 # Panels in reading order on the page: the caption's rows (MNIST, Fashion-MNIST, AGNews) by columns (FFNN, CNN).
-PANELS = (("mnist", "ffnn"), ("mnist", "cnn"), ("fashion_mnist", "ffnn"), ("fashion_mnist", "cnn"),
-          ("agnews8", "ffnn"), ("agnews8", "cnn"))  # fmt: skip
+PANELS = (
+    ("mnist", "ffnn"),
+    ("mnist", "cnn"),
+    ("fashion_mnist", "ffnn"),
+    ("fashion_mnist", "cnn"),
+    ("agnews8", "ffnn"),
+    ("agnews8", "cnn"),
+)
 # Each panel's y tick labels, read by eye from the image, bottom to top, as printed (fractions on the image panels,
 # percent on AGNews'); values are written in percent.
 Y_TICKS: dict[tuple[str, str], tuple[float, ...]] = {
@@ -160,9 +166,7 @@ def _disk(radius: float) -> np.ndarray:
     return (np.hypot(yy, xx) <= radius).astype(float)
 
 
-def _refine(
-    alpha: np.ndarray, known: np.ndarray, cy: float, cx: float, reach: float = 2
-) -> tuple[float, float]:
+def _refine(alpha: np.ndarray, known: np.ndarray, cy: float, cx: float, reach: float = 2) -> tuple[float, float]:
     """Sub-pixel centre: an anti-aliased disk (coverage ``clip(R + 0.5 - distance, 0, 1)``) fitted by least
     squares to the α of the pixels within R + 2 of (cy, cx) whose α is known (``known``: the series' colour over
     white, or white; not another colour, which may hide it), within ``reach`` pixels of (cy, cx)."""
@@ -179,8 +183,11 @@ def _refine(
         coverage = np.clip(p[2] + 0.5 - np.hypot(py - p[0], px - p[1]), 0, 1)
         return coverage - a
 
-    fit = optimize.least_squares(residual, [cy, cx, MARKER_RADIUS], bounds=(
-        [cy - reach, cx - reach, MARKER_RADIUS - 1], [cy + reach, cx + reach, MARKER_RADIUS + 1]))  # fmt: skip
+    fit = optimize.least_squares(
+        residual,
+        [cy, cx, MARKER_RADIUS],
+        bounds=([cy - reach, cx - reach, MARKER_RADIUS - 1], [cy + reach, cx + reach, MARKER_RADIUS + 1]),
+    )
     return float(fit.x[0]), float(fit.x[1])
 
 
@@ -198,9 +205,7 @@ def digitise(rgb: np.ndarray, y_ticks: tuple[float, ...], percent_ticks: bool = 
     x = (np.array(LAMBDAS) - xa) / xb
     centres: dict[str, dict[float, tuple[float, float]]] = {}
     hidden_markers: list[tuple[str, float]] = []
-    for i in reversed(
-        range(len(names))
-    ):  # the last drawn first: a hidden marker lies under one already found
+    for i in reversed(range(len(names))):  # the last drawn first: a hidden marker lies under one already found
         name, later = names[i], names[i + 1 :]
         # Pixels of a series drawn later (or black ink: the frame, the legend's text) may hide this one's marker.
         hidden = rgb.max(-1) < DARK
@@ -210,9 +215,7 @@ def digitise(rgb: np.ndarray, y_ticks: tuple[float, ...], percent_ticks: bool = 
         present = np.maximum(alphas[name], hidden.astype(float))
         score = ndimage.correlate(present, disk, mode="constant") / disk.sum()
         own = ndimage.correlate(alphas[name], disk, mode="constant") / disk.sum()
-        score[legend | (own < 0.45)] = (
-            0  # a marker shows half its own colour or so (a line crossing shows less)
-        )
+        score[legend | (own < 0.45)] = 0  # a marker shows half its own colour or so (a line crossing shows less)
         centres[name] = {}
         for lam, col in zip(LAMBDAS, x, strict=True):
             c0, c1 = int(np.floor(col - 2)), int(np.ceil(col + 2)) + 1
@@ -224,33 +227,27 @@ def digitise(rgb: np.ndarray, y_ticks: tuple[float, ...], percent_ticks: bool = 
         # showing, within 4 pixels of that marker's centre): under the one its line runs to, the line to a
         # neighbouring marker found keeping to its colour or to hidden pixels, where from another it would cross
         # white paper.
-        trace = ndimage.maximum_filter(
-            np.maximum(alphas[name], hidden), size=9
-        )  # a hidden marker may sit 4 px off
+        trace = ndimage.maximum_filter(np.maximum(alphas[name], hidden), size=9)  # a hidden marker may sit 4 px off
         for j, lam in enumerate(LAMBDAS):
             under = [centres[other][lam] for other in later if lam in centres[other]]
             if lam in centres[name] or not under:
                 continue
-            ends = [centres[name][LAMBDAS[k]] for k in (j - 1, j + 1) if 0 <= k < len(LAMBDAS)
-                    and LAMBDAS[k] in centres[name]]  # fmt: skip
+            ends = [
+                centres[name][LAMBDAS[k]]
+                for k in (j - 1, j + 1)
+                if 0 <= k < len(LAMBDAS) and LAMBDAS[k] in centres[name]
+            ]
             follows = {c: max((_along(trace, c, end) for end in ends), default=0.0) for c in under}
             cy, cx = max(follows, key=follows.get)
             if follows[(cy, cx)] < 0.5:  # no line of its own runs there: off the axes (_check_below)
                 continue
-            showing = (
-                _disk(MARKER_RADIUS + 4)
-                * alphas[name][_window(alphas[name].shape, cy, cx, MARKER_RADIUS + 4)]
-            )
-            refined = (
-                showing > 0.5
-            ).sum() >= 3  # a crescent of its own to fit, else the covering marker's centre
+            showing = _disk(MARKER_RADIUS + 4) * alphas[name][_window(alphas[name].shape, cy, cx, MARKER_RADIUS + 4)]
+            refined = (showing > 0.5).sum() >= 3  # a crescent of its own to fit, else the covering marker's centre
             centres[name][lam] = _refine(alphas[name], known, cy, cx, reach=4) if refined else (cy, cx)
             hidden_markers.append((name, lam))
         _check_below(name, [lam in centres[name] for lam in LAMBDAS], alphas[name], bottom, x)
     values = {
-        name: {
-            lam: float(ya + yb * centres[name][lam][0]) if lam in centres[name] else None for lam in LAMBDAS
-        }
+        name: {lam: float(ya + yb * centres[name][lam][0]) if lam in centres[name] else None for lam in LAMBDAS}
         for name in names
     }
     return Panel(values, float(ya + yb * bottom), float(abs(yb)), max(y_res, x_res), sorted(hidden_markers))
@@ -280,9 +277,7 @@ def _check_below(name: str, found: list[bool], alpha: np.ndarray, bottom: int, x
         missing = [lam for lam, f in zip(LAMBDAS, found, strict=True) if not f]
         raise ValueError(f"{name}: no marker found at λ {missing}")
     if first and not (alpha[bottom - 3 : bottom, int(x[first - 1]) : int(x[first]) + 1] > 0.5).any():
-        raise ValueError(
-            f"{name}: no marker at λ <= {LAMBDAS[first - 1]}, and its line does not leave the axes"
-        )
+        raise ValueError(f"{name}: no marker at λ <= {LAMBDAS[first - 1]}, and its line does not leave the axes")
 
 
 def page_images(pdf: Path) -> list[np.ndarray]:
@@ -315,8 +310,10 @@ def page_images(pdf: Path) -> list[np.ndarray]:
 
 
 def digitise_pdf(pdf: Path) -> dict[tuple[str, str], Panel]:
-    return {panel: digitise(img, Y_TICKS[panel], panel in PERCENT_TICKS) for panel, img in
-            zip(PANELS, page_images(pdf), strict=True)}  # fmt: skip
+    return {
+        panel: digitise(img, Y_TICKS[panel], panel in PERCENT_TICKS)
+        for panel, img in zip(PANELS, page_images(pdf), strict=True)
+    }
 
 
 def as_yaml(panels: dict[tuple[str, str], Panel]) -> str:
@@ -339,9 +336,7 @@ def as_yaml(panels: dict[tuple[str, str], Panel]) -> str:
             hidden = ", ".join(f"{loss} {lam:.2f}" for loss, lam in panel.hidden)
             lines.append(f"    # wholly under another series' marker, so good to 12 pixels, not 3: {hidden}")
         for loss, curve in panel.values.items():
-            cells = ", ".join(
-                f"{lam:.2f}: {'below' if v is None else f'{v:.2f}'}" for lam, v in curve.items()
-            )
+            cells = ", ".join(f"{lam:.2f}: {'below' if v is None else f'{v:.2f}'}" for lam, v in curve.items())
             lines.append(f"    {loss}: {{{cells}}}")
     return "\n".join(lines) + "\n"
 
@@ -357,17 +352,18 @@ def write(block: str, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pdf", type=Path, help="supplemental.pdf of github.com/kiankd/corel2019")
-    parser.add_argument(
-        "--write", action="store_true", help="write the values into tables/published/corel.yaml"
-    )
+    parser.add_argument("--write", action="store_true", help="write the values into tables/published/corel.yaml")
     args = parser.parse_args(argv)
     if not args.pdf.is_file():
         print(f"digitise: no file {args.pdf}", file=sys.stderr)
         return 2
     digest = hashlib.sha256(args.pdf.read_bytes()).hexdigest()
     if digest != PDF_SHA256:
-        print(f"digitise: {args.pdf} is not the supplement this script reads (SHA-256 {digest[:12]}..., expected "
-              f"{PDF_SHA256[:12]}...)", file=sys.stderr)  # fmt: skip
+        print(
+            f"digitise: {args.pdf} is not the supplement this script reads (SHA-256 {digest[:12]}..., expected "
+            f"{PDF_SHA256[:12]}...)",
+            file=sys.stderr,
+        )
         return 2
     block = as_yaml(digitise_pdf(args.pdf))
     print(block, end="")

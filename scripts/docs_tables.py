@@ -25,9 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "pages", nargs="*", type=Path, help="pages to rebuild (default: README.md, docs/*.md)"
-    )
+    parser.add_argument("pages", nargs="*", type=Path, help="pages to rebuild (default: README.md, docs/*.md)")
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 if a block differs")
     args = parser.parse_args(argv)
     pages = args.pages or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

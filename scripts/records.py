@@ -187,9 +187,7 @@ def copy_cell(src: Path, dest: Path, name: str, tally: Tally, lock: bool) -> Non
         try:
             held.acquire()
         except Timeout:
-            tally.refused.append(
-                f"busy {name}: another process runs this cell; run the same command once it ends"
-            )
+            tally.refused.append(f"busy {name}: another process runs this cell; run the same command once it ends")
             return
     try:
         _copy_locked(src, dest, name, record, tally)
@@ -205,8 +203,10 @@ def _copy_locked(src: Path, dest: Path, name: str, record: dict[str, Any], tally
     except Unreadable as e:
         there, unreadable = None, str(e)
     if there is not None and there.get("status") == PARTIAL:
-        tally.lines.append(f"left {name}: a partial run is there (trained, an evaluator failed): clusterable-eval "
-                          "finishes it; remove its folder to put this record there instead")  # fmt: skip
+        tally.lines.append(
+            f"left {name}: a partial run is there (trained, an evaluator failed): clusterable-eval "
+            "finishes it; remove its folder to put this record there instead"
+        )
         return
     if finished(there):
         if not same_run(record, there):
@@ -218,9 +218,7 @@ def _copy_locked(src: Path, dest: Path, name: str, record: dict[str, Any], tally
             return
         copy_files(src, dest, missing)
         tally.completed += 1
-        tally.lines.append(
-            f"completed {name}: added {', '.join(f.as_posix() for f in missing)}, which it lacked"
-        )
+        tally.lines.append(f"completed {name}: added {', '.join(f.as_posix() for f in missing)}, which it lacked")
         return
     note = f" (it replaced {unreadable})" if unreadable else ""
     if dest.is_dir():
@@ -248,9 +246,7 @@ def copy_sweeps(src_root: Path, dest_root: Path, experiments: list[str], lock: b
     for experiment in experiments or [""]:
         parts = experiment.replace("\\", "/").split("/")
         if experiment and (experiment.startswith(("/", "~")) or any(p in ("", ".", "..") for p in parts)):
-            raise SystemExit(
-                f"error: {experiment!r} is not an experiment's name (e.g. corel/fashion150_table1)"
-            )
+            raise SystemExit(f"error: {experiment!r} is not an experiment's name (e.g. corel/fashion150_table1)")
         sweep = full / experiment if experiment else full
         cells = cells_below(sweep) if sweep.is_dir() else []
         if not cells:
@@ -269,15 +265,14 @@ def copy_sweeps(src_root: Path, dest_root: Path, experiments: list[str], lock: b
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=("save", "restore"))
+    parser.add_argument("experiments", nargs="*", help="e.g. corel/fashion150_table1 (restore: all when none)")
     parser.add_argument(
-        "experiments", nargs="*", help="e.g. corel/fashion150_table1 (restore: all when none)"
+        "--outputs",
+        default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
+        help="the sweeps' folder ($CLUSTERABLE_OUTPUTS, else outputs)",
     )
-    parser.add_argument("--outputs", default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
-                        help="the sweeps' folder ($CLUSTERABLE_OUTPUTS, else outputs)")  # fmt: skip
     parser.add_argument("--results", default="results", help="the tracked records' folder (results)")
     args = parser.parse_args(argv)
     if args.action == "save" and not args.experiments:
@@ -290,16 +285,20 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 2
     except CannotWrite as e:
-        print(f"error: {e}; the records copied before it are whole, and the same command goes on from there",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: {e}; the records copied before it are whole, and the same command goes on from there",
+            file=sys.stderr,
+        )
         return 1
     for line in tally.lines:
         print(line)
     for line in tally.refused:
         print(line, file=sys.stderr)
     named = len([line for line in tally.lines if line.startswith("left ")]) + len(tally.refused)
-    print(f"{args.action}: {tally.copied} runs copied to {dest}, {tally.completed} completed, {tally.there} there "
-          f"already, {named} left (named above)")  # fmt: skip
+    print(
+        f"{args.action}: {tally.copied} runs copied to {dest}, {tally.completed} completed, {tally.there} there "
+        f"already, {named} left (named above)"
+    )
     return 1 if tally.refused else 0
 
 

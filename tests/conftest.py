@@ -32,11 +32,14 @@ def _nothing_written_into_the_repository() -> Iterator[None]:
 
 def _env(outputs: Path) -> dict[str, str]:
     return {
-        "CLUSTERABLE_OUTPUTS": str(outputs), "CLUSTERABLE_DATA": str(outputs / "data"), "WANDB_MODE": "offline",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]), "HYDRA_FULL_ERROR": "0",
+        "CLUSTERABLE_OUTPUTS": str(outputs),
+        "CLUSTERABLE_DATA": str(outputs / "data"),
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+        "HYDRA_FULL_ERROR": "0",
         # One CPU thread, whatever else runs on the machine: a run's numbers never depend on the load around it.
         "CLUSTERABLE_TORCH_THREADS": "1",
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
@@ -73,13 +76,15 @@ def cli(tmp_path: Path):
 
     def run(script: str, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         proc = subprocess.run(
-            [sys.executable, str(ROOT / script), *args], cwd=tmp_path, env={**os.environ, **_env(outputs)},
-            capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+            [sys.executable, str(ROOT / script), *args],
+            cwd=tmp_path,
+            env={**os.environ, **_env(outputs)},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(
-                f"{script} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
+            raise AssertionError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     run.outputs = outputs  # type: ignore[attr-defined]

@@ -17,10 +17,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The cases in the order they run, as `--only` names them: users' scripts and the docs name them.
 CASES = [
-    "train_overhead", "train_overhead_digits", "vae_epoch", "startup", "clustering_eval", "probes", "per_sample_ae",
-    "cluster_heads", "retrieval_eval", "sc_partition", "pairwise_losses", "image_pipeline", "resnet50_training",
-    "dscl", "text", "stacked_steps", "run_overhead",
-]  # fmt: skip
+    "train_overhead",
+    "train_overhead_digits",
+    "vae_epoch",
+    "startup",
+    "clustering_eval",
+    "probes",
+    "per_sample_ae",
+    "cluster_heads",
+    "retrieval_eval",
+    "sc_partition",
+    "pairwise_losses",
+    "image_pipeline",
+    "resnet50_training",
+    "dscl",
+    "text",
+    "stacked_steps",
+    "run_overhead",
+]
 
 
 @pytest.fixture
@@ -39,9 +53,7 @@ def test_help_lists_every_case_with_its_goal():
     done = subprocess.run(
         [sys.executable, "scripts/bench.py", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    listed = [
-        line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ") and line[2] != " "
-    ]
+    listed = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ") and line[2] != " "]
     assert [name for name in listed if name in CASES] == CASES
     assert "--only" in done.stdout
 
@@ -62,9 +74,7 @@ def test_only_runs_one_case_and_the_last_line_is_one_json_object(bench, monkeypa
 
         return measure
 
-    monkeypatch.setattr(
-        bench, "CASES", {"a": case("a", {"a_s": 0.123456, "a_note": "x"}), "b": case("b", {"b_n": 3})}
-    )
+    monkeypatch.setattr(bench, "CASES", {"a": case("a", {"a_s": 0.123456, "a_note": "x"}), "b": case("b", {"b_n": 3})})
     bench.main("doc", ["--only", "b"])
     out, err = capsys.readouterr()
     assert ran == ["b"]

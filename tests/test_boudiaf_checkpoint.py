@@ -65,18 +65,19 @@ class Noisy(Scripted):
         return (self.weight - torch.randn(1)).pow(2).sum()
 
 
-def fit(
-    recalls: list[float], tmp_path, untrained_candidate: bool = True
-) -> tuple[dict, BoudiafCheckpoint, Scripted]:
+def fit(recalls: list[float], tmp_path, untrained_candidate: bool = True) -> tuple[dict, BoudiafCheckpoint, Scripted]:
     """Train one epoch per recall after the untrained network's; the kept checkpoint's state."""
     module = Scripted(recalls)
-    checkpoint = BoudiafCheckpoint(
-        tmp_path / "checkpoints", "best", MONITOR, untrained_candidate=untrained_candidate
-    )
+    checkpoint = BoudiafCheckpoint(tmp_path / "checkpoints", "best", MONITOR, untrained_candidate=untrained_candidate)
     trainer = L.Trainer(
-        max_epochs=len(recalls) - int(untrained_candidate), callbacks=[checkpoint], logger=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu",
-    )  # fmt: skip
+        max_epochs=len(recalls) - int(untrained_candidate),
+        callbacks=[checkpoint],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        accelerator="cpu",
+    )
     trainer.fit(module)
     state = torch.load(checkpoint.best_model_path, map_location="cpu", weights_only=True)
     return state, checkpoint, module
@@ -113,9 +114,7 @@ def test_untrained_weights_are_what_the_untrained_checkpoint_holds(tmp_path):
 
 def test_without_the_untrained_candidate_the_first_epoch_is_the_first_best(tmp_path):
     state, _, module = fit([0.3, 0.3, 0.1], tmp_path, untrained_candidate=False)
-    assert (
-        module.validations == 3 and state["global_step"] > 0 and state["epoch"] == 1
-    )  # tie: the later epoch
+    assert module.validations == 3 and state["global_step"] > 0 and state["epoch"] == 1  # tie: the later epoch
 
 
 def test_the_untrained_validation_leaves_training_unchanged(tmp_path):
@@ -124,10 +123,17 @@ def test_the_untrained_validation_leaves_training_unchanged(tmp_path):
     def trained_weight(untrained_candidate: bool) -> float:
         torch.manual_seed(0)
         module = Noisy([0.1, 0.2, 0.3])
-        checkpoint = BoudiafCheckpoint(tmp_path / str(untrained_candidate), "best", MONITOR,
-                                       untrained_candidate=untrained_candidate)  # fmt: skip
-        L.Trainer(max_epochs=2, callbacks=[checkpoint], logger=False, enable_progress_bar=False,
-                  enable_model_summary=False, num_sanity_val_steps=0).fit(module)  # fmt: skip
+        checkpoint = BoudiafCheckpoint(
+            tmp_path / str(untrained_candidate), "best", MONITOR, untrained_candidate=untrained_candidate
+        )
+        L.Trainer(
+            max_epochs=2,
+            callbacks=[checkpoint],
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+        ).fit(module)
         return module.weight.item()
 
     assert trained_weight(True) == trained_weight(False)

@@ -21,26 +21,32 @@ EXPERIMENTS = Path(budgets.__file__).parent / "conf" / "experiment" / "corel"
     ("args", "said"),
     [
         # the case: the 10-epoch grid titled and tabulated as the 150-epoch one
-        (("-m", "experiment=corel/fashion_table2", "protocol.budget=cpu150"),
-         "protocol.budget=cpu150 is 150 epochs of training, but trainer.max_epochs=10"),
+        (
+            ("-m", "experiment=corel/fashion_table2", "protocol.budget=cpu150"),
+            "protocol.budget=cpu150 is 150 epochs of training, but trainer.max_epochs=10",
+        ),
         # a budget that is no size: all 48 runs trained before the table refused it
-        (("-m", "experiment=corel/fashion_table1", "protocol.budget=cpu15"),
-         "protocol.budget=cpu15 is no size of COREL's Fashion-MNIST grid; the sizes: cpu (10 epochs), cpu150 (150"),
+        (
+            ("-m", "experiment=corel/fashion_table1", "protocol.budget=cpu15"),
+            "protocol.budget=cpu15 is no size of COREL's Fashion-MNIST grid; the sizes: cpu (10 epochs), cpu150 (150",
+        ),
         # a single run whose epochs leave its budget's
-        (("experiment=corel/fashion_table1", "trainer.max_epochs=150"),
-         "protocol.budget=cpu is 10 epochs of training, but trainer.max_epochs=150: its tables would title and pool "
-         "the run as budget cpu's; protocol.budget=cpu150 or paper is 150 epochs"),
+        (
+            ("experiment=corel/fashion_table1", "trainer.max_epochs=150"),
+            "protocol.budget=cpu is 10 epochs of training, but trainer.max_epochs=150: its tables would title and pool "
+            "the run as budget cpu's; protocol.budget=cpu150 or paper is 150 epochs",
+        ),
         # a budget swept per cell: the cells sweeper refuses the sweep before any cell runs
-        (("-m", "experiment=corel/fashion_table1", "protocol.budget=cpu,cpu150"),
-         "(the whole sweep is refused: no cell ran)"),
+        (
+            ("-m", "experiment=corel/fashion_table1", "protocol.budget=cpu,cpu150"),
+            "(the whole sweep is refused: no cell ran)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_budget_its_epochs_contradict_is_refused_before_anything_runs(train, args, said) -> None:
     result = train(*args)
     assert result.code == 2, (result.out, result.err)
-    assert result.err.strip().count("\n") == 0 and result.err.startswith("error: protocol.budget="), (
-        result.err
-    )
+    assert result.err.strip().count("\n") == 0 and result.err.startswith("error: protocol.budget="), result.err
     assert said in result.err, result.err
     assert not list(train.outputs.rglob("metrics.json")) and not list(train.outputs.rglob("runs/*"))
 
@@ -49,9 +55,7 @@ def test_the_run_layer_refuses_what_reaches_it_another_way(tmp_path: Path) -> No
     cell = ["experiment=corel/fashion_table1", "dataset=fashion_mnist", "model=ffnn", "loss=center"]
     cfg = composed(tmp_path, *cell, "trainer.max_epochs=150")
     del cfg.hydra
-    with pytest.raises(
-        ConfigError, match=r"^protocol\.budget=cpu is 10 epochs of training, but trainer\.max_epochs"
-    ):
+    with pytest.raises(ConfigError, match=r"^protocol\.budget=cpu is 10 epochs of training, but trainer\.max_epochs"):
         check_config(cfg, "full")
     # on fake data the run is a smoke run, short or long: its budget is its grid's name
     cfg = composed(tmp_path, *cell, "trainer.max_epochs=150", "dataset.source=fake")

@@ -59,25 +59,22 @@ def test_retrieval_check_split_counts_candidates_as_the_search_does() -> None:
     with pytest.raises(ValueError, match=r"^ks must be <= 2 on split 'test', the gallery size minus one"):
         metric.check_split("test", {"labels": labels[1:]})  # the unlabelled row is no candidate
     is_query = torch.tensor([True, True, False, False, False])
-    with pytest.raises(
-        ValueError, match=r"^ks must be <= 2 on split 'val', the gallery size \(query/gallery\)"
-    ):
+    with pytest.raises(ValueError, match=r"^ks must be <= 2 on split 'val', the gallery size \(query/gallery\)"):
         metric.check_split("val", {"labels": labels, "is_query": is_query, "is_gallery": ~is_query})
 
 
 # ------------------------------------------------------------------------------------------------ batch sizes
 
 
-@pytest.mark.parametrize(
-    ("loss", "batch_size", "needed"), [("triplet", 1, 3), ("triplet", 2, 3), ("supcon", 1, 2)]
-)
+@pytest.mark.parametrize(("loss", "batch_size", "needed"), [("triplet", 1, 3), ("triplet", 2, 3), ("supcon", 1, 2)])
 def test_a_batch_too_small_for_the_loss_is_refused(train, loss: str, batch_size: int, needed: int) -> None:
     result = train(*QUICK, f"loss={loss}", f"dataset.batch_size={batch_size}", "checkpoint.monitor=null")
     refused_before_training(
-        result, train.outputs,
+        result,
+        train.outputs,
         f"dataset.batch_size={batch_size} is too small for loss={loss}: it learns nothing from batches of fewer "
         f"than {needed} rows",
-    )  # fmt: skip
+    )
 
 
 def test_heads_declare_the_rows_a_batch_needs() -> None:
@@ -117,10 +114,11 @@ def test_dscl_and_dml_declare_their_batch_needs() -> None:
 def test_images_per_class_with_random_batches_is_refused(train) -> None:
     result = train(*QUICK, "dataset=digits_zeroshot", "dataset.sampler.images_per_class=4")
     refused_before_training(
-        result, train.outputs,
+        result,
+        train.outputs,
         "dataset.sampler.images_per_class=4 is used by class-balanced batches only; set "
         "dataset.sampler.kind=class_balanced",
-    )  # fmt: skip
+    )
 
 
 def test_images_per_class_defaults_to_four_and_only_class_balanced_batches_take_it() -> None:
@@ -191,9 +189,7 @@ def test_a_pickled_agnews_npz_is_refused_unless_allowed(tmp_path: Path) -> None:
     message = str(error.value)
     assert "\n" not in message and str(path) in message and "dataset.corpus.allow_pickle=true" in message
     assert [topic for topic, _ in read_npz(path, allow_pickle=True)] == ["Sports", "World"]
-    records = np.array(
-        [("Sports", "goal", "x")], dtype=[("topic", "U9"), ("title", "U9"), ("description", "U9")]
-    )
+    records = np.array([("Sports", "goal", "x")], dtype=[("topic", "U9"), ("title", "U9"), ("description", "U9")])
     np.savez(path, data=records)  # plain records never need pickle
     assert [topic for topic, _ in read_npz(path, allow_pickle=False)] == ["Sports"]
 
@@ -204,29 +200,27 @@ def test_a_pickled_agnews_npz_is_refused_unless_allowed(tmp_path: Path) -> None:
 def test_settings_typed_for_an_unselected_evaluator_name_the_fix(train) -> None:
     # evaluator=[classification] drops the clustering node's _target_; the settings typed for it are a mistake
     # (an experiment's own are left out: test_train's narrowing test)
-    result = train("experiment=cross/fashion", "debug=smoke", "evaluator=[classification]", "loss=cce",
-                   "evaluator.clustering.methods=[gmm]")  # fmt: skip
-    refused_before_training(result, train.outputs, "evaluator.clustering sets methods but names no class")
-    assert (
-        "select it (evaluator=[..., clustering]) or drop its settings (~evaluator.clustering)" in result.err
+    result = train(
+        "experiment=cross/fashion",
+        "debug=smoke",
+        "evaluator=[classification]",
+        "loss=cce",
+        "evaluator.clustering.methods=[gmm]",
     )
+    refused_before_training(result, train.outputs, "evaluator.clustering sets methods but names no class")
+    assert "select it (evaluator=[..., clustering]) or drop its settings (~evaluator.clustering)" in result.err
 
 
 def test_an_experiments_recipe_for_another_dataset_names_what_it_covers(train) -> None:
     result = train("experiment=boudiaf/table4", "dataset=digits_zeroshot", "debug=smoke")
     lines = result.error_lines()
     assert result.code == 1 and len(lines) == 1, result
-    assert (
-        "protocol.feature_norm has no key 'digits_zeroshot' (it has: cub200, cars196, sop, inshop)"
-        in lines[0]
-    )
+    assert "protocol.feature_norm has no key 'digits_zeroshot' (it has: cub200, cars196, sop, inshop)" in lines[0]
 
 
 def test_a_head_that_owns_the_network_names_model_identity(train) -> None:
     result = train(*QUICK, "loss=ae1", "checkpoint.monitor=null")
-    refused_before_training(
-        result, train.outputs, "loss=ae1 owns the whole network (it reads the 4 input values"
-    )
+    refused_before_training(result, train.outputs, "loss=ae1 owns the whole network (it reads the 4 input values")
     assert result.err.rstrip().endswith("use model=identity")
 
 

@@ -43,21 +43,25 @@ def build_and_step(cfg) -> dict:
     vectors = {"word_vectors": dm.word_vectors} if isinstance(dm, HasWordVectors) else {}  # text datasets
     encoder = build(cfg.model, "model", input_shape=dm.input_shape, **vectors)
     require(encoder, Encoder, "model")
-    head = build(cfg.loss, "loss", num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim,
-                 input_shape=dm.input_shape)  # fmt: skip
+    head = build(
+        cfg.loss, "loss", num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim, input_shape=dm.input_shape
+    )
     require(head, Head, "loss")
     assert callable(build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL))
     for name, node in (cfg.get("evaluator") or {}).items():
         require_evaluator(build(node, f"evaluator.{name}", call_args=EVALUATOR_ARGS), name)
     # In-memory splits hold their inputs; an image dataset's stay in its cache and come in evaluation views.
-    batch = next(
-        iter(dm.train_dataloader() if "inputs" in splits["train"] else dm.eval_batches("train", "cpu"))
-    )
+    batch = next(iter(dm.train_dataloader() if "inputs" in splits["train"] else dm.eval_batches("train", "cpu")))
     if isinstance(head, ClusteringHead):
         train = splits["train"]
         head.init_clusters(encoder(train["inputs"]), index=torch.arange(len(train["labels"])), **train)
-    out = head(encoder(batch["inputs"]), batch["labels"], epoch=0, encoder=encoder,
-               **{k: v for k, v in batch.items() if k != "labels"})  # fmt: skip
+    out = head(
+        encoder(batch["inputs"]),
+        batch["labels"],
+        epoch=0,
+        encoder=encoder,
+        **{k: v for k, v in batch.items() if k != "labels"},
+    )
     assert torch.isfinite(out["loss"]), out
     # a part the head did not compute this epoch is left out (the Safir 2022 heads' L_S where its weight is 0)
     assert "loss" in out and set(out) <= set(head.loss_parts), (set(out), head.loss_parts)

@@ -21,10 +21,13 @@ def _module():
 def test_the_projection_costs_each_stack_its_steps_at_the_fastest_measured_step_plus_the_time_outside_them():
     check = _module()
     bench = {
-        "stacked_steps_cuda_ffnn_m10_ms": 4.0, "stacked_steps_cuda_ffnn_m10_compiled_ms": 2.0,
-        "stacked_steps_cuda_ffnn_m20_ms": 6.0, "stacked_steps_cuda_ffnn_m20_graphed_ms": 3.0,
-        "stacked_steps_cuda_cnn_m10_ms": 10.0, "stacked_steps_cuda_cnn_m20_ms": 20.0,
-    }  # fmt: skip
+        "stacked_steps_cuda_ffnn_m10_ms": 4.0,
+        "stacked_steps_cuda_ffnn_m10_compiled_ms": 2.0,
+        "stacked_steps_cuda_ffnn_m20_ms": 6.0,
+        "stacked_steps_cuda_ffnn_m20_graphed_ms": 3.0,
+        "stacked_steps_cuda_cnn_m10_ms": 10.0,
+        "stacked_steps_cuda_cnn_m20_ms": 20.0,
+    }
     assert check._best_step_ms(bench, "cuda", "ffnn", 10) == 2.0  # the compiled one
     assert check._best_step_ms(bench, "cuda", "ffnn", 20) == 3.0  # the graphed one
     assert check._best_step_ms(bench, "cuda", "cnn", 40) == 40.0  # nearest width (20), scaled to 40 members
@@ -34,9 +37,11 @@ def test_the_projection_costs_each_stack_its_steps_at_the_fastest_measured_step_
     projection = check._projection(False, report)
     steps = check.EPOCHS * check.STEPS_PER_EPOCH
     expected = {
-        ("table1", "ffnn"): 6 * (steps * 3.0 / 1e3 + 35.5), ("table1", "cnn"): 6 * (steps * 20.0 / 1e3 + 35.5),
-        ("table2", "ffnn"): 8 * (steps * 2.0 / 1e3 + 35.5), ("table2", "cnn"): 8 * (steps * 10.0 / 1e3 + 35.5),
-    }  # fmt: skip
+        ("table1", "ffnn"): 6 * (steps * 3.0 / 1e3 + 35.5),
+        ("table1", "cnn"): 6 * (steps * 20.0 / 1e3 + 35.5),
+        ("table2", "ffnn"): 8 * (steps * 2.0 / 1e3 + 35.5),
+        ("table2", "cnn"): 8 * (steps * 10.0 / 1e3 + 35.5),
+    }
     got = {(r["table"], r["model"]): r["seconds"] for r in projection["rows"]}
     assert got == pytest.approx(expected)
     assert projection["total_s"] == pytest.approx(sum(expected.values()))
@@ -47,8 +52,14 @@ def test_the_projection_costs_each_stack_its_steps_at_the_fastest_measured_step_
 @pytest.mark.slow
 def test_the_dry_run_goes_through_every_step_and_writes_its_json(tmp_path: Path) -> None:
     env = {**os.environ, "CLUSTERABLE_OUTPUTS": str(tmp_path / "outputs")}
-    done = subprocess.run(["bash", "scripts/device_check.sh", "--dry-run", str(tmp_path / "out")], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "scripts/device_check.sh", "--dry-run", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "out" / "device_check.json").read_text())
     assert report["dry_run"] and report["corel_group"]["statuses"] == ["ok"]

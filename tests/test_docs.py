@@ -177,9 +177,7 @@ def mentions(path: Path) -> list[Mention]:
     prose, blocks = _fences(path.read_text())
     found = [*_spans(prose), *_table_options(prose), *_commands(blocks)]
     # A code span that is a command (`python train.py --cfg job`) is checked as one too.
-    found += [
-        Mention(m.line, m.text, "command") for m in found if m.kind == "span" and _is_command(m.text.split())
-    ]
+    found += [Mention(m.line, m.text, "command") for m in found if m.kind == "span" and _is_command(m.text.split())]
     return found
 
 
@@ -190,9 +188,7 @@ def _named_blocks(path: Path) -> dict[str, str]:
     files = {}
     for block in blocks:
         lines = [line.strip() for line in block.lines[:2]]
-        first = (
-            lines[1] if len(lines) > 1 and lines[0].startswith("# @package") else lines[0] if lines else ""
-        )
+        first = lines[1] if len(lines) > 1 and lines[0].startswith("# @package") else lines[0] if lines else ""
         name = first[2:].strip() if first.startswith("# ") and not first.startswith("# @") else ""
         if name and " " not in name:
             files[name] = "\n".join(block.lines) + "\n"
@@ -210,9 +206,11 @@ def outside_files(path: Path) -> dict[str, str]:
     return {
         name: text
         for name, text in _named_blocks(path).items()
-        if not REPO_PATH.match(name) and "/" in name and FILE_SUFFIX.search(name)
+        if not REPO_PATH.match(name)
+        and "/" in name
+        and FILE_SUFFIX.search(name)
         and not (ROOT / name.split("/")[0]).exists()
-    }  # fmt: skip
+    }
 
 
 # ------------------------------------------------------------------------------------------------ the config tree
@@ -341,9 +339,7 @@ class Checker:
             overrides += [f"{first}={option}" for option in self.options(first)]
         else:
             if first == "hydra":
-                overrides += [
-                    f"hydra/launcher={x}" for x in ("basic", "joblib", "submitit_local", "submitit_slurm")
-                ]
+                overrides += [f"hydra/launcher={x}" for x in ("basic", "joblib", "submitit_local", "submitit_slurm")]
             overrides += [f"experiment={option}" for option in self.options("experiment")]
         for override in overrides:
             cfg = self.compose(*([override] if override else []))
@@ -354,11 +350,7 @@ class Checker:
         first = key.split(".")[0]
         if first in self.groups():
             return f"any {CONF_PATH}{first}/*.yaml"
-        return (
-            f"{CONF_PATH}train.yaml or any experiment"
-            if first != "hydra"
-            else "Hydra's config under any launcher"
-        )
+        return f"{CONF_PATH}train.yaml or any experiment" if first != "hydra" else "Hydra's config under any launcher"
 
     # --- the checks
 
@@ -421,9 +413,7 @@ class Checker:
                     return f"no file matches `{candidate}`"
                 continue
             if not path.exists():
-                return f"no such file or folder `{candidate}`" + (
-                    f" (in `{token}`)" if candidate != token else ""
-                )
+                return f"no such file or folder `{candidate}`" + (f" (in `{token}`)" if candidate != token else "")
             if anchor and path.suffix == ".md" and anchor not in anchors(path):
                 return f"`{token}`: no heading #{anchor} in {path.relative_to(ROOT)}"
         return None
@@ -629,8 +619,10 @@ def layout_problems(path: Path, text: str | None = None) -> list[str]:
         parents = parents[:depth]
         where = ROOT.joinpath(*parents, re.sub(r"<[^>]*>", "*", name))  # `<group>/`: any folder
         if not (glob.glob(str(where)) if "*" in str(where) else where.exists()):
-            problems.append(f"{path.relative_to(ROOT)}:{number}: the layout draws `{'/'.join([*parents, name])}`, "
-                            "which does not exist")  # fmt: skip
+            problems.append(
+                f"{path.relative_to(ROOT)}:{number}: the layout draws `{'/'.join([*parents, name])}`, "
+                "which does not exist"
+            )
         if name.endswith("/"):
             parents.append(name.rstrip("/"))
     return problems
@@ -656,8 +648,10 @@ def test_page_names_what_exists(hydra_conf, tmp_path, page: Path):
         name = page.relative_to(ROOT)
         if mention.kind == "span" and mention.text in SHOWN_FAILING:
             if not found:
-                problems.append(f"{name}:{mention.line}: `{mention.text}` is shown failing, but it is accepted "
-                                "now: rewrite that example")  # fmt: skip
+                problems.append(
+                    f"{name}:{mention.line}: `{mention.text}` is shown failing, but it is accepted "
+                    "now: rewrite that example"
+                )
             continue
         problems += [f"{name}:{mention.line}: {p}" for p in found]
     problems += layout_problems(page)
@@ -701,9 +695,7 @@ def test_checks_refuse_what_does_not_exist(hydra_conf, tmp_path):
     assert checker.check_span("csrl/fig2") == [] and checker.check_span("csrl/fig99") != []
     assert checker.compose_command(["loss=cce", "model=cnn"]) is None
     assert "does not compose" in checker.compose_command(["trainer.precison=16"])
-    assert (
-        checker.compose_command(["-m", "experiment=corel/table2", "dataset=agnews8", "debug=smoke"]) is None
-    )
+    assert checker.compose_command(["-m", "experiment=corel/table2", "dataset=agnews8", "debug=smoke"]) is None
     assert "does not compose" in checker.compose_command(["-m", "experiment=dscl/digits", "loss.nope=1,2"])
     assert check_table("corel/table2") is None and check_table("corel/table9") is not None
     # The installed commands are checked as the checkout's scripts they are.
@@ -744,16 +736,14 @@ def test_mentions_are_found_with_their_lines(tmp_path):
         "src/clusterable/conf/loss/mine.yaml": "# src/clusterable/conf/loss/mine.yaml\n_target_: torch.nn.Identity\n"
     }
     page.write_text(page.read_text() + "\n```python\n# myfolder/mine.py\nx = 1\n```\n")
-    assert (
-        outside_files(page) == {"myfolder/mine.py": "# myfolder/mine.py\nx = 1\n"}
-        and len(page_files(page)) == 1
-    )
+    assert outside_files(page) == {"myfolder/mine.py": "# myfolder/mine.py\nx = 1\n"} and len(page_files(page)) == 1
     # a package header first (Hydra reads none below another line), the file's name after it
-    page.write_text(
-        "```yaml\n# @package evaluator.mine\n# src/clusterable/conf/evaluator/mine.yaml\np: 1\n```\n"
-    )
-    assert page_files(page) == {"src/clusterable/conf/evaluator/mine.yaml": (
-        "# @package evaluator.mine\n# src/clusterable/conf/evaluator/mine.yaml\np: 1\n")}  # fmt: skip
+    page.write_text("```yaml\n# @package evaluator.mine\n# src/clusterable/conf/evaluator/mine.yaml\np: 1\n```\n")
+    assert page_files(page) == {
+        "src/clusterable/conf/evaluator/mine.yaml": (
+            "# @package evaluator.mine\n# src/clusterable/conf/evaluator/mine.yaml\np: 1\n"
+        )
+    }
 
 
 def test_layout_tree_is_checked():

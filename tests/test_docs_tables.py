@@ -64,9 +64,7 @@ def test_the_docs_print_commands_on_the_kept_records():
     assert len(results_commands()) >= 3
 
 
-@pytest.mark.parametrize(
-    ("page", "args"), results_commands(), ids=lambda v: v if isinstance(v, str) else " ".join(v)
-)
+@pytest.mark.parametrize(("page", "args"), results_commands(), ids=lambda v: v if isinstance(v, str) else " ".join(v))
 def test_every_table_command_on_the_kept_records_works_as_written(page, args):
     """Built as the command builds it (``cli.build``, its figures in a scratch folder): a cell refused for mixed
     code versions or configs raises its one-line error here."""

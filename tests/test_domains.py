@@ -66,17 +66,22 @@ def test_our_counts_name_arguments_our_callables_have() -> None:
 
 def test_every_torch_optimizer_and_scheduler_is_in_the_table() -> None:
     optimizers = {
-        f"torch.optim.{name}" for name, obj in vars(torch.optim).items()
+        f"torch.optim.{name}"
+        for name, obj in vars(torch.optim).items()
         if inspect.isclass(obj) and issubclass(obj, torch.optim.Optimizer) and obj is not torch.optim.Optimizer
-    }  # fmt: skip
+    }
     assert optimizers and not optimizers - set(LIBRARY), sorted(optimizers - set(LIBRARY))
     schedulers = torch.optim.lr_scheduler
     base = (schedulers.LRScheduler, schedulers.ReduceLROnPlateau)
     found = {
-        f"torch.optim.lr_scheduler.{name}" for name, obj in vars(schedulers).items()
-        if inspect.isclass(obj) and issubclass(obj, base) and not name.startswith("_") and obj is not base[0]
+        f"torch.optim.lr_scheduler.{name}"
+        for name, obj in vars(schedulers).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, base)
+        and not name.startswith("_")
+        and obj is not base[0]
         and obj.__module__.startswith("torch.optim")
-    }  # fmt: skip
+    }
     missing = found - set(LIBRARY) - set(UNUSABLE)
     assert found and not missing, sorted(missing)
     assert all(domains._import(path) is not None for path in UNUSABLE)
@@ -106,11 +111,7 @@ def test_the_domains_say_what_they_accept() -> None:
     flag = domains.boolean()
     assert flag.accepts(False) and not any(flag.accepts(v) for v in ("no", 0, 1, None))
     kinds = domains.choice("all", "hard")
-    assert (
-        kinds.accepts("hard")
-        and not kinds.accepts("semi-hard")
-        and kinds.describe() == "one of 'all', 'hard'"
-    )
+    assert kinds.accepts("hard") and not kinds.accepts("semi-hard") and kinds.describe() == "one of 'all', 'hard'"
     assert domains.choice(1).accepts(1) and not domains.choice(1).accepts(True)  # 1 == True in Python
     pair = domains.listed(unit, 2)
     assert pair.accepts([0.9, 0.999]) and not pair.accepts([0.9]) and not pair.accepts([0.9, 1.0])
@@ -124,134 +125,287 @@ def test_the_domains_say_what_they_accept() -> None:
 # (group, overrides, the line expected, whole or its start up to "got ...") per argument group.
 REFUSED = [
     # optimizers
-    ("optimizer", ["optimizer=sgd", "optimizer.momentum=1.5"],
-     "optimizer.momentum must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)"),
-    ("optimizer", ["optimizer=sgd", "optimizer.momentum=-0.1"],
-     "optimizer.momentum must be a number in [0, 1), got -0.1"),
-    ("optimizer", ["+optimizer.betas=[0.9,1.0]"],
-     "optimizer.betas must be a list of 2 values, each a number in [0, 1), got [0.9, 1.0] (torch.optim.Adam's betas)"),
-    ("optimizer", ["optimizer=adamw", "optimizer.weight_decay=-0.01"],
-     "optimizer.weight_decay must be a number >= 0, got -0.01 (torch.optim.AdamW's weight_decay)"),
+    (
+        "optimizer",
+        ["optimizer=sgd", "optimizer.momentum=1.5"],
+        "optimizer.momentum must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)",
+    ),
+    (
+        "optimizer",
+        ["optimizer=sgd", "optimizer.momentum=-0.1"],
+        "optimizer.momentum must be a number in [0, 1), got -0.1",
+    ),
+    (
+        "optimizer",
+        ["+optimizer.betas=[0.9,1.0]"],
+        "optimizer.betas must be a list of 2 values, each a number in [0, 1), got [0.9, 1.0] "
+        "(torch.optim.Adam's betas)",
+    ),
+    (
+        "optimizer",
+        ["optimizer=adamw", "optimizer.weight_decay=-0.01"],
+        "optimizer.weight_decay must be a number >= 0, got -0.01 (torch.optim.AdamW's weight_decay)",
+    ),
     ("optimizer", ["+optimizer.eps=0"], "optimizer.eps must be a number > 0, got 0 (torch.optim.Adam's eps)"),
-    ("optimizer", ["optimizer=sgd", "optimizer.nesterov=yes"],
-     "optimizer.nesterov must be a boolean (true or false), got 'yes' (torch.optim.SGD's nesterov)"),
-    ("optimizer", ["optimizer=sgd", "optimizer.nesterov=true", "optimizer.momentum=0"],
-     "optimizer: nesterov=true needs momentum > 0 and dampening 0 (torch.optim.SGD), got momentum=0, dampening=0"),
-    ("optimizer", ["optimizer._target_=torch.optim.RMSprop", "+optimizer.alpha=1.0"],
-     "optimizer.alpha must be a number in [0, 1), got 1.0 (torch.optim.RMSprop's alpha)"),
-    ("optimizer", ["optimizer._target_=torch.optim.Adamm"],
-     "optimizer._target_: torch.optim has no 'Adamm' (did you mean torch.optim.Adam?)"),
+    (
+        "optimizer",
+        ["optimizer=sgd", "optimizer.nesterov=yes"],
+        "optimizer.nesterov must be a boolean (true or false), got 'yes' (torch.optim.SGD's nesterov)",
+    ),
+    (
+        "optimizer",
+        ["optimizer=sgd", "optimizer.nesterov=true", "optimizer.momentum=0"],
+        "optimizer: nesterov=true needs momentum > 0 and dampening 0 (torch.optim.SGD), got momentum=0, dampening=0",
+    ),
+    (
+        "optimizer",
+        ["optimizer._target_=torch.optim.RMSprop", "+optimizer.alpha=1.0"],
+        "optimizer.alpha must be a number in [0, 1), got 1.0 (torch.optim.RMSprop's alpha)",
+    ),
+    (
+        "optimizer",
+        ["optimizer._target_=torch.optim.Adamm"],
+        "optimizer._target_: torch.optim has no 'Adamm' (did you mean torch.optim.Adam?)",
+    ),
     # schedulers
-    ("scheduler", ["scheduler=warmcos", "scheduler.warmup_steps=-5"],
-     "scheduler.warmup_steps must be an integer >= 0, got -5 (clusterable.schedules.warmcos's warmup_steps)"),
-    ("scheduler", ["scheduler=warmcos", "scheduler.warmup_steps=1.5"],
-     "scheduler.warmup_steps must be an integer >= 0, got 1.5"),
-    ("scheduler", [*STEP_LR, "+scheduler.step_size=0"],
-     "scheduler.step_size must be an integer >= 1, got 0 (torch.optim.lr_scheduler.StepLR's step_size)"),
-    ("scheduler", [*STEP_LR, "+scheduler.step_size=10", "+scheduler.gamma=-0.5"],
-     "scheduler.gamma must be a number > 0, got -0.5"),
-    ("scheduler", [*STEP_LR, "+scheduler.step_size=10", "+scheduler.last_epoch=5"],
-     "scheduler.last_epoch must be -1 (a run starts its schedule at step 0), got 5"),
-    ("scheduler", ["+scheduler._target_=torch.optim.lr_scheduler.LambdaLR", "+scheduler._partial_=true"],
-     "scheduler._target_=torch.optim.lr_scheduler.LambdaLR cannot be driven by a config: its lr_lambda is a Python "
-     "function; write a schedule function such as clusterable.schedules.warmcos"),
-    ("scheduler", ["+scheduler._target_=torch.optim.lr_scheduler.CyclicLR", "+scheduler._partial_=true",
-                   "+scheduler.base_lr=0.1", "+scheduler.max_lr=0.01"],
-     "scheduler: base_lr=0.1 must be below max_lr=0.01 (torch.optim.lr_scheduler.CyclicLR: the rate cycles between "
-     "them)"),
-    ("scheduler", ["+scheduler._target_=torch.optim.lr_scheduler.OneCycleLR", "+scheduler._partial_=true",
-                   "+scheduler.max_lr=0.01", "+scheduler.pct_start=1.5"],
-     "scheduler.pct_start must be a number in (0, 1), got 1.5"),
+    (
+        "scheduler",
+        ["scheduler=warmcos", "scheduler.warmup_steps=-5"],
+        "scheduler.warmup_steps must be an integer >= 0, got -5 (clusterable.schedules.warmcos's warmup_steps)",
+    ),
+    (
+        "scheduler",
+        ["scheduler=warmcos", "scheduler.warmup_steps=1.5"],
+        "scheduler.warmup_steps must be an integer >= 0, got 1.5",
+    ),
+    (
+        "scheduler",
+        [*STEP_LR, "+scheduler.step_size=0"],
+        "scheduler.step_size must be an integer >= 1, got 0 (torch.optim.lr_scheduler.StepLR's step_size)",
+    ),
+    (
+        "scheduler",
+        [*STEP_LR, "+scheduler.step_size=10", "+scheduler.gamma=-0.5"],
+        "scheduler.gamma must be a number > 0, got -0.5",
+    ),
+    (
+        "scheduler",
+        [*STEP_LR, "+scheduler.step_size=10", "+scheduler.last_epoch=5"],
+        "scheduler.last_epoch must be -1 (a run starts its schedule at step 0), got 5",
+    ),
+    (
+        "scheduler",
+        ["+scheduler._target_=torch.optim.lr_scheduler.LambdaLR", "+scheduler._partial_=true"],
+        "scheduler._target_=torch.optim.lr_scheduler.LambdaLR cannot be driven by a config: its lr_lambda is a Python "
+        "function; write a schedule function such as clusterable.schedules.warmcos",
+    ),
+    (
+        "scheduler",
+        [
+            "+scheduler._target_=torch.optim.lr_scheduler.CyclicLR",
+            "+scheduler._partial_=true",
+            "+scheduler.base_lr=0.1",
+            "+scheduler.max_lr=0.01",
+        ],
+        "scheduler: base_lr=0.1 must be below max_lr=0.01 (torch.optim.lr_scheduler.CyclicLR: the rate cycles between "
+        "them)",
+    ),
+    (
+        "scheduler",
+        [
+            "+scheduler._target_=torch.optim.lr_scheduler.OneCycleLR",
+            "+scheduler._partial_=true",
+            "+scheduler.max_lr=0.01",
+            "+scheduler.pct_start=1.5",
+        ],
+        "scheduler.pct_start must be a number in (0, 1), got 1.5",
+    ),
     # Lightning's Trainer
     ("trainer", ["trainer.precision=17"], "trainer.precision must be one of 64, 32, 16, "),
     ("trainer", ["trainer.devices=0"], "trainer.devices must be a number of devices (>= 1, or -1 for all), "),
     ("trainer", ["trainer.accelerator=gpux"], "trainer.accelerator must be one of 'auto', "),
-    ("trainer", ["+trainer.gradient_clip_val=-1"],
-     "trainer.gradient_clip_val must be a number >= 0 or null, got -1 (lightning.Trainer's gradient_clip_val)"),
-    ("trainer", ["+trainer.limit_train_batches=1.5"],
-     "trainer.limit_train_batches must be an integer >= 0, or a number in [0, 1], or null (all), got 1.5"),
-    ("trainer", ["+trainer.accumulate_grad_batches=0"],
-     "trainer.accumulate_grad_batches must be an integer >= 1, got 0"),
-    ("trainer", ["trainer.enable_progress_bar=no"],
-     "trainer.enable_progress_bar must be a boolean (true or false) or null, got 'no'"),
+    (
+        "trainer",
+        ["+trainer.gradient_clip_val=-1"],
+        "trainer.gradient_clip_val must be a number >= 0 or null, got -1 (lightning.Trainer's gradient_clip_val)",
+    ),
+    (
+        "trainer",
+        ["+trainer.limit_train_batches=1.5"],
+        "trainer.limit_train_batches must be an integer >= 0, or a number in [0, 1], or null (all), got 1.5",
+    ),
+    (
+        "trainer",
+        ["+trainer.accumulate_grad_batches=0"],
+        "trainer.accumulate_grad_batches must be an integer >= 1, got 0",
+    ),
+    (
+        "trainer",
+        ["trainer.enable_progress_bar=no"],
+        "trainer.enable_progress_bar must be a boolean (true or false) or null, got 'no'",
+    ),
     ("trainer", ["+trainer.min_epochs=50"], "trainer: min_epochs=50 exceeds max_epochs=30 (lightning.Trainer)"),
     ("trainer", ["trainer.max_epochs=0"], "trainer.max_epochs must be an integer >= 1, got 0"),
     ("trainer", ["+trainer.max_time=1h"], "trainer.max_time must be a duration 'DD:HH:MM:SS' or "),
     ("trainer", ["+trainer.max_epoch=3"], "trainer.max_epoch is not an option of Trainer (did you mean max_epochs?)"),
     # pytorch-metric-learning losses
-    ("pml loss", ["loss=triplet", "loss.loss.margin=-0.1"],
-     "loss.loss.margin must be a number >= 0, got -0.1 (pytorch_metric_learning.losses.TripletMarginLoss's margin)"),
-    ("pml loss", ["loss=contrastive", "loss.loss.pos_margin=0.9"],
-     "loss.loss: the margins of pytorch_metric_learning.losses.ContrastiveLoss cross (a distance: it needs "
-     "pos_margin < neg_margin), got pos_margin=0.9, neg_margin=0.5409"),
-    ("pml loss", ["loss=contrastive", f"+loss.loss.distance={COSINE}"],
-     "loss.loss: the margins of pytorch_metric_learning.losses.ContrastiveLoss cross (a similarity: it needs "
-     "pos_margin > neg_margin), got pos_margin=0.2652, neg_margin=0.5409"),
+    (
+        "pml loss",
+        ["loss=triplet", "loss.loss.margin=-0.1"],
+        "loss.loss.margin must be a number >= 0, got -0.1 (pytorch_metric_learning.losses.TripletMarginLoss's margin)",
+    ),
+    (
+        "pml loss",
+        ["loss=contrastive", "loss.loss.pos_margin=0.9"],
+        "loss.loss: the margins of pytorch_metric_learning.losses.ContrastiveLoss cross (a distance: it needs "
+        "pos_margin < neg_margin), got pos_margin=0.9, neg_margin=0.5409",
+    ),
+    (
+        "pml loss",
+        ["loss=contrastive", f"+loss.loss.distance={COSINE}"],
+        "loss.loss: the margins of pytorch_metric_learning.losses.ContrastiveLoss cross (a similarity: it needs "
+        "pos_margin > neg_margin), got pos_margin=0.2652, neg_margin=0.5409",
+    ),
     ("pml loss", ["loss=supcon", "loss.loss.temperature=0"], "loss.loss.temperature must be a number > 0, got 0"),
     ("pml loss", ["loss=arcface", "loss.loss.margin=200"], "loss.loss.margin must be a number in [0, 180), got 200"),
-    ("pml loss", ["loss=nca", "loss.loss.distance._target_=pytorch_metric_learning.reducers.MeanReducer"],
-     "loss.loss.distance must be a config node naming a subclass of pytorch_metric_learning.distances.BaseDistance"),
-    ("pml loss", ["loss=nca", "+loss.loss.distance.is_inverted=false"],
-     "loss.loss.distance.is_inverted must be true (the similarity sets it itself), got False"),
-    ("pml loss", ["loss=proxy_anchor", "+loss.loss.num_classes=9"],
-     "loss.loss.num_classes must be null (a placeholder: the head passes the run's num_classes), got 9"),
+    (
+        "pml loss",
+        ["loss=nca", "loss.loss.distance._target_=pytorch_metric_learning.reducers.MeanReducer"],
+        "loss.loss.distance must be a config node naming a subclass of pytorch_metric_learning.distances.BaseDistance",
+    ),
+    (
+        "pml loss",
+        ["loss=nca", "+loss.loss.distance.is_inverted=false"],
+        "loss.loss.distance.is_inverted must be true (the similarity sets it itself), got False",
+    ),
+    (
+        "pml loss",
+        ["loss=proxy_anchor", "+loss.loss.num_classes=9"],
+        "loss.loss.num_classes must be null (a placeholder: the head passes the run's num_classes), got 9",
+    ),
     ("pml loss", ["loss=multi_similarity", "loss.loss.base=abc"], "loss.loss.base must be a finite number, got 'abc'"),
-    ("pml loss", ["loss=pml", "+loss.loss.collect_stats=yes"],
-     "loss.loss.collect_stats must be a boolean (true or false) or null, got 'yes'"),
+    (
+        "pml loss",
+        ["loss=pml", "+loss.loss.collect_stats=yes"],
+        "loss.loss.collect_stats must be a boolean (true or false) or null, got 'yes'",
+    ),
     # pytorch-metric-learning miners
-    ("pml miner", ["loss=triplet", "loss.miner.type_of_triplets=semi-hard"],
-     "loss.miner.type_of_triplets must be one of 'all', 'hard', 'semihard', 'easy', got 'semi-hard' "
-     "(pytorch_metric_learning.miners.TripletMarginMiner's type_of_triplets)"),
+    (
+        "pml miner",
+        ["loss=triplet", "loss.miner.type_of_triplets=semi-hard"],
+        "loss.miner.type_of_triplets must be one of 'all', 'hard', 'semihard', 'easy', got 'semi-hard' "
+        "(pytorch_metric_learning.miners.TripletMarginMiner's type_of_triplets)",
+    ),
     ("pml miner", ["loss=triplet", "loss.miner.margin=-1"], "loss.miner.margin must be a number >= 0, got -1"),
-    ("pml miner", ["loss=multi_similarity", "loss.miner.epsilon=-0.1"],
-     "loss.miner.epsilon must be a number >= 0, got -0.1"),
-    ("pml miner", ["loss=triplet", "+loss.miner.typ=hard"],
-     "loss.miner.typ is not an option of TripletMarginMiner; accepted: "),
-    ("pml miner", ["loss=triplet", "loss.miner._target_=pytorch_metric_learning.miners.TripletMarginMinr"],
-     "loss.miner._target_: pytorch_metric_learning.miners has no 'TripletMarginMinr' (did you mean "
-     "pytorch_metric_learning.miners.TripletMarginMiner?)"),
-    ("pml miner", ["loss=pml", "loss.miner={_target_:pytorch_metric_learning.miners.BatchEasyHardMiner,_partial_:true,"
-                   "pos_strategy:hardest}"],
-     "loss.miner.pos_strategy must be one of 'easy', 'semihard', 'hard', 'all', got 'hardest'"),
-    ("pml miner", ["loss=pml", "loss.miner={_target_:pytorch_metric_learning.miners.PairMarginMiner,_partial_:true,"
-                   "pos_margin:0.9,neg_margin:0.1}"],
-     "loss.miner: the margins of pytorch_metric_learning.miners.PairMarginMiner cross"),
+    (
+        "pml miner",
+        ["loss=multi_similarity", "loss.miner.epsilon=-0.1"],
+        "loss.miner.epsilon must be a number >= 0, got -0.1",
+    ),
+    (
+        "pml miner",
+        ["loss=triplet", "+loss.miner.typ=hard"],
+        "loss.miner.typ is not an option of TripletMarginMiner; accepted: ",
+    ),
+    (
+        "pml miner",
+        ["loss=triplet", "loss.miner._target_=pytorch_metric_learning.miners.TripletMarginMinr"],
+        "loss.miner._target_: pytorch_metric_learning.miners has no 'TripletMarginMinr' (did you mean "
+        "pytorch_metric_learning.miners.TripletMarginMiner?)",
+    ),
+    (
+        "pml miner",
+        [
+            "loss=pml",
+            "loss.miner={_target_:pytorch_metric_learning.miners.BatchEasyHardMiner,_partial_:true,"
+            "pos_strategy:hardest}",
+        ],
+        "loss.miner.pos_strategy must be one of 'easy', 'semihard', 'hard', 'all', got 'hardest'",
+    ),
+    (
+        "pml miner",
+        [
+            "loss=pml",
+            "loss.miner={_target_:pytorch_metric_learning.miners.PairMarginMiner,_partial_:true,"
+            "pos_margin:0.9,neg_margin:0.1}",
+        ],
+        "loss.miner: the margins of pytorch_metric_learning.miners.PairMarginMiner cross",
+    ),
     # loggers
-    ("logger", ["logger=wandb", "logger.wandb.offline=no"],
-     "logger.wandb.offline must be a boolean (true or false), got 'no' "
-     "(lightning.pytorch.loggers.WandbLogger's offline)"),
-    ("logger", ["logger=wandb", "+logger.wandb.mode=offlne"],
-     "logger.wandb.mode must be one of 'online', 'offline', 'disabled', 'shared' or null, got 'offlne'"),
-    ("logger", ["logger=wandb", "logger.wandb.log_model=sometimes"],
-     "logger.wandb.log_model must be a boolean (true or false), or one of 'all', got 'sometimes'"),
-    ("logger", ["logger=wandb", "+logger.wandb.tags=abc"],
-     "logger.wandb.tags must be a list of values, each a string or null"),
-    ("logger", ["+logger.csv.flush_logs_every_n_steps=0"],
-     "logger.csv.flush_logs_every_n_steps must be an integer >= 1, got 0 (lightning.pytorch.loggers.CSVLogger's "
-     "flush_logs_every_n_steps)"),
+    (
+        "logger",
+        ["logger=wandb", "logger.wandb.offline=no"],
+        "logger.wandb.offline must be a boolean (true or false), got 'no' "
+        "(lightning.pytorch.loggers.WandbLogger's offline)",
+    ),
+    (
+        "logger",
+        ["logger=wandb", "+logger.wandb.mode=offlne"],
+        "logger.wandb.mode must be one of 'online', 'offline', 'disabled', 'shared' or null, got 'offlne'",
+    ),
+    (
+        "logger",
+        ["logger=wandb", "logger.wandb.log_model=sometimes"],
+        "logger.wandb.log_model must be a boolean (true or false), or one of 'all', got 'sometimes'",
+    ),
+    (
+        "logger",
+        ["logger=wandb", "+logger.wandb.tags=abc"],
+        "logger.wandb.tags must be a list of values, each a string or null",
+    ),
+    (
+        "logger",
+        ["+logger.csv.flush_logs_every_n_steps=0"],
+        "logger.csv.flush_logs_every_n_steps must be an integer >= 1, got 0 (lightning.pytorch.loggers.CSVLogger's "
+        "flush_logs_every_n_steps)",
+    ),
     ("logger", ["+logger.csv.nmae=x"], "logger.csv.nmae is not an option of CSVLogger (did you mean name?)"),
     # thread and worker counts
-    ("threads", [f"torch_threads={CORES + 1}"],
-     f"torch_threads must be an integer in [1, {CORES}] (the cores this process may use) or null, got {CORES + 1}"),
+    (
+        "threads",
+        [f"torch_threads={CORES + 1}"],
+        f"torch_threads must be an integer in [1, {CORES}] (the cores this process may use) or null, got {CORES + 1}",
+    ),
     ("threads", ["torch_threads=0"], "torch_threads must be an integer in [1, "),
     ("threads", ["torch_threads=2.0"], "torch_threads must be an integer in [1, "),
-    ("threads", [f"evaluator.clustering.num_threads={CORES + 1}"],
-     f"evaluator.clustering.num_threads must be an integer in [1, {CORES}] (the cores this process may use) or null, "
-     f"got {CORES + 1} (clusterable.evaluation.clustering.ClusterMetrics's num_threads)"),
-    ("threads", ["evaluator=[probes]", "evaluator.probes.num_threads=0"],
-     "evaluator.probes.num_threads must be an integer in [1, "),
-    ("threads", ["dataset=cub200", f"+dataset.decode_workers={CORES + 1}"],
-     f"dataset.decode_workers must be an integer in [0, {CORES}] (the cores this process may use), got {CORES + 1}"),
+    (
+        "threads",
+        [f"evaluator.clustering.num_threads={CORES + 1}"],
+        f"evaluator.clustering.num_threads must be an integer in [1, {CORES}] (the cores this process may use) or "
+        f"null, got {CORES + 1} (clusterable.evaluation.clustering.ClusterMetrics's num_threads)",
+    ),
+    (
+        "threads",
+        ["evaluator=[probes]", "evaluator.probes.num_threads=0"],
+        "evaluator.probes.num_threads must be an integer in [1, ",
+    ),
+    (
+        "threads",
+        ["dataset=cub200", f"+dataset.decode_workers={CORES + 1}"],
+        f"dataset.decode_workers must be an integer in [0, {CORES}] (the cores this process may use), got {CORES + 1}",
+    ),
     # sweepers
-    ("sweeper", ["hparams_search=corel_fashion", "hydra.sweeper.seed=-1"],
-     "hydra.sweeper.seed must be an integer in [0, 4294967295], got -1"),
-    ("sweeper", ["hparams_search=corel_fashion", "hydra.sweeper.seed=1.5"],
-     "hydra.sweeper.seed must be an integer in [0, 4294967295], got 1.5"),
-    ("sweeper", ["hparams_search=corel_fashion", "hydra.sweeper.storage=5"],
-     "hydra.sweeper.storage must be a string or null, got 5"),
-    ("sweeper", ["hydra.sweeper.max_batch_size=0"],
-     "hydra.sweeper.max_batch_size must be an integer >= 1 or null, got 0"),
-]  # fmt: skip
+    (
+        "sweeper",
+        ["hparams_search=corel_fashion", "hydra.sweeper.seed=-1"],
+        "hydra.sweeper.seed must be an integer in [0, 4294967295], got -1",
+    ),
+    (
+        "sweeper",
+        ["hparams_search=corel_fashion", "hydra.sweeper.seed=1.5"],
+        "hydra.sweeper.seed must be an integer in [0, 4294967295], got 1.5",
+    ),
+    (
+        "sweeper",
+        ["hparams_search=corel_fashion", "hydra.sweeper.storage=5"],
+        "hydra.sweeper.storage must be a string or null, got 5",
+    ),
+    (
+        "sweeper",
+        ["hydra.sweeper.max_batch_size=0"],
+        "hydra.sweeper.max_batch_size must be an integer >= 1 or null, got 0",
+    ),
+]
 
 ACCEPTED = [
     ("optimizer", ["optimizer=sgd", "optimizer.momentum=0.95", "optimizer.nesterov=true"]),
@@ -259,29 +413,41 @@ ACCEPTED = [
     ("optimizer", ["optimizer._target_=torch.optim.RMSprop", "+optimizer.alpha=0.9", "+optimizer.centered=true"]),
     ("scheduler", ["scheduler=warmcos", "scheduler.warmup_steps=0"]),
     ("scheduler", [*STEP_LR, "+scheduler.step_size=5", "+scheduler.gamma=0.5"]),
-    ("scheduler", ["+scheduler._target_=torch.optim.lr_scheduler.OneCycleLR", "+scheduler._partial_=true",
-                   "+scheduler.max_lr=0.01"]),
+    (
+        "scheduler",
+        [
+            "+scheduler._target_=torch.optim.lr_scheduler.OneCycleLR",
+            "+scheduler._partial_=true",
+            "+scheduler.max_lr=0.01",
+        ],
+    ),
     ("trainer", ["trainer.precision=bf16-mixed", "trainer.devices=-1", "+trainer.limit_train_batches=0.5"]),
     ("trainer", ["trainer.accelerator=gpu", "trainer.devices='0,1'", "+trainer.max_time=00:01:00:00"]),
     ("trainer", ["+trainer.gradient_clip_val=1.0", "+trainer.deterministic=warn", "+trainer.min_epochs=3"]),
     # MLRC's CUB200 optimum puts the positive margin below 0: a distance pulls every positive pair, a legitimate choice
     ("pml loss", ["loss=contrastive", "loss.loss.pos_margin=-0.2", "loss.loss.neg_margin=0.3841"]),
-    ("pml loss", ["loss=contrastive", f"+loss.loss.distance={COSINE}", "loss.loss.pos_margin=0.9",
-                  "loss.loss.neg_margin=0.4"]),
+    (
+        "pml loss",
+        ["loss=contrastive", f"+loss.loss.distance={COSINE}", "loss.loss.pos_margin=0.9", "loss.loss.neg_margin=0.4"],
+    ),
     ("pml loss", ["loss=triplet", "loss.loss.margin=0", "+loss.loss.triplets_per_anchor=5"]),
     ("pml miner", ["loss=triplet", "loss.miner.type_of_triplets=hard"]),
     ("pml miner", ["loss=multi_similarity", "loss.miner.epsilon=0"]),
-    ("pml miner", ["loss=pml",
-                   "loss.miner={_target_:pytorch_metric_learning.miners.BatchEasyHardMiner,_partial_:true}"]),
-    ("logger", ["logger=wandb", "logger.wandb.log_model=all", "+logger.wandb.mode=disabled",
-                "+logger.wandb.tags=[a,b]"]),
+    (
+        "pml miner",
+        ["loss=pml", "loss.miner={_target_:pytorch_metric_learning.miners.BatchEasyHardMiner,_partial_:true}"],
+    ),
+    (
+        "logger",
+        ["logger=wandb", "logger.wandb.log_model=all", "+logger.wandb.mode=disabled", "+logger.wandb.tags=[a,b]"],
+    ),
     ("logger", ["logger=none"]),
     ("logger", ["+logger.csv.flush_logs_every_n_steps=10"]),
     ("threads", [f"torch_threads={CORES}"]),
     ("threads", ["torch_threads=null", "evaluator.clustering.num_threads=null"]),
     ("threads", ["dataset=cub200", "+dataset.decode_workers=0"]),
     ("sweeper", ["hparams_search=corel_fashion", "hydra.sweeper.seed=7", "hydra.sweeper.direction=minimize"]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("group", "overrides", "expected"), REFUSED)
@@ -346,25 +512,31 @@ def test_every_cell_of_every_experiment_lies_in_its_domains(tmp_path: Path, name
 @pytest.mark.parametrize(
     ("space", "expected"),
     [
-        ("{optimizer.momentum:{type:float,low:0.5,high:1.5}}",
-         "hydra.sweeper.search_space.optimizer.momentum searches [0.5, 1.5], outside its domain: optimizer.momentum "
-         "must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)"),
-        ("{optimizer.nesterov:{type:categorical,choices:[true,maybe]}}",
-         "hydra.sweeper.search_space.optimizer.nesterov searches its choices, outside its domain: optimizer.nesterov "
-         "must be a boolean (true or false), got 'maybe'"),
-        ("{torch_threads:{type:int,low:1,high:512}}",
-         "hydra.sweeper.search_space.torch_threads searches [1, 512], outside its domain: torch_threads must be an "
-         "integer in [1, "),
-        ("{optimizer.momentum:{type:float,low:0.5,high:0.99},optimizer.lr:{type:float,low:1e-4,high:0.1,log:true}}",
-         None),
+        (
+            "{optimizer.momentum:{type:float,low:0.5,high:1.5}}",
+            "hydra.sweeper.search_space.optimizer.momentum searches [0.5, 1.5], outside its domain: optimizer.momentum "
+            "must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)",
+        ),
+        (
+            "{optimizer.nesterov:{type:categorical,choices:[true,maybe]}}",
+            "hydra.sweeper.search_space.optimizer.nesterov searches its choices, outside its domain: "
+            "optimizer.nesterov must be a boolean (true or false), got 'maybe'",
+        ),
+        (
+            "{torch_threads:{type:int,low:1,high:512}}",
+            "hydra.sweeper.search_space.torch_threads searches [1, 512], outside its domain: torch_threads must be an "
+            "integer in [1, ",
+        ),
+        (
+            "{optimizer.momentum:{type:float,low:0.5,high:0.99},optimizer.lr:{type:float,low:1e-4,high:0.1,log:true}}",
+            None,
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_search_range_outside_the_domain_is_refused_before_any_trial(
     tmp_path: Path, space: str, expected: str | None
 ) -> None:
-    cfg = composed(
-        tmp_path, "hparams_search=corel_fashion", "optimizer=sgd", f"++hydra.sweeper.search_space={space}"
-    )
+    cfg = composed(tmp_path, "hparams_search=corel_fashion", "optimizer=sgd", f"++hydra.sweeper.search_space={space}")
     found = domains.search_space_problem(cfg)
     assert found == expected if expected is None else found.startswith(expected), found
 
@@ -386,9 +558,7 @@ def test_a_sweep_with_one_cell_outside_its_domain_is_refused_before_any_cell_run
     result = train("-m", *QUICK, "loss=triplet", "loss.miner.type_of_triplets=semihard,semi-hard")
     assert result.code == 2, result
     (line,) = result.error_lines()
-    expected = (
-        "error: loss.miner.type_of_triplets must be one of 'all', 'hard', 'semihard', 'easy', got 'semi-hard'"
-    )
+    expected = "error: loss.miner.type_of_triplets must be one of 'all', 'hard', 'semihard', 'easy', got 'semi-hard'"
     assert line.startswith(expected) and line.endswith("the whole sweep is refused: no cell ran)"), line
     assert "sweep:" not in result.out and not metrics_files(train.outputs)
 
@@ -396,17 +566,19 @@ def test_a_sweep_with_one_cell_outside_its_domain_is_refused_before_any_cell_run
 @pytest.mark.parametrize(
     ("given", "expected"),
     [
-        (["hydra.sweeper.seed=-1"],
-         "error: hydra.sweeper.seed must be an integer in [0, 4294967295], got -1 "
-         "(hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper's seed)"),
-        (["optimizer=sgd", "++hydra.sweeper.search_space={optimizer.momentum:{type:float,low:0.5,high:1.5}}"],
-         "error: hydra.sweeper.search_space.optimizer.momentum searches [0.5, 1.5], outside its domain: "
-         "optimizer.momentum must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)"),
+        (
+            ["hydra.sweeper.seed=-1"],
+            "error: hydra.sweeper.seed must be an integer in [0, 4294967295], got -1 "
+            "(hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper's seed)",
+        ),
+        (
+            ["optimizer=sgd", "++hydra.sweeper.search_space={optimizer.momentum:{type:float,low:0.5,high:1.5}}"],
+            "error: hydra.sweeper.search_space.optimizer.momentum searches [0.5, 1.5], outside its domain: "
+            "optimizer.momentum must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)",
+        ),
     ],
-)  # fmt: skip
-def test_a_search_outside_the_domains_is_refused_before_its_study(
-    train, given: list[str], expected: str
-) -> None:
+)
+def test_a_search_outside_the_domains_is_refused_before_its_study(train, given: list[str], expected: str) -> None:
     result = train("-m", *QUICK, "hparams_search=corel_fashion", "name=search/bad", *given)
     assert result.code == 2, result
     assert result.error_lines() == [expected]

@@ -99,9 +99,7 @@ def guide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_the_guide_writes_a_part_of_each_group_with_its_code_and_test():
     assert set(_guide_options()) == set(CONTRACTS), _guide_options()
     for group, option in _guide_options().items():
-        assert not (CONF / group / f"{option}.yaml").exists(), (
-            f"the guide's {group}={option} shadows a real one"
-        )
+        assert not (CONF / group / f"{option}.yaml").exists(), f"the guide's {group}={option} shadows a real one"
     assert sum(f.startswith("src/") for f in FILES) >= len(CONTRACTS)
     assert sum(f.startswith("tests/") for f in FILES) >= len(CONTRACTS)
 
@@ -119,8 +117,13 @@ def test_the_guide_parts_build_through_the_config_path(guide):
     datamodule.load()
     encoder = build(cfg.model, "model", input_shape=datamodule.input_shape)
     require(encoder, Encoder, "model")
-    head = build(cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
-                 input_shape=datamodule.input_shape)  # fmt: skip
+    head = build(
+        cfg.loss,
+        "loss",
+        num_classes=datamodule.num_classes,
+        embedding_dim=encoder.embedding_dim,
+        input_shape=datamodule.input_shape,
+    )
     require(head, Head, "loss")
     evaluator = build(cfg.evaluator[options["evaluator"]], "evaluator", call_args=EVALUATOR_ARGS)
     require_evaluator(evaluator, "evaluator")
@@ -157,9 +160,7 @@ def test_a_part_without_a_contract_member_is_refused_as_shown(guide, train, monk
     ``member`` (a class attribute removed, or an instance attribute deleted after ``__init__``)."""
     choice = re.match(r"error: (\S+)=", error).group(1)
     option = _guide_options()[choice]
-    target = re.search(
-        r"^_target_: (\S+)", FILES[f"{CONF_PATH}{choice}/{option}.yaml"], flags=re.MULTILINE
-    ).group(1)
+    target = re.search(r"^_target_: (\S+)", FILES[f"{CONF_PATH}{choice}/{option}.yaml"], flags=re.MULTILINE).group(1)
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     if member in vars(cls):
@@ -179,19 +180,13 @@ def test_a_part_without_a_contract_member_is_refused_as_shown(guide, train, monk
 
 def test_an_evaluator_that_takes_no_context_is_refused_as_shown(guide, train, monkeypatch):
     option = _guide_options()["evaluator"]
-    error = re.search(
-        r"`(error: evaluator\.\w+: an evaluator takes [^`]+)`", " ".join(_in_repository().split())
-    )
+    error = re.search(r"`(error: evaluator\.\w+: an evaluator takes [^`]+)`", " ".join(_in_repository().split()))
     assert error, "the guide shows the refusal of an evaluator that takes no context"
-    target = re.search(
-        r"^_target_: (\S+)", FILES[f"{CONF_PATH}evaluator/{option}.yaml"], flags=re.MULTILINE
-    ).group(1)
+    target = re.search(r"^_target_: (\S+)", FILES[f"{CONF_PATH}evaluator/{option}.yaml"], flags=re.MULTILINE).group(1)
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     call = cls.__call__
-    monkeypatch.setattr(
-        cls, "__call__", lambda self, embeddings, labels: call(self, embeddings, labels, None)
-    )
+    monkeypatch.setattr(cls, "__call__", lambda self, embeddings, labels: call(self, embeddings, labels, None))
     result = train(f"evaluator=[{option}]", "trainer.max_epochs=1", guide)
     assert result.code == 1 and result.error_lines() == [error.group(1)], result.err
 

@@ -142,9 +142,7 @@ def test_the_section_writes_a_head_and_a_dataset_in_a_folder_of_its_own():
 
 def test_the_section_head_is_a_head_that_stacks(shell):
     _setup(shell)
-    target = re.search(r"^_target_: (\S+)", FILES[f"{FOLDER}/conf/loss/{_option('loss')}.yaml"], re.M).group(
-        1
-    )
+    target = re.search(r"^_target_: (\S+)", FILES[f"{FOLDER}/conf/loss/{_option('loss')}.yaml"], re.M).group(1)
     module, _, name = target.rpartition(".")
     head = getattr(importlib.import_module(module), name)(num_classes=3, embedding_dim=4)
     require(head, Head, "loss")
@@ -183,9 +181,7 @@ def test_the_section_commands_run_as_shown(shell):
     assert "Runs (seeds) per configuration: 2" in table.out, table.out
 
 
-@pytest.mark.parametrize(
-    "args, printed", _shown_failing(), ids=[" ".join(a[-3:]) for a, _ in _shown_failing()]
-)
+@pytest.mark.parametrize("args, printed", _shown_failing(), ids=[" ".join(a[-3:]) for a, _ in _shown_failing()])
 def test_a_mistake_the_section_shows_prints_what_it_shows(shell, args, printed):
     _setup(shell)
     result = shell.run(args)
@@ -216,9 +212,7 @@ def test_a_head_without_a_contract_member_is_refused_as_shown(shell, monkeypatch
     refusals = re.findall(r"were `(\w+)` missing, `(error: [^`]+)`", " ".join(SECTION.split()))
     assert refusals, "the section shows the refusal of a head without a member of its contract"
     _setup(shell)
-    target = re.search(r"^_target_: (\S+)", FILES[f"{FOLDER}/conf/loss/{_option('loss')}.yaml"], re.M).group(
-        1
-    )
+    target = re.search(r"^_target_: (\S+)", FILES[f"{FOLDER}/conf/loss/{_option('loss')}.yaml"], re.M).group(1)
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     for member, error in refusals:
@@ -238,9 +232,7 @@ def test_an_option_named_as_a_package_option_is_never_read(shell):
     mine.write_text("_target_: torch.nn.Identity\n")
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(
-            "train", overrides=[f"hydra.searchpath=[file://{mine.parents[1]}]", f"{group}={option}"]
-        )
+        cfg = compose("train", overrides=[f"hydra.searchpath=[file://{mine.parents[1]}]", f"{group}={option}"])
     assert cfg[group]["_target_"] != "torch.nn.Identity"
     GlobalHydra.instance().clear()
 

@@ -25,11 +25,18 @@ EXTRAS = {
     "penguins": ("palmerpenguins",),
 }
 PLUGINS = {
-    "joblib": ["hydra_plugins.hydra_joblib_launcher", "hydra_plugins.hydra_joblib_launcher.config",
-               "hydra_plugins.hydra_joblib_launcher.joblib_launcher", "hydra_plugins.hydra_joblib_launcher._core"],
-    "submitit": ["hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_submitit_launcher.config",
-                 "hydra_plugins.hydra_submitit_launcher.submitit_launcher"],
-}  # fmt: skip
+    "joblib": [
+        "hydra_plugins.hydra_joblib_launcher",
+        "hydra_plugins.hydra_joblib_launcher.config",
+        "hydra_plugins.hydra_joblib_launcher.joblib_launcher",
+        "hydra_plugins.hydra_joblib_launcher._core",
+    ],
+    "submitit": [
+        "hydra_plugins.hydra_submitit_launcher",
+        "hydra_plugins.hydra_submitit_launcher.config",
+        "hydra_plugins.hydra_submitit_launcher.submitit_launcher",
+    ],
+}
 
 
 def _names(requirements: list[str]) -> set[str]:
@@ -58,9 +65,7 @@ def _without_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_slurm", "submitit_local"])
-def test_a_launcher_without_its_extra_names_the_extra(
-    train, monkeypatch: pytest.MonkeyPatch, launcher: str
-) -> None:
+def test_a_launcher_without_its_extra_names_the_extra(train, monkeypatch: pytest.MonkeyPatch, launcher: str) -> None:
     _without_launchers(monkeypatch)
     result = train("-m", f"hydra/launcher={launcher}", "loss=cce", "seed=0,1")
     assert result.code == 2 and result.err.strip() == (

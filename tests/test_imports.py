@@ -65,9 +65,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 anchor = name.split(".") if is_package else name.split(".")[:-1]
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets = [
-                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
-            ]
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
         out.update(t for t in targets if t in known and t != name)
     return out
 

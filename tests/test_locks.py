@@ -27,9 +27,7 @@ def _other_sweep(cell: Path) -> FileLock:
 
 def test_a_held_cell_is_refused_to_another_lock_without_waiting(tmp_path: Path) -> None:
     cell = tmp_path / "cell"
-    assert lock_cell(cell) and lock_cell(
-        cell
-    )  # this process's own lock: taken again without waiting on itself
+    assert lock_cell(cell) and lock_cell(cell)  # this process's own lock: taken again without waiting on itself
     other = _other_sweep(cell)
     started = time.monotonic()
     with pytest.raises(Timeout):

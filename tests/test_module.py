@@ -27,16 +27,24 @@ def _module_and_data(steps: str, n: int = 40, d: int = 5):
     torch.manual_seed(0)
     x = torch.randn(n, d)
     split = {"inputs": x, "labels": torch.zeros(n, dtype=torch.long)}
-    dm = InMemoryDataModule("tiny", lambda: {"train": split, "val": split, "test": split}, [d], 1,
-                            batch_size=-1, shuffle_batches=False)  # fmt: skip
+    dm = InMemoryDataModule(
+        "tiny", lambda: {"train": split, "val": split, "test": split}, [d], 1, batch_size=-1, shuffle_batches=False
+    )
     head = LinearAE("ae3", (d,), num_classes=2)
     optimizer = lambda params: torch.optim.Adam(params, lr=0.01, weight_decay=0.1)  # noqa: E731
     return RepresentationModule(Identity((d,)), head, optimizer, optimizer_steps=steps), dm, x
 
 
 def _fit_one_epoch(module: RepresentationModule, dm: InMemoryDataModule) -> None:
-    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0)  # fmt: skip
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
     trainer.fit(module, datamodule=dm)
 
 
@@ -81,9 +89,7 @@ def test_warmcos_follows_the_papers_formula():
         rates.append(opt.param_groups[0]["lr"])
         opt.step()
         scheduler.step()
-    assert rates[0] == pytest.approx(0.5 / 100) and rates[99] == pytest.approx(
-        0.5 * warmcos_factor(99, total, 100)
-    )
+    assert rates[0] == pytest.approx(0.5 / 100) and rates[99] == pytest.approx(0.5 * warmcos_factor(99, total, 100))
     assert rates[299] == pytest.approx(0.5 * (1 + math.cos(math.pi * 299 / total)) / 2)
     assert warmcos_factor(5, 10, 0) == pytest.approx((1 + math.cos(math.pi / 2)) / 2)  # cosine only
     with pytest.raises(ValueError, match="^warmup_steps must be >= 0, got -1$"):
@@ -136,8 +142,15 @@ def _spread_evaluator(seen: list):
 
 
 def _trainer(**options) -> L.Trainer:
-    return L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False, **options)  # fmt: skip
+    return L.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **options,
+    )
 
 
 def test_validation_metrics_log_the_evaluators_each_epoch_on_the_whole_split():
@@ -211,8 +224,19 @@ def test_a_clustering_head_on_an_image_folder_dataset_updates_its_clusters_on_it
             seen.append(("update", embeddings.clone(), {k: v.clone() for k, v in split.items()}))
             super().update_clusters(embeddings, **split)
 
-    dm = ImageDataModule("cub200", None, [3, 8, 8], 3, batch_size=8, eval_batch_size=5, source="fake",
-                         fake_size=24, validation="test", pin_memory=False, progress=False)  # fmt: skip
+    dm = ImageDataModule(
+        "cub200",
+        None,
+        [3, 8, 8],
+        3,
+        batch_size=8,
+        eval_batch_size=5,
+        source="fake",
+        fake_size=24,
+        validation="test",
+        pin_memory=False,
+        progress=False,
+    )
     dm.load()
     assert "inputs" not in dm.splits["train"]
     head = Spy("tae1", (3, 8, 8), num_classes=3)

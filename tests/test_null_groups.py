@@ -44,8 +44,6 @@ def test_a_group_set_to_null_that_a_run_needs_is_one_line(train, given: list[str
 def test_null_groups_rewrites_what_hydra_refuses() -> None:
     from clusterable.preflight import null_groups
 
-    args, refused = null_groups(
-        ["scheduler=null", "logger=null", "~logger", "evaluator=null", "debug=null", "seed=1"]
-    )
+    args, refused = null_groups(["scheduler=null", "logger=null", "~logger", "evaluator=null", "debug=null", "seed=1"])
     assert refused is None
     assert args == ["~scheduler", "logger=none", "logger=none", "evaluator=[]", "~debug", "seed=1"]

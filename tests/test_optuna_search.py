@@ -7,8 +7,16 @@ import pytest
 
 pytest.importorskip("optuna")
 
-SEARCH = ["-m", "hparams_search=corel_fashion", "dataset=iris", "loss=center", "trainer.max_epochs=1",
-          "logger=none", "trainer.enable_progress_bar=false", "hydra.sweeper.n_jobs=2"]  # fmt: skip
+SEARCH = [
+    "-m",
+    "hparams_search=corel_fashion",
+    "dataset=iris",
+    "loss=center",
+    "trainer.max_epochs=1",
+    "logger=none",
+    "trainer.enable_progress_bar=false",
+    "hydra.sweeper.n_jobs=2",
+]
 
 
 def test_a_search_runs_its_trials_in_stacked_batches_and_resumes(train) -> None:
@@ -32,7 +40,7 @@ def test_a_search_runs_its_trials_in_stacked_batches_and_resumes(train) -> None:
         (["hydra.sweeper.direction=up"], "hydra.sweeper.direction must be maximize or minimize, got 'up'"),
         (["loss.lam=0.5"], "loss.lam is both searched (hydra.sweeper.search_space) and set"),
     ],
-)  # fmt: skip
+)
 def test_a_mistake_in_the_search_is_one_line(train, overrides: list[str], message: str) -> None:
     result = train(*SEARCH, *overrides)
     assert result.code == 2 and result.err.strip().startswith(f"error: {message}"), result.err
@@ -44,12 +52,16 @@ def test_a_mistake_in_the_search_is_one_line(train, overrides: list[str], messag
         ({}, "hydra.sweeper.search_space must map config keys to their ranges"),
         ({"loss.lam": {"type": "number"}}, "hydra.sweeper.search_space.loss.lam needs type: float, int or categorical"),
         ({"loss.lam": {"type": "float", "low": 0.1}}, "hydra.sweeper.search_space.loss.lam: needs 'high'"),
-        ({"loss.lam": {"type": "float", "low": 0.1, "high": 1, "choices": [1]}},
-         "hydra.sweeper.search_space.loss.lam: choices is not an option of a float range"),
-        ({"optimizer.lr": {"type": "float", "low": 0.0, "high": 1.0, "log": True}},
-         "hydra.sweeper.search_space.optimizer.lr: "),
+        (
+            {"loss.lam": {"type": "float", "low": 0.1, "high": 1, "choices": [1]}},
+            "hydra.sweeper.search_space.loss.lam: choices is not an option of a float range",
+        ),
+        (
+            {"optimizer.lr": {"type": "float", "low": 0.0, "high": 1.0, "log": True}},
+            "hydra.sweeper.search_space.optimizer.lr: ",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_search_space_that_is_not_one_is_refused_in_one_line(space: dict, message: str) -> None:
     from clusterable.hydra_callbacks import CommandLineError
     from hydra_plugins.clusterable_sweeper.optuna_sweeper import distributions
@@ -64,10 +76,14 @@ def test_the_search_space_becomes_optunas_distributions() -> None:
 
     from hydra_plugins.clusterable_sweeper.optuna_sweeper import distributions
 
-    space = distributions({"loss.lam": {"type": "float", "low": 0.05, "high": 1.0},
-                           "optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
-                           "model": {"type": "categorical", "choices": ["ffnn", "cnn"]},
-                           "dataset.batch_size": {"type": "int", "low": 32, "high": 256, "step": 32}})  # fmt: skip
+    space = distributions(
+        {
+            "loss.lam": {"type": "float", "low": 0.05, "high": 1.0},
+            "optimizer.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+            "model": {"type": "categorical", "choices": ["ffnn", "cnn"]},
+            "dataset.batch_size": {"type": "int", "low": 32, "high": 256, "step": 32},
+        }
+    )
     assert space["loss.lam"] == optuna.distributions.FloatDistribution(0.05, 1.0)
     assert space["optimizer.lr"] == optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
     assert space["model"] == optuna.distributions.CategoricalDistribution(["ffnn", "cnn"])
@@ -94,24 +110,24 @@ def test_another_question_in_the_same_folder_is_refused_not_resumed(train) -> No
     before = sorted(p.parent.name for p in sweep.glob("*/metrics.json"))
     # the same question, from a machine with other threads: resumed
     again = train(*SEARCH, "hydra.sweeper.n_trials=2", "torch_threads=1")
-    assert again.code == 0 and "resuming study search/corel_fashion: 2 of 2 trials finished" in again.out, (
-        again.err
-    )
+    assert again.code == 0 and "resuming study search/corel_fashion: 2 of 2 trials finished" in again.out, again.err
     for overrides, differs in (
-        (["loss=cosine_corel"], "loss._target_: 'clusterable.heads.center.CenterLoss' -> "
-                                "'clusterable.heads.cosine_corel.CosineCOREL'"),
-        (["optimized_metric=val/loss", "hydra.sweeper.direction=minimize"],
-         "objective: maximize val/acc -> minimize val/loss"),
+        (
+            ["loss=cosine_corel"],
+            "loss._target_: 'clusterable.heads.center.CenterLoss' -> 'clusterable.heads.cosine_corel.CosineCOREL'",
+        ),
+        (
+            ["optimized_metric=val/loss", "hydra.sweeper.direction=minimize"],
+            "objective: maximize val/acc -> minimize val/loss",
+        ),
         (["+hydra.sweeper.search_space.seed={type:int,low:0,high:3}"], "search_space: "),
         (["trainer.max_epochs=2"], "trainer.max_epochs: 1 -> 2"),
-    ):  # fmt: skip
+    ):
         other = train(*SEARCH, "hydra.sweeper.n_trials=2", *overrides)
         assert other.code == 2 and other.out == "", (overrides, other.out)
         line = other.err.strip()
         assert "\n" not in line and "answers another question" in line and differs in line, (overrides, line)
-    assert (
-        sorted(p.parent.name for p in sweep.glob("*/metrics.json")) == before
-    )  # nothing trained, nothing mixed
+    assert sorted(p.parent.name for p in sweep.glob("*/metrics.json")) == before  # nothing trained, nothing mixed
     results = (sweep / "optimization_results.yaml").read_text()
     assert "metric: val/acc" in results
 
@@ -121,29 +137,29 @@ def test_a_study_that_records_no_question_is_not_resumed(train, tmp_path) -> Non
 
     folder = train.outputs / "multirun" / "full" / "search" / "corel_fashion"
     folder.mkdir(parents=True)
-    study = optuna.create_study(
-        study_name="search/corel_fashion", storage=f"sqlite:///{folder / 'optuna.db'}"
-    )
+    study = optuna.create_study(study_name="search/corel_fashion", storage=f"sqlite:///{folder / 'optuna.db'}")
     study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=0.5))
     result = train(*SEARCH, "hydra.sweeper.n_trials=2")
-    assert result.code == 2 and "records no question" in result.err and "\n" not in result.err.strip(), (
-        result.err
-    )
+    assert result.code == 2 and "records no question" in result.err and "\n" not in result.err.strip(), result.err
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["optimized_metric=val/loss"],
-         "hydra.sweeper.direction=maximize with optimized_metric=val/loss, which is minimised: set "
-         "hydra.sweeper.direction=minimize"),
-        (["hydra.sweeper.direction=minimize"],
-         "hydra.sweeper.direction=minimize with optimized_metric=val/acc, which is maximised"),
+        (
+            ["optimized_metric=val/loss"],
+            "hydra.sweeper.direction=maximize with optimized_metric=val/loss, which is minimised: set "
+            "hydra.sweeper.direction=minimize",
+        ),
+        (
+            ["hydra.sweeper.direction=minimize"],
+            "hydra.sweeper.direction=minimize with optimized_metric=val/acc, which is maximised",
+        ),
         (["optimized_metric=test/acc"], "optimized_metric=test/acc tunes on the test split"),
         (["optimized_metric=accuracy"], "optimized_metric must name a metric the runs record, such as val/acc"),
         (["hydra.sweeper.allow_test_objective=maybe"], "hydra.sweeper.allow_test_objective must be true or false"),
     ],
-)  # fmt: skip
+)
 def test_the_objective_is_checked_before_any_trial(train, overrides: list[str], message: str) -> None:
     result = train(*SEARCH, *overrides)
     assert result.code == 2 and result.err.strip().startswith(f"error: {message}"), result.err
@@ -164,10 +180,7 @@ def test_a_test_split_objective_on_purpose_is_accepted() -> None:
 def test_a_metric_no_trial_records_fails_each_trial_before_training(train) -> None:
     result = train(*SEARCH, "hydra.sweeper.n_trials=2", "optimized_metric=val/kmeans/nmi")
     assert result.code == 1, result.err
-    assert (
-        "optimized_metric: 'val/kmeans/nmi' is never recorded by this run (loss=center); it records"
-        in result.err
-    )
+    assert "optimized_metric: 'val/kmeans/nmi' is never recorded by this run (loss=center); it records" in result.err
     assert "optuna: no trial of 2 finished with a value of val/kmeans/nmi" in result.err
     assert "sweep: 0 ok, 2 failed" in result.out
     sweep = train.outputs / "multirun" / "full" / "search" / "corel_fashion"
@@ -180,9 +193,7 @@ def test_a_diverged_or_failed_run_gives_its_sweeper_no_value() -> None:
 
     metrics = {"val/acc": 0.9, "val/loss": 0.3}
     assert objective_value({"status": "ok", "metrics": metrics}, "val/acc") == 0.9
-    assert (
-        objective_value({"status": "diverged", "metrics": metrics}, "val/acc") is None
-    )  # best epoch's value kept
+    assert objective_value({"status": "diverged", "metrics": metrics}, "val/acc") is None  # best epoch's value kept
     assert objective_value({"status": "failed", "metrics": metrics}, "val/acc") is None
     assert objective_value({"status": "ok", "metrics": metrics}, "val/nmi") is None
     assert objective_value({"status": "ok", "metrics": {"val/acc": True}}, "val/acc") is None

@@ -44,9 +44,7 @@ def test_the_version_is_written_once_and_pyproject_reads_it() -> None:
 def test_citation_cites_this_version_under_its_license() -> None:
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["cff-version"] == "1.2.0"
-    assert citation["version"] == clusterable.__version__, (
-        "CITATION.cff's version is not clusterable.__version__"
-    )
+    assert citation["version"] == clusterable.__version__, "CITATION.cff's version is not clusterable.__version__"
     assert citation["license"] == "MIT" and citation["title"] and citation["authors"]
     datetime.date.fromisoformat(str(citation["date-released"]))
 
@@ -54,9 +52,9 @@ def test_citation_cites_this_version_under_its_license() -> None:
 def test_the_changelog_has_a_section_for_this_version() -> None:
     text = (ROOT / "CHANGELOG.md").read_text()
     assert "## [Unreleased]" in text
-    assert re.search(
-        rf"^## \[{re.escape(clusterable.__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M
-    ), f"CHANGELOG.md has no '## [{clusterable.__version__}] - YYYY-MM-DD' section"
+    assert re.search(rf"^## \[{re.escape(clusterable.__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M), (
+        f"CHANGELOG.md has no '## [{clusterable.__version__}] - YYYY-MM-DD' section"
+    )
 
 
 def test_the_license_exists_and_pyproject_declares_it() -> None:
@@ -121,9 +119,7 @@ def _resolves(module: str, name: str) -> bool:
     first, *rest = name.split(".")
     try:
         target = importlib.import_module(module)
-        target = (
-            getattr(target, first) if hasattr(target, first) else importlib.import_module(f"{module}.{first}")
-        )
+        target = getattr(target, first) if hasattr(target, first) else importlib.import_module(f"{module}.{first}")
         for part in rest:
             target = getattr(target, part)
     except (ImportError, AttributeError):
@@ -135,8 +131,11 @@ def test_every_hydra_name_the_plugins_use_resolves() -> None:
     """The sweeper and the launchers build on Hydra's private code (``hydra._internal``, the joblib launcher's
     ``_core``): an upgrade that moves a name fails here, naming it, rather than in a user's sweep."""
     used = _hydra_names_used()
-    assert ("src/hydra_plugins/clusterable_sweeper/cell_sweeper.py", "hydra._internal.core_plugins.basic_sweeper",
-            "BasicSweeper") in used  # fmt: skip
+    assert (
+        "src/hydra_plugins/clusterable_sweeper/cell_sweeper.py",
+        "hydra._internal.core_plugins.basic_sweeper",
+        "BasicSweeper",
+    ) in used
     assert any(module.startswith("hydra_plugins.hydra_joblib_launcher._") for _, module, _ in used), used
     missing = [f"{module}.{name} ({where})" for where, module, name in used if not _resolves(module, name)]
     assert not missing, (
@@ -146,8 +145,6 @@ def test_every_hydra_name_the_plugins_use_resolves() -> None:
 
 
 def test_hydra_is_pinned_to_the_minor_version_the_plugins_were_written_for() -> None:
-    requirements = {
-        (req := Requirement(line)).name: req.specifier for line in _pyproject()["project"]["dependencies"]
-    }
+    requirements = {(req := Requirement(line)).name: req.specifier for line in _pyproject()["project"]["dependencies"]}
     hydra_core = requirements["hydra-core"]
     assert hydra.__version__ in hydra_core and "1.3.2" in hydra_core and "1.4.0" not in hydra_core, hydra_core

@@ -63,14 +63,10 @@ def test_the_same_config_in_the_same_folder_is_reused(tmp_path: Path, capsys: py
     assert capsys.readouterr().out.startswith(f"skip {tmp_path / 'run'}: metrics.json says ok")
 
 
-def test_an_unknown_top_level_key_is_refused_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_an_unknown_top_level_key_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     payload = run_in_process(tmp_path, "+sead=3")
     assert payload["status"] == "failed"
-    assert payload["error"].startswith(
-        "sead is not a top-level key of the config (did you mean seed?); accepted: "
-    )
+    assert payload["error"].startswith("sead is not a top-level key of the config (did you mean seed?); accepted: ")
     assert "\n" not in payload["error"] and not (tmp_path / "run" / "traceback.txt").exists()
 
 
@@ -91,14 +87,12 @@ def test_only_the_command_line_reads_hydras_runtime() -> None:
         if any(
             isinstance(n, ast.Name | ast.Attribute) and "HydraConfig" in ast.unparse(n)
             for n in ast.walk(ast.parse(path.read_text()))
-        )  # fmt: skip
+        )
     )
     assert readers == ["cli.py"]
 
 
-@pytest.mark.parametrize(
-    ("busy", "threads", "said"), [(1.2, 1, True), (0.2, None, False), (None, None, False)]
-)
+@pytest.mark.parametrize(("busy", "threads", "said"), [(1.2, 1, True), (0.2, None, False), (None, None, False)])
 def test_the_default_cpu_threads_leave_the_busy_cores_alone(monkeypatch, capsys, busy, threads, said) -> None:
     import torch
 
@@ -127,13 +121,16 @@ def test_boudiafs_selection_rule_is_a_checkpoint_option(tmp_path: Path) -> None:
     # checkpoint.rule=boudiaf: R@1 rounded, ties to the later epoch, the untrained network a candidate
     # (callbacks.BoudiafCheckpoint, tested against their code in tests/test_boudiaf_checkpoint.py): wired here.
     payload = run_in_process(
-        tmp_path, "dataset=digits_zeroshot", "loss=cce", "evaluator=[retrieval]", "validation_evaluators=[retrieval]",
-        "checkpoint.monitor=val/recall@1/cos", "checkpoint.rule=boudiaf",
-    )  # fmt: skip
-    assert payload["status"] == "ok", payload["error"]
-    assert (
-        payload["best_epoch"] in (None, 0, 1) and (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
+        tmp_path,
+        "dataset=digits_zeroshot",
+        "loss=cce",
+        "evaluator=[retrieval]",
+        "validation_evaluators=[retrieval]",
+        "checkpoint.monitor=val/recall@1/cos",
+        "checkpoint.rule=boudiaf",
     )
+    assert payload["status"] == "ok", payload["error"]
+    assert payload["best_epoch"] in (None, 0, 1) and (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
 
 
 def test_boudiafs_rule_needs_a_monitor(tmp_path: Path) -> None:
@@ -180,13 +177,18 @@ def test_evaluators_get_float32_rows_and_head_and_the_trained_head_is_left_alone
     seen = {}
 
     def look(embeddings, labels, context):
-        seen.update(rows=embeddings.dtype, output=context.encoder_output.dtype, head=context.head.weight.dtype,
-                    logits=context.head(context.encoder_output).dtype)  # fmt: skip
+        seen.update(
+            rows=embeddings.dtype,
+            output=context.encoder_output.dtype,
+            head=context.head.weight.dtype,
+            logits=context.head(context.encoder_output).dtype,
+        )
         return {"n": len(labels)}
 
     rows = torch.randn(4, 3, dtype=torch.bfloat16)
-    context = EvalContext(stage="val", split={}, head=head, encoder_output=rows, train_embeddings=None,
-                          train_labels=None)  # fmt: skip
+    context = EvalContext(
+        stage="val", split={}, head=head, encoder_output=rows, train_embeddings=None, train_labels=None
+    )
     assert call_evaluators({"look": look}, rows, torch.zeros(4), context) == {"val/n": 4.0}
     assert set(seen.values()) == {torch.float32}
     assert head.weight.dtype == torch.bfloat16  # validation evaluators score a model that is still training
@@ -195,14 +197,20 @@ def test_evaluators_get_float32_rows_and_head_and_the_trained_head_is_left_alone
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["trainer.precision=16-true"], "trainer.precision=16-true keeps the optimizer's state in float16, where "
-         "its eps=1e-08 is 0: its first step divides by zero and the loss turns NaN; set +optimizer.eps=1e-4 or use "
-         "trainer.precision=bf16-true or bf16-mixed"),
-        (["trainer.precision=transformer-engine"], "trainer.precision=transformer-engine needs NVIDIA's "
-         "transformer_engine package (and a GPU), which is not installed; use bf16-mixed or bf16-true"),
+        (
+            ["trainer.precision=16-true"],
+            "trainer.precision=16-true keeps the optimizer's state in float16, where "
+            "its eps=1e-08 is 0: its first step divides by zero and the loss turns NaN; set +optimizer.eps=1e-4 or use "
+            "trainer.precision=bf16-true or bf16-mixed",
+        ),
+        (
+            ["trainer.precision=transformer-engine"],
+            "trainer.precision=transformer-engine needs NVIDIA's "
+            "transformer_engine package (and a GPU), which is not installed; use bf16-mixed or bf16-true",
+        ),
     ],
     ids=["16-true-adam", "transformer-engine"],
-)  # fmt: skip
+)
 def test_a_precision_that_cannot_train_the_run_is_refused_before_training(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
@@ -218,10 +226,18 @@ def test_a_precision_that_cannot_train_the_run_is_refused_before_training(
 
 @pytest.mark.parametrize(
     ("monitor", "mode"),
-    [("val/acc", "max"), ("val/loss", "min"), ("train/loss", "min"), ("train/attract", "min"),
-     ("val/recall@1/cos", "max"), ("val/l2/kmeans/nmi", "max"), ("val/knn/acc", "max"), ("null", "max"),
-     ("val/separation", None)],
-)  # fmt: skip
+    [
+        ("val/acc", "max"),
+        ("val/loss", "min"),
+        ("train/loss", "min"),
+        ("train/attract", "min"),
+        ("val/recall@1/cos", "max"),
+        ("val/l2/kmeans/nmi", "max"),
+        ("val/knn/acc", "max"),
+        ("null", "max"),
+        ("val/separation", None),
+    ],
+)
 def test_the_checkpoint_mode_follows_the_monitor(monitor: str, mode: str | None) -> None:
     cfg = composed(f"checkpoint.monitor={monitor}")
     assert OmegaConf.select(cfg, "checkpoint.mode") == mode
@@ -243,8 +259,14 @@ def test_a_loss_monitor_selects_its_lowest_epoch(train) -> None:
     # Before, checkpoint.monitor=val/loss kept `mode: max` and tested the epoch of the highest validation loss.
     import csv
 
-    result = train("dataset=iris", "loss=cce", "checkpoint.monitor=val/loss", "trainer.max_epochs=5",
-                   "evaluator=[classification]", "trainer.enable_progress_bar=false")  # fmt: skip
+    result = train(
+        "dataset=iris",
+        "loss=cce",
+        "checkpoint.monitor=val/loss",
+        "trainer.max_epochs=5",
+        "evaluator=[classification]",
+        "trainer.enable_progress_bar=false",
+    )
     assert result.code == 0, result
     (record,) = train.outputs.rglob("metrics.json")
     payload = json.loads(record.read_text())
@@ -257,21 +279,32 @@ def test_a_loss_monitor_selects_its_lowest_epoch(train) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["checkpoint.monitor=val/loss", "checkpoint.mode=max"], "checkpoint.mode=max with checkpoint.monitor="
-         "val/loss, which is minimised: the checkpoint would keep its worst epoch; set checkpoint.mode=min, or leave "
-         "checkpoint.mode out (it follows the monitor)"),
-        (["checkpoint.monitor=val/acc", "checkpoint.mode=min"], "checkpoint.mode=min with checkpoint.monitor=val/acc, "
-         "which is maximised: the checkpoint would keep its worst epoch; set checkpoint.mode=max, or leave "
-         "checkpoint.mode out (it follows the monitor)"),
-        (["checkpoint.monitor=val/separation"], "checkpoint.mode: which way checkpoint.monitor=val/separation "
-         "improves is not known (it is not a loss, an accuracy, a recall, an NMI, ...); set checkpoint.mode=max or "
-         "checkpoint.mode=min"),
+        (
+            ["checkpoint.monitor=val/loss", "checkpoint.mode=max"],
+            "checkpoint.mode=max with checkpoint.monitor="
+            "val/loss, which is minimised: the checkpoint would keep its worst epoch; set checkpoint.mode=min, or "
+            "leave checkpoint.mode out (it follows the monitor)",
+        ),
+        (
+            ["checkpoint.monitor=val/acc", "checkpoint.mode=min"],
+            "checkpoint.mode=min with checkpoint.monitor=val/acc, "
+            "which is maximised: the checkpoint would keep its worst epoch; set checkpoint.mode=max, or leave "
+            "checkpoint.mode out (it follows the monitor)",
+        ),
+        (
+            ["checkpoint.monitor=val/separation"],
+            "checkpoint.mode: which way checkpoint.monitor=val/separation "
+            "improves is not known (it is not a loss, an accuracy, a recall, an NMI, ...); set checkpoint.mode=max or "
+            "checkpoint.mode=min",
+        ),
         # Said which way, a metric of one's own passes this check (and meets the next: it is never logged here).
-        (["checkpoint.monitor=val/separation", "checkpoint.mode=max"], "checkpoint.monitor: 'val/separation' is "
-         "never logged by this run"),
+        (
+            ["checkpoint.monitor=val/separation", "checkpoint.mode=max"],
+            "checkpoint.monitor: 'val/separation' is never logged by this run",
+        ),
     ],
     ids=["max-of-a-loss", "min-of-an-accuracy", "unknown", "unknown-with-mode"],
-)  # fmt: skip
+)
 def test_a_checkpoint_mode_that_is_not_the_monitors_way_is_refused_before_training(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:

@@ -31,9 +31,13 @@ def test_the_sweep_is_each_grid_times_the_params_in_order():
     # 4 image settings and 2 text ones, each with both losses; no image model ever meets the text dataset.
     assert len(out) == 12 and {c["loss"] for c in out} == {"cce", "center"}
     assert set(pairs) == {
-        ("mnist", "ffnn"), ("mnist", "cnn"), ("fashion_mnist", "ffnn"), ("fashion_mnist", "cnn"),
-        ("agnews8", "text_ffnn"), ("agnews8", "text_cnn"),
-    }  # fmt: skip
+        ("mnist", "ffnn"),
+        ("mnist", "cnn"),
+        ("fashion_mnist", "ffnn"),
+        ("fashion_mnist", "cnn"),
+        ("agnews8", "text_ffnn"),
+        ("agnews8", "text_cnn"),
+    }
     assert [p[0] for p in pairs[:8]].count("agnews8") == 0  # the images grid first, as written
 
 
@@ -68,9 +72,11 @@ def test_a_null_grid_is_dropped_and_no_grids_is_the_plain_product():
     out = as_dicts(cells({"loss": "cce,center"}, {**GRIDS, "text": None}))
     assert len(out) == 8 and "agnews8" not in {c["dataset"] for c in out}
     assert as_dicts(cells({"loss": "cce,center"}, None, "seed=0,1")) == [
-        {"loss": "cce", "seed": "0"}, {"loss": "cce", "seed": "1"},
-        {"loss": "center", "seed": "0"}, {"loss": "center", "seed": "1"},
-    ]  # fmt: skip
+        {"loss": "cce", "seed": "0"},
+        {"loss": "cce", "seed": "1"},
+        {"loss": "center", "seed": "0"},
+        {"loss": "center", "seed": "1"},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -95,12 +101,14 @@ def test_bad_grids_are_refused_in_one_line(grids, message):
 @pytest.mark.parametrize(
     "values, hint",
     [
-        (["cce", "center"], 'to sweep its items write loss: "cce,center", to give it as one list quote it: '
-                            'loss: "[cce,center]"'),
+        (
+            ["cce", "center"],
+            'to sweep its items write loss: "cce,center", to give it as one list quote it: loss: "[cce,center]"',
+        ),
         ([500, 500], 'to sweep its items write loss: "500,500", to give it as one list quote it: loss: "[500,500]"'),
         ({"p": 1}, 'to give it as one value quote it: loss: "{p:1}"'),
     ],
-)  # fmt: skip
+)
 def test_an_unquoted_list_in_a_grid_says_how_to_quote_it(values, hint):
     with pytest.raises(ValueError) as e:
         checked_grids({"a": {"loss": values}})
@@ -114,8 +122,7 @@ def test_train_sweeps_grids_from_the_command_line(train):
     result = train("-m", "hydra.sweeper.grids={a:{loss:cce},b:{loss:center,seed:'0,1'}}", *QUICK)
     assert result.code == 0 and "sweep: 3 ok, 0 failed, 0 skipped" in result.out, result
     runs = {
-        tuple(sorted(o for o in m["overrides"] if o.startswith(("loss=", "seed="))))
-        for m in all_metrics(train.outputs)
+        tuple(sorted(o for o in m["overrides"] if o.startswith(("loss=", "seed=")))) for m in all_metrics(train.outputs)
     }
     assert runs == {("loss=cce",), ("loss=center", "seed=0"), ("loss=center", "seed=1")}, runs
     assert all(m["status"] == "ok" for m in all_metrics(train.outputs))
@@ -171,15 +178,29 @@ def _loader_and_master(*command_line: str):
 @pytest.mark.parametrize(
     ("command_line", "cells", "groups"),
     [  # csrl/fig2's values (task, lr, seed) across two groups; COREL's λ with a +key and a Hydra setting
-        (["experiment=csrl/fig2"],
-         [[f"dataset={d}", "loss=ptae", f"protocol.task={t}", f"optimizer.lr={lr}", f"seed={s}"]
-          for d in ("penguins", "lines_3d") for t in ("clustering", "denoising") for lr in (0.001, 0.1)
-          for s in (0, 3)], 2),
-        (["experiment=corel/digits_table1", "+dataset.fake_size=50", "hydra/launcher=stacked"],
-         [["loss=gaussian_corel", f"loss.lam={lam}", f"seed={s}", "dataset.source=fake"]
-          for lam in (0.1, 0.9) for s in (0, 1)] + [["loss=cce", "loss.lam=0.5", "seed=0", "dataset.source=fake"]], 1),
+        (
+            ["experiment=csrl/fig2"],
+            [
+                [f"dataset={d}", "loss=ptae", f"protocol.task={t}", f"optimizer.lr={lr}", f"seed={s}"]
+                for d in ("penguins", "lines_3d")
+                for t in ("clustering", "denoising")
+                for lr in (0.001, 0.1)
+                for s in (0, 3)
+            ],
+            2,
+        ),
+        (
+            ["experiment=corel/digits_table1", "+dataset.fake_size=50", "hydra/launcher=stacked"],
+            [
+                ["loss=gaussian_corel", f"loss.lam={lam}", f"seed={s}", "dataset.source=fake"]
+                for lam in (0.1, 0.9)
+                for s in (0, 1)
+            ]
+            + [["loss=cce", "loss.lam=0.5", "seed=0", "dataset.source=fake"]],
+            1,
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_cell_derived_from_its_sibling_s_config_is_the_config_hydra_composes(command_line, cells, groups):
     from omegaconf import OmegaConf
 
@@ -206,7 +227,5 @@ def test_a_cell_that_does_not_compose_fails_in_hydra_s_words_and_its_siblings_to
     siblings = SiblingConfigs(loader, master)
     for seed in (0, 1):  # no config to derive the second from: each composed, each refused by Hydra
         with pytest.raises(Exception, match="Could not override 'trainer.nonexistent'"):
-            siblings.load(
-                ["experiment=corel/digits_table1", "loss=center", f"seed={seed}", "trainer.nonexistent=3"]
-            )
+            siblings.load(["experiment=corel/digits_table1", "loss=center", f"seed={seed}", "trainer.nonexistent=3"])
     assert siblings.composed == 0 and not siblings.templates

@@ -25,8 +25,17 @@ from helpers.running import SEARCHPATH, all_metrics, metrics_files
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ["trainer.enable_progress_bar=false", "evaluator=[classification]", "torch_threads=1"]
 # Four slow cells (about 2 s an epoch each) on two joblib workers.
-JOBLIB_SWEEP = ["-m", SEARCHPATH, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "loss=slow",
-                "seed=0,1,2,3", "name=survive", "trainer.max_epochs=2", *QUICK]  # fmt: skip
+JOBLIB_SWEEP = [
+    "-m",
+    SEARCHPATH,
+    "hydra/launcher=joblib",
+    "hydra.launcher.n_jobs=2",
+    "loss=slow",
+    "seed=0,1,2,3",
+    "name=survive",
+    "trainer.max_epochs=2",
+    *QUICK,
+]
 
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
@@ -34,14 +43,22 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
     ``tmp_path / "outputs"``."""
     outputs = tmp_path / "outputs"
     env = {
-        **os.environ, "CLUSTERABLE_OUTPUTS": str(outputs), "CLUSTERABLE_DATA": str(outputs / "data"),
-        "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+        **os.environ,
+        "CLUSTERABLE_OUTPUTS": str(outputs),
+        "CLUSTERABLE_DATA": str(outputs / "data"),
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
         "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }  # fmt: skip
+    }
     return subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for_start(tmp_path: Path, proc: subprocess.Popen, timeout: float = 120) -> list[int]:
@@ -101,16 +118,29 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
 
 # 20-30 s each (every command starts an interpreter); the in-process versions follow.
 # stacked-parallel: two groups (the encoders differ) of two members, each group in a worker (n_jobs=2).
-LAUNCHERS = {"stacked": [], "basic": [], "joblib": ["hydra.launcher.n_jobs=2"],
-             "stacked-parallel": ["hydra.launcher.n_jobs=2", "model.hidden=[8],[4]"]}  # fmt: skip
+LAUNCHERS = {
+    "stacked": [],
+    "basic": [],
+    "joblib": ["hydra.launcher.n_jobs=2"],
+    "stacked-parallel": ["hydra.launcher.n_jobs=2", "model.hidden=[8],[4]"],
+}
 
 
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, launcher):
     # A cluster's time limit: SIGTERM to the command. Each launcher records the cells it runs `interrupted`, prints
     # the summary and exits 143 (128 + SIGTERM); a stacked grid's members are each recorded.
-    args = ["-m", SEARCHPATH, f"hydra/launcher={launcher.split('-')[0]}", "loss=slow", "seed=0,1", "name=sigterm",
-            "trainer.max_epochs=2", *QUICK, *LAUNCHERS[launcher]]  # fmt: skip
+    args = [
+        "-m",
+        SEARCHPATH,
+        f"hydra/launcher={launcher.split('-')[0]}",
+        "loss=slow",
+        "seed=0,1",
+        "name=sigterm",
+        "trainer.max_epochs=2",
+        *QUICK,
+        *LAUNCHERS[launcher],
+    ]
     proc = _start(tmp_path, *args)
     try:
         _wait_for_start(tmp_path, proc)
@@ -128,9 +158,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_p
     assert len(runs) == {"stacked": 2, "basic": 1}.get(launcher, len(runs))
     if launcher == "stacked-parallel":  # each worker had prepared its group's two cells, or was training them
         assert len(runs) in (2, 4), runs
-        assert not list((tmp_path / "outputs").rglob(".joblib-*")), (
-            "the launch's control folder was left behind"
-        )
+        assert not list((tmp_path / "outputs").rglob(".joblib-*")), "the launch's control folder was left behind"
     (summary,) = [line for line in out.splitlines() if line.startswith("sweep: ")]
     assert summary.startswith(f"sweep: 0 ok, 0 failed, 0 skipped, {len(runs)} interrupted ("), (out, err)
     assert err.count("interrupted: ") == len(runs) and "run the same command again" in err
@@ -148,8 +176,15 @@ def test_sigterm_in_a_run_records_it_interrupted_with_exit_status_143_and_the_sa
     # The head sends SIGTERM to this process in its second epoch, inside Lightning's fit (whose own SIGTERM handler
     # runs first): the run is recorded as Ctrl-C records it, with the shell's status of a SIGTERM.
     before = signal.getsignal(signal.SIGTERM)
-    args = ["-m", SEARCHPATH, "loss=interrupt_once", "+loss.send=SIGTERM", "name=sigterm", "trainer.max_epochs=3",
-            *QUICK]  # fmt: skip
+    args = [
+        "-m",
+        SEARCHPATH,
+        "loss=interrupt_once",
+        "+loss.send=SIGTERM",
+        "name=sigterm",
+        "trainer.max_epochs=3",
+        *QUICK,
+    ]
     first = train(*args)
     assert first.code == 143, first
     assert signal.getsignal(signal.SIGTERM) == before  # the command's handlers are its own
@@ -178,8 +213,16 @@ def test_sigterm_records_every_member_of_a_stack_and_the_same_command_resumes(tr
         return original(*args, **kwargs)
 
     monkeypatch.setattr(fit, "fit", terminated)
-    args = ["-m", "hydra/launcher=stacked", "dataset=iris", "loss=cce", "seed=0,1", "name=stacked_sigterm",
-            "logger=none", *QUICK]  # fmt: skip
+    args = [
+        "-m",
+        "hydra/launcher=stacked",
+        "dataset=iris",
+        "loss=cce",
+        "seed=0,1",
+        "name=stacked_sigterm",
+        "logger=none",
+        *QUICK,
+    ]
     first = train(*args)
     assert first.code == 143 and "sweep: 0 ok, 0 failed, 0 skipped, 2 interrupted (" in first.out, first
     lines = first.error_lines()
@@ -261,9 +304,7 @@ def test_two_concurrent_sweeps_on_one_folder_share_the_cells_without_a_traceback
     runs = all_metrics(tmp_path / "outputs")
     assert len(runs) == 2 and all(m["status"] == "ok" for m in runs)
     # Each cell was trained once: by one sweep, the other found it busy or finished.
-    trained = sum(
-        int(line.split()[1]) for out, _ in results for line in out.splitlines() if line.startswith("sweep:")
-    )
+    trained = sum(int(line.split()[1]) for out, _ in results for line in out.splitlines() if line.startswith("sweep:"))
     assert trained == 2, results
 
 
@@ -272,10 +313,15 @@ def test_the_cell_lock_is_held_until_the_run_is_recorded_and_released_if_the_pro
 
     cell = tmp_path / "cell"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from clusterable.run.cell import "
-         f"lock_cell; assert lock_cell(Path({str(cell)!r})); print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from clusterable.run.cell import "
+            f"lock_cell; assert lock_cell(Path({str(cell)!r})); print('locked', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert not lock_cell(cell)  # another process holds it
@@ -350,21 +396,18 @@ def test_a_full_disk_ends_the_run_in_one_line_and_leaves_no_truncated_checkpoint
     assert m["status"] == "failed" and m["error"] == line.removeprefix("error: ")
     run_dir = metrics_files(train.outputs)[0].parent
     assert not (run_dir / "traceback.txt").exists()
-    assert [
-        p.name for p in (run_dir / "checkpoints").iterdir()
-    ] == []  # neither half a best.ckpt nor a temp file
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == []  # neither half a best.ckpt nor a temp file
 
 
 def test_a_full_disk_after_a_good_epoch_keeps_that_epoch_s_checkpoint_whole(train, monkeypatch):
     _full_disk_after(monkeypatch, saves_ok=1)
-    result = train(SEARCHPATH, "loss=cce", "trainer.max_epochs=4", "checkpoint.monitor=train/loss",
-                   "checkpoint.mode=min", *QUICK)  # fmt: skip
+    result = train(
+        SEARCHPATH, "loss=cce", "trainer.max_epochs=4", "checkpoint.monitor=train/loss", "checkpoint.mode=min", *QUICK
+    )
     assert result.code == 1 and "no space left on device writing" in result.err, result
     run_dir = metrics_files(train.outputs)[0].parent
     (ckpt,) = (run_dir / "checkpoints").iterdir()
-    assert (
-        ckpt.name == "best.ckpt" and torch.load(ckpt, weights_only=False)["epoch"] == 0
-    )  # loads: not truncated
+    assert ckpt.name == "best.ckpt" and torch.load(ckpt, weights_only=False)["epoch"] == 0  # loads: not truncated
 
 
 def test_a_full_disk_in_a_sweep_still_ends_with_the_summary(train, monkeypatch):
@@ -376,9 +419,7 @@ def test_a_full_disk_in_a_sweep_still_ends_with_the_summary(train, monkeypatch):
     assert "Traceback" not in result.out + result.err
 
 
-def test_a_config_file_edited_during_a_sweep_fails_the_later_cells_not_mixes_them(
-    train, monkeypatch, tmp_path
-):
+def test_a_config_file_edited_during_a_sweep_fails_the_later_cells_not_mixes_them(train, monkeypatch, tmp_path):
     # Hydra composes each cell when it starts it: an experiment edited after the first cell would give the second
     # another config under the same experiment. The second cell is refused in one line; the first is kept.
     from clusterable.run import record
@@ -395,15 +436,29 @@ def test_a_config_file_edited_during_a_sweep_fails_the_later_cells_not_mixes_the
         mine.write_text("# @package _global_\nname: mine\ntrainer:\n  max_epochs: 2\n")
 
     monkeypatch.setattr(record, "print_summary", summary_then_edit)
-    result = train("-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "experiment=mine", "loss=cce",
-                   "seed=0,1", "hydra/launcher=basic", *QUICK[1:])  # fmt: skip
+    result = train(
+        "-m",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        "experiment=mine",
+        "loss=cce",
+        "seed=0,1",
+        "hydra/launcher=basic",
+        *QUICK[1:],
+    )
     assert result.code == 1 and "sweep: 1 ok, 1 failed, 0 skipped (" in result.out, result
     (line,) = result.error_lines()
     assert f"the config files changed after this sweep started ({mine} edited): one sweep never mixes" in line
     assert [m["config"]["trainer"]["max_epochs"] for m in all_metrics(train.outputs)] == [1]
     # the same command, the files as they are now: the finished cell is kept, the other trains
-    again = train("-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "experiment=mine", "loss=cce",
-                  "seed=1", "hydra/launcher=basic", *QUICK[1:])  # fmt: skip
+    again = train(
+        "-m",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        "experiment=mine",
+        "loss=cce",
+        "seed=1",
+        "hydra/launcher=basic",
+        *QUICK[1:],
+    )
     assert again.code == 0, again
 
 

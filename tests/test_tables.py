@@ -30,12 +30,7 @@ def test_corel_table2_smoke_pipeline_fills_every_cell(cli):
     cli("train.py", "-m", "experiment=corel/table2", "debug=smoke", "tuned_lambda_partial=true")
     proc = cli("scripts/make_tables.py", "corel/table2")
     out = proc.stdout
-    assert (
-        "— SMOKE runs" in out
-        and "SMOKE RUNS (data=fake" in out
-        and "48 runs (0 failed)" in out
-        and "[smoke]" in out
-    )
+    assert "— SMOKE runs" in out and "SMOKE RUNS (data=fake" in out and "48 runs (0 failed)" in out and "[smoke]" in out
     rows = [line for line in out.splitlines() if line.startswith("| FFNN") or line.startswith("| CNN")]
     assert len(rows) == 8
     for row in rows:  # every cell filled, AGNews' too (its FFNN and CNN: the text encoders)
@@ -73,22 +68,22 @@ def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], ext
     for (d, m, loss), values in accs.items():
         for seed, acc in enumerate(values):
             params = {"dataset": d, "model": m, "loss": loss, "seed": str(seed)}
-            path = (
-                tmp_path
-                / "multirun"
-                / "full"
-                / "corel"
-                / "table2"
-                / ",".join(f"{k}={v}" for k, v in params.items())
-            )
+            path = tmp_path / "multirun" / "full" / "corel" / "table2" / ",".join(f"{k}={v}" for k, v in params.items())
             metrics = {"test/acc": acc, **(extra(d, m, loss, acc) if extra and acc is not None else {})}
-            write_metrics(path, {
-                "status": "ok" if acc is not None else "failed", "error": None, "experiment": "corel/table2",
-                "mode": "full", "overrides": [f"{k}={v}" for k, v in params.items()], "seed": seed,
-                "metrics": metrics if acc is not None else {},
-                "choices": {"experiment": "corel/table2", "dataset": d, "model": m, "loss": loss},
-                "config": {"seed": seed},
-            })  # fmt: skip
+            write_metrics(
+                path,
+                {
+                    "status": "ok" if acc is not None else "failed",
+                    "error": None,
+                    "experiment": "corel/table2",
+                    "mode": "full",
+                    "overrides": [f"{k}={v}" for k, v in params.items()],
+                    "seed": seed,
+                    "metrics": metrics if acc is not None else {},
+                    "choices": {"experiment": "corel/table2", "dataset": d, "model": m, "loss": loss},
+                    "config": {"seed": seed},
+                },
+            )
     runs, mode = load_runs(tmp_path, "corel/table2")
     assert mode == "full"
     return runs
@@ -121,9 +116,7 @@ def test_table2_numbers_and_claims(tmp_path):
     row = next(r for r in table.rows if r[:2] == ["CNN", "Center"])
     assert row[2] == "93.00 ± 0.00 (1 failed)" and row[4] == "91.10 ± 0.14" and row[6] == "85.10 ± 0.14"
     # Center's CNN-MNIST cell keeps one seed: its claim rests on it there (no test), the others are tested.
-    assert [c.verdict for c in table.claims] == ["holds"] * 3 + ["holds on one seed"] + ["holds"] * 2, (
-        table.claims
-    )
+    assert [c.verdict for c in table.claims] == ["holds"] * 3 + ["holds on one seed"] + ["holds"] * 2, table.claims
     assert [c.holds for c in table.claims] == [True] * 3 + [False] + [True] * 2
     assert table.claims[1].detail.startswith("best in 5 of 6:") and "ffnn-mnist" not in table.claims[1].detail
     assert "cnn-mnist +2.90 (one seed)" in table.claims[3].detail
@@ -150,14 +143,13 @@ def test_table2_without_the_text_runs_checks_claims_on_the_image_settings_naming
     gap = stats.ttest_ind([0.95, 0.952], [0.90, 0.902], equal_var=False, alternative="greater").pvalue
     assert table.claims[0].detail == (
         "Welch's t over seeds, one-sided, α = 0.05; difference (p): "
-        + "; ".join(f"{s} +5.00 ({p_text(gap)})" for s in ("ffnn-mnist", "ffnn-fashion_mnist", "cnn-mnist",
-                                                            "cnn-fashion_mnist"))
+        + "; ".join(
+            f"{s} +5.00 ({p_text(gap)})" for s in ("ffnn-mnist", "ffnn-fashion_mnist", "cnn-mnist", "cnn-fashion_mnist")
+        )
         + "; checked on 4 of 6, no numbers for ffnn-agnews8, cnn-agnews8"
-    )  # fmt: skip
-    assert table.claims[1].detail == "numbers missing for ffnn-agnews8, cnn-agnews8"
-    assert table.claims[4].detail == "numbers missing" and table.claims[4].line().startswith(
-        "- [cannot check] "
     )
+    assert table.claims[1].detail == "numbers missing for ffnn-agnews8, cnn-agnews8"
+    assert table.claims[4].detail == "numbers missing" and table.claims[4].line().startswith("- [cannot check] ")
     below = stats.ttest_ind([0.88, 0.882], [0.90, 0.902], equal_var=False, alternative="less").pvalue
     assert table.claims[5].detail.endswith(
         f"ffnn-mnist -2.00 ({p_text(below)}); checked on 1 of 2, no numbers for cnn-agnews8"
@@ -168,8 +160,11 @@ def test_table3_4_silhouette_and_accuracy_drop_claims(tmp_path):
     def extra(d, m, loss, acc):
         sil = 0.6 if loss == "cosine_corel" else 0.3
         drop = 0.20 if loss == "cce" else 0.01
-        return {f"test/{meth}/{k}": v for meth in ("kmeans", "gmm")
-                for k, v in {"acc": acc - drop, "ari": 0.5, "v_measure": 0.6, "silhouette": sil}.items()}  # fmt: skip
+        return {
+            f"test/{meth}/{k}": v
+            for meth in ("kmeans", "gmm")
+            for k, v in {"acc": acc - drop, "ari": 0.5, "v_measure": 0.6, "silhouette": sil}.items()
+        }
 
     accs = {(d, m, loss): [0.9, 0.9] for d, m in settings() if d != "mnist" for loss in corel.LOSSES}
     table = corel.table3_4(fake_runs(tmp_path, accs, extra), tmp_path)

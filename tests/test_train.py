@@ -130,9 +130,7 @@ def test_a_cell_that_does_not_compose_fails_alone(train):
 
 
 def test_an_evaluator_option_out_of_range_names_the_evaluator_before_training(train):
-    result = train(
-        *QUICK, "trainer.max_epochs=1", "evaluator=[clustering]", "evaluator.clustering.kmeans_n_init=0"
-    )
+    result = train(*QUICK, "trainer.max_epochs=1", "evaluator=[clustering]", "evaluator.clustering.kmeans_n_init=0")
     assert_one_error_line(result, "evaluator.clustering.kmeans_n_init must be >= 1, got 0")
     assert_nothing_ok(train.outputs)
     assert not list(train.outputs.rglob("metrics.csv"))  # refused when built, before the first epoch
@@ -151,14 +149,16 @@ def test_an_unknown_option_lists_the_available_ones(train, override, group):
     result = train("loss=dml", override) if group == "loss/metric" else train(override)
     assert result.code == 2
     assert_one_error_line(result, f"error: {group}: no option")
-    assert "available: " in result.err and ("corel/table2" in result.err or "classification" in result.err
-                                            or "gaussian_corel" in result.err or "supcon" in result.err)  # fmt: skip
+    assert "available: " in result.err and (
+        "corel/table2" in result.err
+        or "classification" in result.err
+        or "gaussian_corel" in result.err
+        or "supcon" in result.err
+    )
     assert not metrics_files(train.outputs)
 
 
-@pytest.mark.parametrize(
-    "override", ["+protocol.budjet=cpu150", "protocol.recipy=recovered", "++protocol.tsk=x"]
-)
+@pytest.mark.parametrize("override", ["+protocol.budjet=cpu150", "protocol.recipy=recovered", "++protocol.tsk=x"])
 def test_a_protocol_key_no_config_sets_is_refused(train, override):
     result = train(*QUICK, override)
     key = override.lstrip("+").split("=")[0]
@@ -195,8 +195,11 @@ def test_an_option_of_your_own_with_a_package_options_name_is_refused(train, tmp
 def test_a_logger_whose_library_is_missing_is_refused_before_training(train, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)  # as on an install without the wandb extra
     result = train(*QUICK, "logger=wandb")
-    assert_one_error_line(result, "error: logger.wandb needs the wandb module, which is not installed: "
-                                  "pip install 'clusterable[wandb]' (or logger=csv)")  # fmt: skip
+    assert_one_error_line(
+        result,
+        "error: logger.wandb needs the wandb module, which is not installed: "
+        "pip install 'clusterable[wandb]' (or logger=csv)",
+    )
     assert_nothing_ok(train.outputs)
     assert not list(train.outputs.rglob("*.ckpt"))
 
@@ -204,8 +207,10 @@ def test_a_logger_whose_library_is_missing_is_refused_before_training(train, mon
 def test_narrowing_an_experiments_evaluators_leaves_out_their_settings(train):
     result = train("experiment=cross/fashion", "evaluator=[classification,clustering]", "debug=smoke")
     assert result.code == 0, result.err
-    assert ("note: evaluator.clustering_l2, evaluator.retrieval, evaluator.latent_plot left out: settings of "
-            "evaluators this run does not select") in result.out  # fmt: skip
+    assert (
+        "note: evaluator.clustering_l2, evaluator.retrieval, evaluator.latent_plot left out: settings of "
+        "evaluators this run does not select"
+    ) in result.out
     (payload,) = all_metrics(train.outputs)
     assert payload["status"] == "ok" and sorted(payload["config"]["evaluator"]) == [
         "classification",
@@ -213,8 +218,7 @@ def test_narrowing_an_experiments_evaluators_leaves_out_their_settings(train):
     ]
     assert "test/kmeans/acc" in payload["metrics"] and not any("recall" in k for k in payload["metrics"])
     # settings typed for an evaluator the command line does not select are a mistake: refused
-    typed = train("experiment=cross/fashion", "evaluator=[classification]", "evaluator.retrieval.ks=[2]",
-                  "debug=smoke")  # fmt: skip
+    typed = train("experiment=cross/fashion", "evaluator=[classification]", "evaluator.retrieval.ks=[2]", "debug=smoke")
     assert_one_error_line(typed, "evaluator.retrieval sets ks, distances, r_precision but names no class")
 
 
@@ -234,12 +238,8 @@ def test_a_corrupt_data_file_names_the_file(train, tmp_path):
         "t10k-images-idx3-ubyte",
         "t10k-labels-idx1-ubyte",
     ):
-        (raw / name).write_bytes(
-            b"\x00\x00\x08\x03" + b"\x00" * 20
-        )  # an images header promising nothing sensible
-    result = train(
-        *QUICK, "dataset=mnist", f"dataset.root={tmp_path / 'mnist'}", "dataset.reader.download=false"
-    )
+        (raw / name).write_bytes(b"\x00\x00\x08\x03" + b"\x00" * 20)  # an images header promising nothing sensible
+    result = train(*QUICK, "dataset=mnist", f"dataset.root={tmp_path / 'mnist'}", "dataset.reader.download=false")
     assert_one_error_line(result, "is corrupt")
     assert "idx" in result.err
     assert_nothing_ok(train.outputs)
@@ -260,9 +260,7 @@ def test_nan_after_a_good_epoch_keeps_that_epoch_and_the_sweep_goes_on(train):
     assert set(runs) == {"nan_after", "cce"}, runs.keys()
     diverged, ok = runs["nan_after"], runs["cce"]
     assert diverged["status"] == "diverged" and "nan" in diverged["error"] and diverged["failed_epoch"] == 1
-    assert (
-        diverged["best_epoch"] == 0 and diverged["metrics"]["test/acc"] > 0.5
-    )  # epoch 0's weights, evaluated
+    assert diverged["best_epoch"] == 0 and diverged["metrics"]["test/acc"] > 0.5  # epoch 0's weights, evaluated
     assert ok["status"] == "ok"
     assert result.code == 0 and "sweep: 1 ok, 1 diverged, 0 failed, 0 skipped" in result.out, result
     assert "Traceback" not in result.out + result.err
@@ -279,8 +277,11 @@ def test_nan_in_the_first_epoch_fails_the_run(train):
 def test_divergence_is_caught_on_every_part_even_when_they_cancel(train):
     result = train(SEARCHPATH, "loss=cancelling", *QUICK)
     # Its best epoch (0) is evaluated and shown, recorded diverged; asked for alone, it did not finish: exit 1.
-    assert_one_error_line(result, "error: train/attract reached 1e+32 (limit ±1e+10) at epoch 1: the run diverged; "
-                          "the metrics above are those of its best epoch (0)")  # fmt: skip
+    assert_one_error_line(
+        result,
+        "error: train/attract reached 1e+32 (limit ±1e+10) at epoch 1: the run diverged; "
+        "the metrics above are those of its best epoch (0)",
+    )
     assert "run: diverged" in result.out and "test/acc" in result.out
     (m,) = all_metrics(train.outputs)
     assert m["status"] == "diverged" and m["failed_epoch"] == 1 and m["best_epoch"] == 0 and m["metrics"]
@@ -304,9 +305,7 @@ def test_a_bad_cell_fails_alone_and_the_exit_code_says_so(train):
     assert "sweep: 2 ok, 1 failed, 0 skipped" in result.out
     (line,) = result.error_lines()
     assert (
-        line.startswith("failed: ")
-        and "loss.lam=1.5" in line
-        and line.endswith("loss.lam must be in [0, 1], got 1.5")
+        line.startswith("failed: ") and "loss.lam=1.5" in line and line.endswith("loss.lam must be in [0, 1], got 1.5")
     )
 
 
@@ -360,8 +359,15 @@ def test_debug_and_fake_runs_never_share_a_cell_with_full_ones(train):
 
 
 def test_ctrl_c_records_the_run_and_the_same_command_resumes_from_a_clean_cell(train, tmp_path):
-    args = ["-m", SEARCHPATH, "loss=interrupt_once", "name=ctrlc", "trainer.max_epochs=3",
-            "trainer.enable_progress_bar=false", "evaluator=[classification]"]  # fmt: skip
+    args = [
+        "-m",
+        SEARCHPATH,
+        "loss=interrupt_once",
+        "name=ctrlc",
+        "trainer.max_epochs=3",
+        "trainer.enable_progress_bar=false",
+        "evaluator=[classification]",
+    ]
     first = train(*args)
     assert first.code == 130
     (line,) = first.error_lines()
@@ -379,8 +385,9 @@ def test_ctrl_c_records_the_run_and_the_same_command_resumes_from_a_clean_cell(t
 
 def test_joblib_launcher_runs_four_cells_on_two_workers(train):
     losses = "loss=cce,center,cosine_corel,gaussian_corel"
-    result = train("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", losses, "name=joblib", *QUICK,
-                   "torch_threads=null")  # fmt: skip
+    result = train(
+        "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", losses, "name=joblib", *QUICK, "torch_threads=null"
+    )
     assert result.code == 0 and "sweep: 4 ok, 0 failed, 0 skipped" in result.out
     runs = all_metrics(train.outputs)
     assert len(runs) == 4 and all(m["status"] == "ok" for m in runs)
@@ -394,29 +401,49 @@ def test_submitit_slurm_launcher_composes(tmp_path):
     from clusterable.config import CONFIG_DIR
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=["hydra/launcher=submitit_slurm", "hydra.launcher.gpus_per_node=1"],
-                      return_hydra_config=True)  # fmt: skip
+        cfg = compose(
+            "train",
+            overrides=["hydra/launcher=submitit_slurm", "hydra.launcher.gpus_per_node=1"],
+            return_hydra_config=True,
+        )
     assert cfg.hydra.launcher._target_.endswith("SlurmLauncher") and cfg.hydra.launcher.gpus_per_node == 1
 
 
 def test_submitit_local_executor_runs_a_sweep(train):
-    result = train("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", "loss=cce,center",
-                   "name=submitit", *QUICK)  # fmt: skip
+    result = train(
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+        "loss=cce,center",
+        "name=submitit",
+        *QUICK,
+    )
     assert result.code == 0, result
     assert "sweep: 2 ok, 0 failed, 0 skipped" in result.out
     assert sorted(m["status"] for m in all_metrics(train.outputs)) == ["ok", "ok"]
 
 
 def test_ddp_shards_batches_across_two_cpu_ranks_and_writes_one_metrics_file(cli, tmp_path):
-    proc = cli("train.py", SEARCHPATH, "loss=record_batches", "trainer=ddp", "trainer.accelerator=cpu",
-               "trainer.devices=2", "trainer.max_epochs=1", "trainer.enable_progress_bar=false",
-               "evaluator=[classification]", "checkpoint.monitor=null")  # fmt: skip
+    proc = cli(
+        "train.py",
+        SEARCHPATH,
+        "loss=record_batches",
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.max_epochs=1",
+        "trainer.enable_progress_bar=false",
+        "evaluator=[classification]",
+        "checkpoint.monitor=null",
+    )
     assert proc.stdout.count("run: ok") == 1  # only rank 0 prints
     (path,) = metrics_files(cli.outputs)
     m = json.loads(path.read_text())
     assert m["status"] == "ok"
-    ranks = [[int(i) for line in (tmp_path / "batches" / f"rank{r}.txt").read_text().splitlines()
-              for i in line.split()] for r in (0, 1)]  # fmt: skip
+    ranks = [
+        [int(i) for line in (tmp_path / "batches" / f"rank{r}.txt").read_text().splitlines() for i in line.split()]
+        for r in (0, 1)
+    ]
     n_train = len(read_digits()["train"]["labels"])
     assert len(ranks[0]) == len(ranks[1]) == (n_train + 1) // 2
     overlap = set(ranks[0]) & set(ranks[1])

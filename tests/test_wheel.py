@@ -44,9 +44,7 @@ def test_the_configs_are_package_data() -> None:
     covered = {Path(f) for p in patterns for f in glob.glob(str(PACKAGE / p), recursive=True)}
     yaml = {p for p in PACKAGE.rglob("*.y*ml") if "__pycache__" not in p.parts}
     missing = sorted(str(p.relative_to(ROOT)) for p in yaml - covered)
-    assert not missing, (
-        f"YAML files of the package no package-data pattern in pyproject.toml covers: {missing}"
-    )
+    assert not missing, f"YAML files of the package no package-data pattern in pyproject.toml covers: {missing}"
     assert {p for p in yaml if p.is_relative_to(PACKAGE / "conf")}, "no configs under src/clusterable/conf"
 
 
@@ -58,9 +56,7 @@ def test_the_commands_resolve_to_callables() -> None:
         assert callable(getattr(importlib.import_module(module), attr)), f"{name} -> {target} is not callable"
 
 
-def test_the_checkout_script_and_the_command_are_one_program(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
+def test_the_checkout_script_and_the_command_are_one_program(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """scripts/make_tables.py runs clusterable.tables.cli; its hint names the checkout's training command."""
     from clusterable.tables import cli
 
@@ -94,8 +90,12 @@ def _wheel(tmp: Path) -> Path:
     wheels = tmp / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), "."],
-        cwd=tree, check=True, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (wheel,) = wheels.glob("clusterable-*.whl")
     return wheel
 
@@ -105,19 +105,22 @@ def _venv(tmp: Path, wheel: Path) -> Path:
     environment's site-packages (a .pth file: the folders are added, the .pth files in them, such as an editable
     install's, are not read). Returns its bin folder."""
     venv = tmp / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300
-    )
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(purelib) / "clusterable-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run(
         [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return venv / "bin"
 
 
@@ -148,9 +151,7 @@ def test_the_wheel_trains_sweeps_and_makes_a_table_outside_the_repository(tmp_pa
     assert all(Path(line).is_relative_to(tmp_path / "venv") for line in where.split()), where
 
     out = run("clusterable-train", "debug=fast")
-    assert "run: ok" in out and list((work / "outputs" / "runs" / "default").glob("*/metrics.json")), out[
-        -500:
-    ]
+    assert "run: ok" in out and list((work / "outputs" / "runs" / "default").glob("*/metrics.json")), out[-500:]
 
     out = run("clusterable-train", "-m", "experiment=corel/table2", "debug=smoke", timeout=1200)
     assert "sweep: 48 ok, 0 failed" in out, out[-500:]
@@ -158,6 +159,4 @@ def test_the_wheel_trains_sweeps_and_makes_a_table_outside_the_repository(tmp_pa
     assert "48 runs (0 failed) of corel/table2 [smoke]" in out, out[-500:]
     assert (work / "outputs" / "tables" / "smoke" / "corel_table2.md").is_file()
     assert not (work / "data").exists() or not any((work / "data").iterdir())  # fake data: nothing downloaded
-    print(
-        f"wheel {wheel.stat().st_size / 1e3:.0f} kB; built, installed and run in {time.perf_counter() - start:.0f} s"
-    )
+    print(f"wheel {wheel.stat().st_size / 1e3:.0f} kB; built, installed and run in {time.perf_counter() - start:.0f} s")

@@ -39,10 +39,24 @@ from . import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    train_overhead, train_overhead_digits, vae_epoch, startup, clustering_eval, probes, per_sample_ae,
-    cluster_heads, retrieval_eval, sc_partition, pairwise_losses, image_pipeline, resnet50_training, dscl, text,
-    stacked_steps, run_overhead,
-)  # fmt: skip
+    train_overhead,
+    train_overhead_digits,
+    vae_epoch,
+    startup,
+    clustering_eval,
+    probes,
+    per_sample_ae,
+    cluster_heads,
+    retrieval_eval,
+    sc_partition,
+    pairwise_losses,
+    image_pipeline,
+    resnet50_training,
+    dscl,
+    text,
+    stacked_steps,
+    run_overhead,
+)
 
 
 def case_name(module: ModuleType) -> str:
@@ -90,8 +104,6 @@ def main(description: str, argv: list[str] | None = None) -> None:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         out = fn()
         for k, v in out.items():
-            print(
-                f"[bench]   {k}: {v:.4g}" if isinstance(v, float) else f"[bench]   {k}: {v}", file=sys.stderr
-            )
+            print(f"[bench]   {k}: {v:.4g}" if isinstance(v, float) else f"[bench]   {k}: {v}", file=sys.stderr)
         results.update(out)
     print(json.dumps(results))

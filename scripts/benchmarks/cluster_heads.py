@@ -11,9 +11,7 @@ from clusterable.contracts import ClusteringHead
 from .common import best_of
 
 
-def _head_epoch(
-    head, x: torch.Tensor, labels: torch.Tensor, batch_size: int, opt: torch.optim.Optimizer
-) -> None:
+def _head_epoch(head, x: torch.Tensor, labels: torch.Tensor, batch_size: int, opt: torch.optim.Optimizer) -> None:
     """One epoch of a CSRL head on in-memory data: Adam steps over index-sliced batches, then (for clustering
     heads) the Lloyd step on the whole set, as the framework runs it after every training epoch."""
     for i in range(0, len(x), batch_size):
@@ -49,9 +47,7 @@ def _stacked_vs_loop(k: int, rows: int = 512, fan_in: int = 200, fan_out: int = 
         sum(torch.addmm(b[j], h[j], w[j]).square().sum() for j in range(k)).backward()
 
     stacked(), loop()  # warm-up
-    return best_of(lambda: [loop() for _ in range(20)], 5) / best_of(
-        lambda: [stacked() for _ in range(20)], 5
-    )
+    return best_of(lambda: [loop() for _ in range(20)], 5) / best_of(lambda: [stacked() for _ in range(20)], 5)
 
 
 def measure() -> dict:
@@ -77,10 +73,6 @@ def measure() -> dict:
         out[f"cluster_heads_k{k}_ptae_s"] = times["ptae"]
         out[f"cluster_heads_k{k}_ptae_over_ae3"] = times["ptae"] / times["ae3"]
         # Per-cluster layers of PTAE (2 -> 1 on a batch) and of TVAE's heads (200 -> 2): loop / stacked.
-        out[f"cluster_heads_k{k}_loop_over_stacked_ptae"] = _stacked_vs_loop(
-            k, rows=batch_size, fan_in=2, fan_out=1
-        )
-        out[f"cluster_heads_k{k}_loop_over_stacked_tvae"] = _stacked_vs_loop(
-            k, rows=512, fan_in=200, fan_out=2
-        )
+        out[f"cluster_heads_k{k}_loop_over_stacked_ptae"] = _stacked_vs_loop(k, rows=batch_size, fan_in=2, fan_out=1)
+        out[f"cluster_heads_k{k}_loop_over_stacked_tvae"] = _stacked_vs_loop(k, rows=512, fan_in=200, fan_out=2)
     return out

@@ -77,7 +77,5 @@ def run_child(script: str) -> dict:
     """Run ``script`` in a fresh Python process from the repository root (a fresh process, so that the peak memory
     it reports is its measured call's, not what the bench's process holds) and return the JSON object of its last
     line of output."""
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, check=True, capture_output=True, text=True
-    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

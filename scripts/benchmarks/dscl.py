@@ -39,8 +39,10 @@ def measure() -> dict:
         g = torch.Generator().manual_seed(0)
         f, labels = torch.randn(n, d, generator=g), torch.arange(n) % k
         reference = through_pinv(f, labels)
-        times = {name: best_of(lambda fn=fn, f=f, labels=labels: fn(f, labels), 5) for name, fn in
-                 (("closed", closed), ("svd", svd), ("pinv", through_pinv))}  # fmt: skip
+        times = {
+            name: best_of(lambda fn=fn, f=f, labels=labels: fn(f, labels), 5)
+            for name, fn in (("closed", closed), ("svd", svd), ("pinv", through_pinv))
+        }
         tag = f"n{n}_d{d}_k{k}"
         out[f"dscl_{tag}_closed_ms"] = 1000 * times["closed"]
         out[f"dscl_{tag}_pinv_autograd_over_closed"] = times["pinv"] / times["closed"]

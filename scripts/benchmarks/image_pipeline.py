@@ -43,9 +43,7 @@ def measure() -> dict:
         c = 1 + i % classes if i < n else 101
         relative = f"{c:03d}.Class_{c}/img_{i:04d}.jpg"
         h, w = shapes[i % len(shapes)]
-        coarse = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize(
-            (w, h), Image.BICUBIC
-        )
+        coarse = Image.fromarray(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)).resize((w, h), Image.BICUBIC)
         texture = rng.normal(0, 12, (h, w, 3))
         pixels = np.clip(np.asarray(coarse, dtype=np.float64) + texture, 0, 255).astype(np.uint8)
         (base / "images" / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -62,11 +60,20 @@ def measure() -> dict:
 
     # --- ours: decode once, then batches from the memmap, views on the device
     dm = ImageDataModule(
-        "bench", lambda: read_cub200(root, expected_sizes=None), [3, 224, 224], classes, batch_size=batch_size,
-        resize="shorter:256", validation="none", decode_workers=2, cache_dir=str(root / "cache"), progress=False,
-        augment=Augment(crop_scale=list(recipe["scale"]), crop_ratio=list(recipe["ratio"]),
-                        jitter=list(recipe["jitter"])),
-    )  # fmt: skip
+        "bench",
+        lambda: read_cub200(root, expected_sizes=None),
+        [3, 224, 224],
+        classes,
+        batch_size=batch_size,
+        resize="shorter:256",
+        validation="none",
+        decode_workers=2,
+        cache_dir=str(root / "cache"),
+        progress=False,
+        augment=Augment(
+            crop_scale=list(recipe["scale"]), crop_ratio=list(recipe["ratio"]), jitter=list(recipe["jitter"])
+        ),
+    )
     start = time.perf_counter()
     dm.load()
     build_s = time.perf_counter() - start
@@ -82,10 +89,15 @@ def measure() -> dict:
 
     # --- the baseline: decode + resize + per-sample transforms in 2 DataLoader workers
     paths = [base / "images" / line.split()[1] for line in images[:n]]
-    transform = T.Compose([
-        T.Resize(256), T.ColorJitter(*recipe["jitter"]),
-        T.RandomResizedCrop(224, scale=recipe["scale"], ratio=recipe["ratio"]), T.RandomHorizontalFlip(), T.ToTensor(),
-    ])  # fmt: skip
+    transform = T.Compose(
+        [
+            T.Resize(256),
+            T.ColorJitter(*recipe["jitter"]),
+            T.RandomResizedCrop(224, scale=recipe["scale"], ratio=recipe["ratio"]),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+        ]
+    )
 
     class Folder(Dataset):
         def __len__(self) -> int:
@@ -94,8 +106,15 @@ def measure() -> dict:
         def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
             return transform(Image.open(paths[i]).convert("RGB")), i % classes
 
-    loader = DataLoader(Folder(), batch_size=batch_size, shuffle=True, num_workers=2, drop_last=True,
-                        persistent_workers=True, pin_memory=device.type == "cuda")  # fmt: skip
+    loader = DataLoader(
+        Folder(),
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=2,
+        drop_last=True,
+        persistent_workers=True,
+        pin_memory=device.type == "cuda",
+    )
 
     def baseline() -> int:
         seen = 0

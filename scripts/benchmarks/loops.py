@@ -32,9 +32,16 @@ def cpu_trainer(epochs: int):
     import lightning as L
 
     return L.Trainer(
-        accelerator="cpu", devices=1, max_epochs=epochs, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
-    )  # fmt: skip
+        accelerator="cpu",
+        devices=1,
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
 
 
 def framework_loop(encoder, head, splits: dict, batch_size: int, epochs: int, lr: float = 1e-3) -> None:

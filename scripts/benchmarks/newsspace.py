@@ -111,15 +111,37 @@ def write_newsspace(path: Path, per_topic: int, seed: int = 0) -> int:
     rows += [(rng.choice(entertainment), rng.choice(ENTERTAINMENT_CATEGORIES)) for _ in range(per_topic)]
     records = round(8 * per_topic * 1_000_000 / 94_721)
     lines = [
-        dump_line((source, f"http://example.com/{i}", texts[i][0], None, category, texts[i][1], "5",
-                    "2004-08-16 00:00:00", None))
+        dump_line(
+            (
+                source,
+                f"http://example.com/{i}",
+                texts[i][0],
+                None,
+                category,
+                texts[i][1],
+                "5",
+                "2004-08-16 00:00:00",
+                None,
+            )
+        )
         for i, (source, category) in enumerate(rows)
-    ]  # fmt: skip
+    ]
     pool = [
-        dump_line((rng.choice(NEWS_SOURCES), f"http://example.com/x{j}", title, None, rng.choice(OTHER_CATEGORIES),
-                    description, "5", "2004-08-16 00:00:00", None))
-        for j, (title, description) in enumerate(texts[len(rows):])
-    ]  # fmt: skip
+        dump_line(
+            (
+                rng.choice(NEWS_SOURCES),
+                f"http://example.com/x{j}",
+                title,
+                None,
+                rng.choice(OTHER_CATEGORIES),
+                description,
+                "5",
+                "2004-08-16 00:00:00",
+                None,
+            )
+        )
+        for j, (title, description) in enumerate(texts[len(rows) :])
+    ]
     lines += [pool[j % len(pool)] for j in range(records - len(lines))]
     rng.shuffle(lines)  # the dump's order is the articles' arrival, topics mixed
     with open(path, "wb") as f:

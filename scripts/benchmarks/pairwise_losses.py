@@ -8,9 +8,18 @@ import torch
 from .common import best_of
 
 PAIRWISE_LOSSES = [
-    "ce", "pce", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor",
-    "arcface", "normsoftmax",
-]  # fmt: skip
+    "ce",
+    "pce",
+    "contrastive",
+    "triplet",
+    "multi_similarity",
+    "supcon",
+    "nca",
+    "proxy_nca",
+    "proxy_anchor",
+    "arcface",
+    "normsoftmax",
+]
 
 
 def measure(

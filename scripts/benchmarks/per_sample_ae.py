@@ -36,8 +36,9 @@ def measure() -> dict:
 
     def framework() -> None:
         dm = InMemoryDataModule("bench", lambda: splits, [5], 2, batch_size=-1, shuffle_batches=False)
-        module = RepresentationModule(Identity((5,)), LinearAE("ae3", (5,), num_classes=2), adam,
-                                      optimizer_steps="per_sample")  # fmt: skip
+        module = RepresentationModule(
+            Identity((5,)), LinearAE("ae3", (5,), num_classes=2), adam, optimizer_steps="per_sample"
+        )
         cpu_trainer(epochs).fit(module, datamodule=dm)
 
     plain(), framework()  # warm-up

@@ -21,8 +21,15 @@ def measure() -> dict:
     x, y = make_blobs(20_000, 10, centers=10, cluster_std=4.0, random_state=0)
     x, y = torch.tensor(x, dtype=torch.float32), torch.tensor(y)
     train_x, train_y, test_x, test_y = x[:10_000], y[:10_000], x[10_000:], y[10_000:]
-    context = EvalContext("test", {}, torch.nn.Identity(), test_x, train_embeddings=train_x,
-                          train_labels=train_y, train_all_labels=train_y)  # fmt: skip
+    context = EvalContext(
+        "test",
+        {},
+        torch.nn.Identity(),
+        test_x,
+        train_embeddings=train_x,
+        train_labels=train_y,
+        train_all_labels=train_y,
+    )
 
     def score(classifiers: tuple[str, ...], n: int = len(test_y)) -> dict:
         return Probes(classifiers=classifiers)(test_x[:n], test_y[:n], context)

@@ -77,8 +77,11 @@ def measure() -> dict:
         import faiss
     except ImportError:  # faiss-cpu is a dev dependency
         faiss = None
-    out: dict = {"retrieval_eval_s": ours["seconds"], "retrieval_eval_extra_mb": ours["extra_mb"],
-                 "retrieval_eval_memory_measure": ours["how"]}  # fmt: skip
+    out: dict = {
+        "retrieval_eval_s": ours["seconds"],
+        "retrieval_eval_extra_mb": ours["extra_mb"],
+        "retrieval_eval_memory_measure": ours["how"],
+    }
     everyone = np.arange(n)
     if faiss is not None:
         faiss.omp_set_num_threads(2)
@@ -107,9 +110,7 @@ def measure() -> dict:
     out[f"retrieval_eval_sklearn_s_scaled_from_{sample}_queries"] = seconds * n / sample
     if faiss is not None:
         pairs = zip(without_self(found_sk, queries), without_self(found[queries], queries), strict=True)
-        out["retrieval_eval_sklearn_same_neighbours_as_faiss"] = float(
-            np.mean([set(a) == set(b) for a, b in pairs])
-        )
+        out["retrieval_eval_sklearn_same_neighbours_as_faiss"] = float(np.mean([set(a) == set(b) for a, b in pairs]))
     for key, value in ours["metrics"].items():
         out[f"retrieval_eval_{key}"] = value
     out["retrieval_eval_loadavg_1min_before_after"] = loadavg_before_after(load_before)

@@ -24,8 +24,14 @@ def _one_run(run_dir: Path, epochs: int) -> dict:
     from clusterable.config import CONFIG_DIR
     from clusterable.run import RunContext, run
 
-    overrides = ["dataset=iris", f"trainer.max_epochs={epochs}", "logger=none", "evaluator=[classification]",
-                 "trainer.enable_progress_bar=false", "torch_threads=1"]  # fmt: skip
+    overrides = [
+        "dataset=iris",
+        f"trainer.max_epochs={epochs}",
+        "logger=none",
+        "evaluator=[classification]",
+        "trainer.enable_progress_bar=false",
+        "torch_threads=1",
+    ]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
     ctx = RunContext.from_hydra(cfg.hydra, run_dir)
@@ -68,6 +74,10 @@ def measure() -> dict:
 
     plain, framework = overhead(splits, make, 32, 1)
     steps = 8_000 // 32
-    return {"run_overhead_fixed_s": fixed, "run_overhead_step_ms": (framework - plain) / steps * 1e3,
-            "run_overhead_run_wall_s": best["wall_s"], "run_overhead_eval_s": best.get("eval_s", 0.0),
-            "run_overhead_plain_step_ms": plain / steps * 1e3}  # fmt: skip
+    return {
+        "run_overhead_fixed_s": fixed,
+        "run_overhead_step_ms": (framework - plain) / steps * 1e3,
+        "run_overhead_run_wall_s": best["wall_s"],
+        "run_overhead_eval_s": best.get("eval_s", 0.0),
+        "run_overhead_plain_step_ms": plain / steps * 1e3,
+    }

@@ -37,8 +37,11 @@ def _models(kind: str) -> tuple[Callable[[], torch.nn.Module], dict[str, torch.T
     if kind == "ae3":  # CSRL's standard AE on 5 features, one row a step
         batch = {"inputs": torch.rand(1, 5, generator=g), "labels": torch.zeros(1, dtype=torch.long)}
         macs = 5 * 2 + 2 * 2 + 2 * 2 + 2 * 5
-        return lambda: RepresentationModule(Identity((5,)), LinearAE("ae3", (5,), num_classes=2), adam), batch, \
-            6.0 * macs  # fmt: skip
+        return (
+            lambda: RepresentationModule(Identity((5,)), LinearAE("ae3", (5,), num_classes=2), adam),
+            batch,
+            6.0 * macs,
+        )
     batch = {
         "inputs": torch.rand(128, 1, 28, 28, generator=g),
         "labels": torch.randint(0, 10, (128,), generator=g),
@@ -96,9 +99,7 @@ def _single_step_s(build: Callable, batch: dict, device: torch.device) -> float:
     return best_of(lambda: [step() for _ in range(5)], 3) / 5
 
 
-def _stacked_step_s(
-    build: Callable, batch: dict, members: int, device: torch.device, how: str = "eager"
-) -> float:
+def _stacked_step_s(build: Callable, batch: dict, members: int, device: torch.device, how: str = "eager") -> float:
     """Seconds a stacked step of ``members`` members takes (the engine's step: the summed loss, its gradients,
     ``StackedOptimizer``'s update), ``eager``, ``compiled`` or ``graphed`` (CUDA graph replay through
     ``torch.compile``)."""
@@ -160,8 +161,9 @@ def measure() -> dict:
     }
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     for device in devices:
-        hows = ["eager"] + (["compiled"] if compiles else []) + (["graphed"] if compiles and device.type == "cuda"
-                                                                 else [])  # fmt: skip
+        hows = (
+            ["eager"] + (["compiled"] if compiles else []) + (["graphed"] if compiles and device.type == "cuda" else [])
+        )
         for kind in ("ffnn", "cnn", "ae3"):
             build, batch, flops = _models(kind)
             single_s = _single_step_s(build, batch, device)
@@ -170,9 +172,7 @@ def measure() -> dict:
             if device.type == "cpu":
                 out[f"stacked_steps_ops_{kind}_m10"] = _ops_per_step(build, batch, 10)
                 if compiles:
-                    out[f"stacked_steps_ops_{kind}_m10_compiled"] = _ops_per_step(
-                        build, batch, 10, "compiled"
-                    )
+                    out[f"stacked_steps_ops_{kind}_m10_compiled"] = _ops_per_step(build, batch, 10, "compiled")
             for m in members:
                 for how in hows:
                     name = f"{prefix}_m{m}" + ("" if how == "eager" else f"_{how}")

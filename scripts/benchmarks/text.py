@@ -54,11 +54,16 @@ def _agnews_build(per_topic: int = 2_500) -> dict:
     assert notes["records"] == records and not notes["malformed_records"], notes
     assert notes["documents"] == 8 * per_topic, notes
     assert all(torch.equal(corpus.splits[k]["inputs"], again.splits[k]["inputs"]) for k in corpus.splits)
-    out.update({
-        "text_corpus_build_s": seconds, "text_corpus_docs": notes["documents"], "text_corpus_records": records,
-        "text_corpus_build_per_10k_docs_s": seconds * 10_000 / notes["documents"],
-        "text_corpus_vocab": notes["vocab_size"], "text_corpus_lemmatiser": notes["lemmatiser"],
-    })  # fmt: skip
+    out.update(
+        {
+            "text_corpus_build_s": seconds,
+            "text_corpus_docs": notes["documents"],
+            "text_corpus_records": records,
+            "text_corpus_build_per_10k_docs_s": seconds * 10_000 / notes["documents"],
+            "text_corpus_vocab": notes["vocab_size"],
+            "text_corpus_lemmatiser": notes["lemmatiser"],
+        }
+    )
     return out
 
 
@@ -109,16 +114,21 @@ def measure() -> dict:
     plain, framework = alternated(
         lambda: plain_loop(*make(), split, 128, 1), lambda: framework_loop(*make(), splits, 128, 1), rounds=2
     )
-    out: dict = {"text_cnn_epoch_ratio": framework / plain, "text_cnn_epoch_plain_s": plain,
-                 "text_cnn_epoch_framework_s": framework}  # fmt: skip
+    out: dict = {
+        "text_cnn_epoch_ratio": framework / plain,
+        "text_cnn_epoch_plain_s": plain,
+        "text_cnn_epoch_framework_s": framework,
+    }
 
     lines, found, oov, every = 2_200_000, 45_000, 4_995, 48
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "glove.840B.300d.txt"
         start = time.perf_counter()
         rng = np.random.default_rng(0)
-        pool = [" ".join(f"{v:.{4 + i % 2}f}" for v in row).encode() for i, row in
-                enumerate(rng.normal(0.0, 0.4, (1000, 300)))]  # fmt: skip
+        pool = [
+            " ".join(f"{v:.{4 + i % 2}f}" for v in row).encode()
+            for i, row in enumerate(rng.normal(0.0, 0.4, (1000, 300)))
+        ]
         with open(path, "wb") as f:
             for first in range(0, lines, 10_000):
                 f.writelines(
@@ -145,10 +155,15 @@ def measure() -> dict:
         """)
         ours = run_child(child)
     assert ours["stats"]["found"] == found and ours["stats"]["oov"] == oov and ours["cached"], ours
-    out.update({
-        "text_glove_scan_s": ours["seconds"], "text_glove_scan_extra_mb": ours["extra_mb"],
-        "text_glove_memory_measure": ours["how"], "text_glove_lines": ours["stats"]["lines"],
-        "text_glove_vocab": found + oov + 5, "text_glove_from_cache_s": ours["cached_s"],
-    })  # fmt: skip
+    out.update(
+        {
+            "text_glove_scan_s": ours["seconds"],
+            "text_glove_scan_extra_mb": ours["extra_mb"],
+            "text_glove_memory_measure": ours["how"],
+            "text_glove_lines": ours["stats"]["lines"],
+            "text_glove_vocab": found + oov + 5,
+            "text_glove_from_cache_s": ours["cached_s"],
+        }
+    )
     out.update(_agnews_build())
     return out

@@ -26,5 +26,8 @@ def measure() -> dict:
         return enc, CCELoss(num_classes=10, embedding_dim=enc.embedding_dim)
 
     plain, framework = overhead(splits, make, 128, 1)
-    return {"train_overhead_ratio": framework / plain, "train_overhead_plain_s": plain,
-            "train_overhead_framework_s": framework}  # fmt: skip
+    return {
+        "train_overhead_ratio": framework / plain,
+        "train_overhead_plain_s": plain,
+        "train_overhead_framework_s": framework,
+    }

@@ -179,9 +179,15 @@ class ValidationMetrics(L.Callback):
                 _, first = first_occurrences(split["index"])
                 split = {k: v[first] for k, v in split.items()}
         context = EvalContext(
-            stage="val", split=split, head=pl_module.head, encoder_output=split.pop("encoder_output"),
-            train_embeddings=None, train_labels=None, run_dir=None, seed=0,
-        )  # fmt: skip
+            stage="val",
+            split=split,
+            head=pl_module.head,
+            encoder_output=split.pop("encoder_output"),
+            train_embeddings=None,
+            train_labels=None,
+            run_dir=None,
+            seed=0,
+        )
         embeddings = split.pop("embeddings")
         metrics = call_evaluators(self.evaluators, embeddings, split["labels"], context)
         pl_module.log_dict({k: float(v) for k, v in metrics.items()}, rank_zero_only=True)

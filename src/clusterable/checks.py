@@ -83,7 +83,5 @@ def input_dim(input_shape: Sequence[int]) -> int:
 def num_clusters(num_classes: int) -> int:
     """The number of clusters of a clustering head, taken from ``num_classes``: at least 2."""
     if not num_classes >= 2:
-        raise ValueError(
-            f"num_classes must be >= 2 (the number of clusters, dataset.num_classes), got {num_classes}"
-        )
+        raise ValueError(f"num_classes must be >= 2 (the number of clusters, dataset.num_classes), got {num_classes}")
     return int(num_classes)

@@ -115,10 +115,7 @@ def check_node(node: DictConfig, path: str, provided: Iterable[str] = (), requir
         [
             p.name
             for p in params.values()
-            if p.default is p.empty
-            and p.name not in variadic
-            and p.name not in provided
-            and p.name not in node
+            if p.default is p.empty and p.name not in variadic and p.name not in provided and p.name not in node
         ]
         if require_all
         else []
@@ -137,9 +134,7 @@ def plain(value: Any) -> Any:
 def check_value(path: str, value: Any, hint: Any) -> None:
     """ConfigError unless ``value`` has type ``hint``: no string is a boolean or a list, no boolean a number,
     no float an integer (an integer is a valid float)."""
-    wrong = (isinstance(value, bool) and not _admits(hint, bool)) or (
-        isinstance(value, str) and not _admits(hint, str)
-    )
+    wrong = (isinstance(value, bool) and not _admits(hint, bool)) or (isinstance(value, str) and not _admits(hint, str))
     if not wrong:
         try:
             check_type(value, hint, collection_check_strategy=CollectionCheckStrategy.ALL_ITEMS)
@@ -215,11 +210,7 @@ def _failed_node(error: InstantiationException, path: str) -> str:
     """The config path of the node whose constructor failed: ``path``, or a node nested in it
     (``dataset.augment``), which Hydra names on its message's ``full_key:`` line."""
     key = next(
-        (
-            line.removeprefix("full_key: ")
-            for line in str(error).splitlines()
-            if line.startswith("full_key: ")
-        ),
+        (line.removeprefix("full_key: ") for line in str(error).splitlines() if line.startswith("full_key: ")),
         "",
     )
     if not key or key == path or key.startswith(f"{path}."):
@@ -276,11 +267,7 @@ def composition_error(error: BaseException) -> str:
         return needs
     if missing and "Available options in" in text:  # an option of a group Hydra itself holds (hydra/launcher)
         start = next(i for i, line in enumerate(lines) if line.startswith("Available options in"))
-        options = [
-            line for line in lines[start + 1 :] if not line.startswith(("Config search path", "provider="))
-        ]
+        options = [line for line in lines[start + 1 :] if not line.startswith(("Config search path", "provider="))]
         group, name = missing.groups()
         return f"{group}={name}: no such option of {group}; options: {', '.join(options)}"
-    return "; ".join(
-        line for line in lines if not line.startswith(("full_key", "object_type", "reference_type"))
-    )
+    return "; ".join(line for line in lines if not line.startswith(("full_key", "object_type", "reference_type")))

@@ -223,9 +223,7 @@ class EvalContext:
         ``dataset.labelled_percent`` hid one); ``train_labels`` where the former was not given.
         """
         if self.train_embeddings is None or self.train_labels is None:
-            raise ValueError(
-                f"needs the training split's embeddings, which stage {self.stage!r} does not have"
-            )
+            raise ValueError(f"needs the training split's embeddings, which stage {self.stage!r} does not have")
         if all_labels and self.train_all_labels is not None:
             return self.train_embeddings, self.train_all_labels
         return self.train_embeddings, self.train_labels
@@ -376,9 +374,7 @@ def require_evaluator(fn: object, what: str) -> None:
         raise ContractError(f"{what}: {fn!r} is not a function") from None
     missing = [name for name in EVALUATOR_ARGS if name not in params]
     if missing:
-        raise ContractError(
-            f"{what}: an evaluator takes (embeddings, labels, context); it lacks {', '.join(missing)}"
-        )
+        raise ContractError(f"{what}: an evaluator takes (embeddings, labels, context); it lacks {', '.join(missing)}")
 
 
 def require_batch_size(head: object, batch_size: int | None, what: str) -> None:

@@ -114,9 +114,7 @@ def number(
     """A finite number (an integer counts; a boolean does not) within the bounds given."""
     bounded = low is not None or high is not None
     text = f"a number{_bounds(low, high, open_low, open_high)}" if bounded else "a finite number"
-    return _or_null(
-        Domain(lambda: text, lambda v: _is_number(v) and _within(v, low, high, open_low, open_high)), null
-    )
+    return _or_null(Domain(lambda: text, lambda v: _is_number(v) and _within(v, low, high, open_low, open_high)), null)
 
 
 def integer(low: int | None = None, high: int | None = None, *, null: bool = False) -> Domain:
@@ -168,9 +166,7 @@ def listed(item: Domain, length: int | None = None, *, null: bool = False) -> Do
 
 def one_of(*domains: Domain) -> Domain:
     """A value in any of ``domains``."""
-    return Domain(
-        lambda: ", or ".join(d.describe() for d in domains), lambda v: any(d.accepts(v) for d in domains)
-    )
+    return Domain(lambda: ", or ".join(d.describe() for d in domains), lambda v: any(d.accepts(v) for d in domains))
 
 
 def predicate(description: str, test: Callable[[Any], bool]) -> Domain:
@@ -260,8 +256,12 @@ def _optimizer(**own: Domain) -> dict[str, Domain]:
 # torch's flags for its implementations: whichever is set, the same arithmetic.
 IMPLEMENTATION = {"foreach": boolean(null=True), "differentiable": boolean(), "capturable": boolean()}
 ADAM_LIKE = {
-    "betas": BETAS, "eps": POSITIVE, "weight_decay": NON_NEGATIVE, "maximize": boolean(), **IMPLEMENTATION,
-}  # fmt: skip
+    "betas": BETAS,
+    "eps": POSITIVE,
+    "weight_decay": NON_NEGATIVE,
+    "maximize": boolean(),
+    **IMPLEMENTATION,
+}
 
 
 def _scheduler(**own: Domain) -> dict[str, Domain]:
@@ -388,15 +388,13 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         foreach=boolean(null=True),
         differentiable=boolean(),
         fused=boolean(null=True),
-    ),  # fmt: skip
+    ),
     "torch.optim.Adam": _optimizer(
         **ADAM_LIKE, amsgrad=boolean(), fused=boolean(null=True), decoupled_weight_decay=boolean()
     ),
     "torch.optim.AdamW": _optimizer(**ADAM_LIKE, amsgrad=boolean(), fused=boolean(null=True)),
     "torch.optim.Adamax": _optimizer(**ADAM_LIKE),
-    "torch.optim.NAdam": _optimizer(
-        **ADAM_LIKE, momentum_decay=NON_NEGATIVE, decoupled_weight_decay=boolean()
-    ),
+    "torch.optim.NAdam": _optimizer(**ADAM_LIKE, momentum_decay=NON_NEGATIVE, decoupled_weight_decay=boolean()),
     "torch.optim.RAdam": _optimizer(**ADAM_LIKE, decoupled_weight_decay=boolean()),
     "torch.optim.SparseAdam": _optimizer(betas=BETAS, eps=POSITIVE, maximize=boolean()),
     "torch.optim.Adagrad": _optimizer(
@@ -408,7 +406,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         foreach=boolean(null=True),
         differentiable=boolean(),
         fused=boolean(null=True),
-    ),  # fmt: skip
+    ),
     "torch.optim.Adadelta": _optimizer(
         rho=number(0, 1), eps=POSITIVE, weight_decay=NON_NEGATIVE, maximize=boolean(), **IMPLEMENTATION
     ),
@@ -419,7 +417,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         weight_decay=NON_NEGATIVE,
         foreach=boolean(null=True),
         maximize=boolean(),
-    ),  # fmt: skip
+    ),
     "torch.optim.ASGD": _optimizer(
         lambd=NON_NEGATIVE,
         alpha=NON_NEGATIVE,
@@ -427,7 +425,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         weight_decay=NON_NEGATIVE,
         maximize=boolean(),
         **IMPLEMENTATION,
-    ),  # fmt: skip
+    ),
     "torch.optim.LBFGS": _optimizer(
         max_iter=integer(1),
         max_eval=integer(1, null=True),
@@ -436,7 +434,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         history_size=integer(1),
         line_search_fn=choice("strong_wolfe", null=True),
         maximize=boolean(),
-    ),  # fmt: skip
+    ),
     "torch.optim.Muon": _optimizer(
         weight_decay=NON_NEGATIVE,
         momentum=UNIT,
@@ -445,7 +443,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         eps=POSITIVE,
         ns_steps=integer(1, 99),
         adjust_lr_fn=choice("original", "match_rms_adamw", "spectral_unclamped", null=True),
-    ),  # fmt: skip
+    ),
     "torch.optim.RMSprop": _optimizer(
         alpha=UNIT,
         eps=POSITIVE,
@@ -454,21 +452,16 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         centered=boolean(),
         maximize=boolean(),
         **IMPLEMENTATION,
-    ),  # fmt: skip
+    ),
     "torch.optim.Rprop": _optimizer(
         etas=predicate(
             "a list [etaminus, etaplus] with 0 < etaminus < 1 < etaplus",
-            lambda v: (
-                isinstance(v, list | tuple)
-                and len(v) == 2
-                and all(map(_is_number, v))
-                and 0 < v[0] < 1 < v[1]
-            ),
+            lambda v: isinstance(v, list | tuple) and len(v) == 2 and all(map(_is_number, v)) and 0 < v[0] < 1 < v[1],
         ),
         step_sizes=listed(POSITIVE, 2),
         maximize=boolean(),
         **IMPLEMENTATION,
-    ),  # fmt: skip
+    ),
     # Learning-rate schedules (the `scheduler` group), stepped after every optimizer step: ours, and torch's that
     # take plain values (the framework passes total_steps to those that take it).
     "clusterable.schedules.warmcos": {
@@ -488,10 +481,8 @@ LIBRARY: dict[str, dict[str, Domain]] = {
             ),
         ),
         gamma=POSITIVE,
-    ),  # fmt: skip
-    "torch.optim.lr_scheduler.ConstantLR": _scheduler(
-        factor=number(0, 1, open_low=True), total_iters=integer(0)
     ),
+    "torch.optim.lr_scheduler.ConstantLR": _scheduler(factor=number(0, 1, open_low=True), total_iters=integer(0)),
     "torch.optim.lr_scheduler.LinearLR": _scheduler(
         start_factor=number(0, 1, open_low=True), end_factor=number(0, 1), total_iters=integer(0)
     ),
@@ -511,7 +502,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         scale_fn=fixed(None, "a Python function, which a config cannot give; mode chooses one"),
         scale_mode=choice("cycle", "iterations"),
         **MOMENTUM_RANGE,
-    ),  # fmt: skip
+    ),
     "torch.optim.lr_scheduler.OneCycleLR": _scheduler(
         max_lr=LEARNING_RATES,
         total_steps=framework("the framework passes the run's optimizer steps"),
@@ -523,7 +514,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         final_div_factor=POSITIVE,
         three_phase=boolean(),
         **MOMENTUM_RANGE,
-    ),  # fmt: skip
+    ),
     # Lightning's Trainer (the `trainer` group).
     "lightning.Trainer": {
         "accelerator": one_of(
@@ -554,9 +545,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         "limit_test_batches": BATCH_LIMIT,
         "limit_predict_batches": BATCH_LIMIT,
         "overfit_batches": one_of(integer(0), number(0, 1)),
-        "val_check_interval": one_of(
-            integer(1), number(0, 1, open_low=True), DURATION, fixed(None, "every epoch")
-        ),
+        "val_check_interval": one_of(integer(1), number(0, 1, open_low=True), DURATION, fixed(None, "every epoch")),
         "check_val_every_n_epoch": integer(1, null=True),
         "num_sanity_val_steps": integer(-1, null=True),
         "log_every_n_steps": integer(0, null=True),
@@ -585,24 +574,20 @@ LIBRARY: dict[str, dict[str, Domain]] = {
     },
     # pytorch-metric-learning: the losses and miners our configs select (loss/*.yaml, loss/metric/*.yaml, and
     # CircleLoss, loss/pml.yaml's example), every miner, and the distances a loss or miner takes.
-    "pytorch_metric_learning.losses.ContrastiveLoss": _pml_loss(
-        pairs=True, pos_margin=number(), neg_margin=number()
-    ),
+    "pytorch_metric_learning.losses.ContrastiveLoss": _pml_loss(pairs=True, pos_margin=number(), neg_margin=number()),
     "pytorch_metric_learning.losses.TripletMarginLoss": _pml_loss(
         margin=NON_NEGATIVE,
         swap=boolean(),
         smooth_loss=boolean(),
         triplets_per_anchor=one_of(choice("all"), integer(1)),
-    ),  # fmt: skip
+    ),
     "pytorch_metric_learning.losses.MultiSimilarityLoss": _pml_loss(
         pairs=True, alpha=POSITIVE, beta=POSITIVE, base=number()
     ),
     "pytorch_metric_learning.losses.SupConLoss": _pml_loss(pairs=True, temperature=POSITIVE),
     "pytorch_metric_learning.losses.NCALoss": _pml_loss(softmax_scale=POSITIVE),
     "pytorch_metric_learning.losses.ProxyNCALoss": _pml_loss(weights=True, softmax_scale=POSITIVE),
-    "pytorch_metric_learning.losses.ProxyAnchorLoss": _pml_loss(
-        weights=True, margin=NON_NEGATIVE, alpha=POSITIVE
-    ),
+    "pytorch_metric_learning.losses.ProxyAnchorLoss": _pml_loss(weights=True, margin=NON_NEGATIVE, alpha=POSITIVE),
     # ArcFace's margin is an angle in degrees, added to the angle between a row and its class.
     "pytorch_metric_learning.losses.ArcFaceLoss": _pml_loss(
         weights=True, margin=number(0, 180, open_high=True), scale=POSITIVE
@@ -615,21 +600,19 @@ LIBRARY: dict[str, dict[str, Domain]] = {
     ),
     "pytorch_metric_learning.miners.MultiSimilarityMiner": _pml_miner(epsilon=NON_NEGATIVE),
     "pytorch_metric_learning.miners.PairMarginMiner": _pml_miner(pos_margin=number(), neg_margin=number()),
-    "pytorch_metric_learning.miners.AngularMiner": _pml_miner(
-        angle=number(0, 180, open_low=True, open_high=True)
-    ),
+    "pytorch_metric_learning.miners.AngularMiner": _pml_miner(angle=number(0, 180, open_low=True, open_high=True)),
     "pytorch_metric_learning.miners.BatchEasyHardMiner": _pml_miner(
         pos_strategy=choice(*STRATEGIES),
         neg_strategy=choice(*STRATEGIES),
         allowed_pos_range=MARGINS_RANGE,
         allowed_neg_range=MARGINS_RANGE,
-    ),  # fmt: skip
+    ),
     "pytorch_metric_learning.miners.BatchHardMiner": _pml_miner(
         pos_strategy=choice(*STRATEGIES),
         neg_strategy=choice(*STRATEGIES),
         allowed_pos_range=MARGINS_RANGE,
         allowed_neg_range=MARGINS_RANGE,
-    ),  # fmt: skip
+    ),
     "pytorch_metric_learning.miners.DistanceWeightedMiner": _pml_miner(
         cutoff=NON_NEGATIVE, nonzero_loss_cutoff=POSITIVE
     ),
@@ -681,9 +664,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         "job_type": text(null=True),
         "mode": choice("online", "offline", "disabled", "shared", null=True),
         "force": boolean(null=True),
-        "reinit": one_of(
-            boolean(null=True), choice("default", "return_previous", "finish_previous", "create_new")
-        ),
+        "reinit": one_of(boolean(null=True), choice("default", "return_previous", "finish_previous", "create_new")),
         "resume": one_of(boolean(null=True), choice("allow", "never", "must", "auto")),
         "resume_from": text(null=True),
         "fork_from": text(null=True),
@@ -759,9 +740,7 @@ def _contrastive_margins(values: Mapping[str, Any], title: str) -> str | None:
     inverted = _inverted(values.get("distance"))
     if inverted is None or (neg > pos if not inverted else pos > neg):
         return None
-    kind, need = (
-        ("a similarity", "pos_margin > neg_margin") if inverted else ("a distance", "pos_margin < neg_margin")
-    )
+    kind, need = ("a similarity", "pos_margin > neg_margin") if inverted else ("a distance", "pos_margin < neg_margin")
     return f"the margins of {title} cross ({kind}: it needs {need}), got pos_margin={pos}, neg_margin={neg}"
 
 
@@ -774,11 +753,7 @@ def _inverted(distance: Any) -> bool | None:
         return None
     from pytorch_metric_learning.distances import DotProductSimilarity
 
-    return (
-        issubclass(cls, DotProductSimilarity)
-        if distance.get("is_inverted") is None
-        else distance["is_inverted"]
-    )
+    return issubclass(cls, DotProductSimilarity) if distance.get("is_inverted") is None else distance["is_inverted"]
 
 
 def _nesterov(values: Mapping[str, Any], title: str) -> str | None:
@@ -789,9 +764,7 @@ def _nesterov(values: Mapping[str, Any], title: str) -> str | None:
     return f"nesterov=true needs momentum > 0 and dampening 0 ({title}), got momentum={momentum}, dampening={dampening}"
 
 
-def _at_most(
-    low_key: str, high_key: str, unbounded: Any = None
-) -> Callable[[Mapping[str, Any], str], str | None]:
+def _at_most(low_key: str, high_key: str, unbounded: Any = None) -> Callable[[Mapping[str, Any], str], str | None]:
     """``low_key`` <= ``high_key`` where both are numbers (``high_key`` = ``unbounded`` is no limit)."""
 
     def relation(values: Mapping[str, Any], title: str) -> str | None:
@@ -872,9 +845,7 @@ def _entry(target: Any) -> tuple[str, str] | None:
 
 
 def _plain(value: Any) -> Any:
-    return (
-        OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
-    )
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig | ListConfig) else value
 
 
 def _targets(cfg: DictConfig, path: str = "") -> Iterator[tuple[str, DictConfig]]:

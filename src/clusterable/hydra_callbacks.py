@@ -54,9 +54,11 @@ def ddp_in_sweep(config: DictConfig) -> str | None:
     several = _device_count(devices) not in (0, 1)  # -1: every device
     if not (several or any(name in strategy.lower() for name in ("ddp", "fsdp", "deepspeed"))):
         return None
-    return (f"-m with DDP (trainer.strategy={strategy}, trainer.devices={devices}): Lightning would start the whole "
-            "sweep again in every rank; run each DDP cell as a single run (without -m), or sweep with "
-            "hydra/launcher=submitit_slurm")  # fmt: skip
+    return (
+        f"-m with DDP (trainer.strategy={strategy}, trainer.devices={devices}): Lightning would start the whole "
+        "sweep again in every rank; run each DDP cell as a single run (without -m), or sweep with "
+        "hydra/launcher=submitit_slurm"
+    )
 
 
 def _device_count(devices: Any) -> int:
@@ -129,9 +131,7 @@ def config_files_changed() -> str | None:
         return None  # no snapshot (a full disk when the sweep started): nothing to compare
     now = config_digests(snapshot["roots"])
     before = snapshot["files"]
-    changes = [
-        f"{p} {'edited' if p in now else 'removed'}" for p in sorted(before) if now.get(p) != before[p]
-    ]
+    changes = [f"{p} {'edited' if p in now else 'removed'}" for p in sorted(before) if now.get(p) != before[p]]
     changes += [f"{p} added" for p in sorted(set(now) - set(before))]
     if not changes:
         return None
@@ -158,8 +158,11 @@ class OutputFolderCheck(Callback):
         name = str(config.get("name"))
         parts = name.replace("\\", "/").split("/")
         if not name or name.startswith(("/", "~")) or any(p in ("", ".", "..") for p in parts):
-            print(f"error: name={name!r} must be a relative folder name below the output folder (no '..', no "
-                  "absolute path; '/' between parts): e.g. name=my_study", file=sys.stderr)  # fmt: skip
+            print(
+                f"error: name={name!r} must be a relative folder name below the output folder (no '..', no "
+                "absolute path; '/' between parts): e.g. name=my_study",
+                file=sys.stderr,
+            )
             raise SystemExit(2) from None
         folder = Path(str(config.paths.output_dir))
         try:
@@ -226,9 +229,7 @@ class SweepSummary(Callback):
         cells = sorted(o["cell"] for o in outcomes if o["status"] == "diverged")
         if cells:
             more = f" and {len(cells) - 1} more" if len(cells) > 1 else ""
-            print(
-                f"diverged: {cells[0]}{more} (the loss is unbounded there: a result, see each metrics.json)"
-            )
+            print(f"diverged: {cells[0]}{more} (the loss is unbounded there: a result, see each metrics.json)")
         # Cells that failed for the same reason (a missing input, e.g. Table 1's winners for corel/table2) are one
         # line, naming the first cell and how many more, rather than a screenful of the same sentence.
         # A partial cell (trained; an evaluator failed) is not a result either: said the same way.

@@ -183,8 +183,10 @@ class RepresentationModule(L.LightningModule):
         """Refuse, before ``fit`` launches any process, a device count this module cannot train on: per-sample
         steps run on one device."""
         if not self.automatic_optimization and world_size > 1:
-            raise ConfigError(f"optimizer_steps=per_sample runs on one device, not {world_size}: set "
-                              "trainer.devices=1 or optimizer_steps=per_batch")  # fmt: skip
+            raise ConfigError(
+                f"optimizer_steps=per_sample runs on one device, not {world_size}: set "
+                "trainer.devices=1 or optimizer_steps=per_batch"
+            )
 
     def on_fit_start(self) -> None:
         self._history = []
@@ -211,14 +213,16 @@ class RepresentationModule(L.LightningModule):
         extra = {k: v for k, v in batch.items() if k not in ("inputs", "labels")}
         if embeddings is None:  # a training step: an EncodingHead embeds the batch its own way (sub-batches)
             encode = self.head.encode if isinstance(self.head, EncodingHead) else None
-            embeddings = (
-                self.encode(batch["inputs"]) if encode is None else encode(self.encode, batch["inputs"])
-            )
+            embeddings = self.encode(batch["inputs"]) if encode is None else encode(self.encode, batch["inputs"])
         # `encoder` lets a head embed views it makes itself (contrastive positives).
         return self.head(
-            embeddings, batch["labels"], inputs=batch["inputs"], epoch=epoch, encoder=self.encoder,
+            embeddings,
+            batch["labels"],
+            inputs=batch["inputs"],
+            epoch=epoch,
+            encoder=self.encoder,
             **extra,
-        )  # fmt: skip
+        )
 
     def validation_outputs(self, batch: dict[str, Tensor], epoch: int | None = None) -> dict[str, Tensor]:
         """What validation computes on ``batch``: ``encoder_output`` (B, D); ``logits`` (B, K) for a classifying
@@ -293,9 +297,7 @@ class RepresentationModule(L.LightningModule):
         self._checked = True
         self._means = {f"train/{k}": v / max(self._steps, 1) for k, v in self._sums.items()}
         values = {k: float(v) for k, v in self._means.items()}  # one host sync an epoch
-        diverged = epoch_divergence(
-            self.head, values, self._history, self.current_epoch, self.divergence_limit
-        )
+        diverged = epoch_divergence(self.head, values, self._history, self.current_epoch, self.divergence_limit)
         if diverged is not None:
             raise diverged
 
@@ -363,9 +365,7 @@ class RepresentationModule(L.LightningModule):
             total = self.trainer.max_epochs * len(self.trainer.datamodule.split("train")["labels"])
         if total == 0:  # trainer.max_steps=0: nothing to schedule
             return {"optimizer": optimizer}
-        scheduler = self.scheduler_factory(
-            optimizer, **_total_steps_if_taken(self.scheduler_factory, int(total))
-        )
+        scheduler = self.scheduler_factory(optimizer, **_total_steps_if_taken(self.scheduler_factory, int(total)))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 

@@ -25,17 +25,13 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
     if problem := split_list(args):
         return problem
     try:
-        overrides = OverridesParser.create().parse_overrides(
-            [a for a in args if "=" in a and not a.startswith("-")]
-        )
+        overrides = OverridesParser.create().parse_overrides([a for a in args if "=" in a and not a.startswith("-")])
     except Exception:
         return None  # Hydra reports syntax errors itself
     roots = [Path(config_dir)]
     for override in overrides:
         if override.key_or_group == "hydra.searchpath" and isinstance(override.value(), list):
-            roots += [
-                Path(str(p).removeprefix("file://")) for p in override.value() if str(p).startswith("file://")
-            ]
+            roots += [Path(str(p).removeprefix("file://")) for p in override.value() if str(p).startswith("file://")]
     if problem := shadowed_option(roots[1:], Path(config_dir)) or unknown_protocol_key(overrides, roots):
         return problem
     # Nested groups too (``loss/metric=nope``: a group chosen inside another group's config).
@@ -52,19 +48,17 @@ def check_group_options(args: list[str], config_dir: str = CONFIG_DIR) -> str | 
             names = list(override.sweep_string_iterator())
         else:
             value = override.value()
-            names = (
-                [str(v) for v in value] if isinstance(value, list) else [] if value is None else [str(value)]
-            )
+            names = [str(v) for v in value] if isinstance(value, list) else [] if value is None else [str(value)]
         available = sorted(
-            str(p.relative_to(root / group).with_suffix(""))
-            for root in roots
-            for p in (root / group).rglob("*.yaml")
+            str(p.relative_to(root / group).with_suffix("")) for root in roots for p in (root / group).rglob("*.yaml")
         )
         for name in names:
             if name == "null" and override.is_sweep_override():
-                return (f"{group}: null (no {group}) cannot be one value of a sweep, since Hydra removes a group "
-                        f"for a whole command only; sweep {group}={','.join(available)} and run {group}=null in "
-                        "a command of its own")  # fmt: skip
+                return (
+                    f"{group}: null (no {group}) cannot be one value of a sweep, since Hydra removes a group "
+                    f"for a whole command only; sweep {group}={','.join(available)} and run {group}=null in "
+                    "a command of its own"
+                )
             if name not in available:
                 return f"{group}: no option {name!r}; available: {', '.join(available)}"
     return None
@@ -112,9 +106,7 @@ def null_groups(args: list[str], config_dir: str = CONFIG_DIR) -> tuple[list[str
         elif group in optional:
             out.append(f"~{group}")
         else:
-            options = sorted(
-                str(p.relative_to(root / group).with_suffix("")) for p in (root / group).rglob("*.yaml")
-            )
+            options = sorted(str(p.relative_to(root / group).with_suffix("")) for p in (root / group).rglob("*.yaml"))
             return args, f"{arg}: every run needs a {group}; choose one of: {', '.join(options)}"
     return out, None
 
@@ -130,9 +122,11 @@ def shadowed_option(user_roots: list[Path], config_dir: Path) -> str | None:
             relative = path.relative_to(root)
             if len(relative.parts) > 1 and (config_dir / relative).is_file():
                 option = f"{relative.parent.as_posix()}={relative.with_suffix('').name}"
-                return (f"{path} has the name of the package's own {option} ({config_dir / relative}), which "
-                        "comes first on the search path, so yours would never be read: give it a name of its "
-                        "own")  # fmt: skip
+                return (
+                    f"{path} has the name of the package's own {option} ({config_dir / relative}), which "
+                    "comes first on the search path, so yours would never be read: give it a name of its "
+                    "own"
+                )
     return None
 
 
@@ -165,9 +159,11 @@ def unknown_protocol_key(overrides: list[Any], roots: list[Path]) -> str | None:
     for override in given:
         key = override.key_or_group.split(".")[1]
         if key not in known:
-            return (f"{override.key_or_group}: no config sets protocol.{key}, so nothing reads it (protocol keys: "
-                    f"{', '.join(sorted(known))}); a key of your own belongs in a config of your own on "
-                    "hydra.searchpath")  # fmt: skip
+            return (
+                f"{override.key_or_group}: no config sets protocol.{key}, so nothing reads it (protocol keys: "
+                f"{', '.join(sorted(known))}); a key of your own belongs in a config of your own on "
+                "hydra.searchpath"
+            )
     return None
 
 
@@ -179,12 +175,9 @@ def split_list(args: list[str]) -> str | None:
             continue
         opened = arg.count("[") - arg.count("]") + arg.count("{") - arg.count("}")
         if opened > 0:
-            end = next(
-                (j for j in range(i + 1, len(args)) if "]" in args[j] or "}" in args[j]), len(args) - 1
-            )
+            end = next((j for j in range(i + 1, len(args)) if "]" in args[j] or "}" in args[j]), len(args) - 1)
             whole = " ".join(args[i : end + 1])
-            return (f"{arg} is cut at a space: the shell split a list; quote it, '{whole}', or write it without "
-                    "spaces")  # fmt: skip
+            return f"{arg} is cut at a space: the shell split a list; quote it, '{whole}', or write it without spaces"
     return None
 
 
@@ -207,9 +200,7 @@ def swept_group_key(args: list[str], error: BaseException, config_dir: str = CON
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        overrides = OverridesParser.create().parse_overrides(
-            [a for a in args if "=" in a and not a.startswith("-")]
-        )
+        overrides = OverridesParser.create().parse_overrides([a for a in args if "=" in a and not a.startswith("-")])
     except Exception:
         return None
     if any(o.key_or_group == group for o in overrides):
@@ -257,10 +248,7 @@ def _group_choices(
 
         def has_key(option: str) -> bool:
             chosen = compose("train", overrides=[*base, f"{group}={option}"])
-            return (
-                OmegaConf.select(chosen, key, default=_ABSENT, throw_on_resolution_failure=False)
-                is not _ABSENT
-            )
+            return OmegaConf.select(chosen, key, default=_ABSENT, throw_on_resolution_failure=False) is not _ABSENT
 
         having = [option for option in options if has_key(option)]
     return str(cfg.hydra.runtime.choices.get(group)), having

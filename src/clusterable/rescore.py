@@ -61,9 +61,7 @@ class NothingToFinish(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="clusterable-eval", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "targets", nargs="+", help="run directories or experiment names, then evaluator overrides"
-    )
+    parser.add_argument("targets", nargs="+", help="run directories or experiment names, then evaluator overrides")
     parser.add_argument("--outputs", default=None, help="the outputs folder experiment names are found in")
     parser.add_argument("--mode", default="full", choices=("full", "smoke"))
     parser.add_argument("--replace", action="store_true", help="overwrite metrics the runs already have")
@@ -76,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         evaluators = evaluator_nodes(overrides) if overrides else None
         runs = find_runs(targets, Path(args.outputs) if args.outputs else None, args.mode)
         if evaluators is None and not any((read_metrics(r) or {}).get("evaluators_failed") for r in runs):
-            raise RescoreError(f"{NAME_EVALUATORS}; without them it finishes runs whose evaluators failed, and "
-                               "none of these has one")  # fmt: skip
+            raise RescoreError(
+                f"{NAME_EVALUATORS}; without them it finishes runs whose evaluators failed, and none of these has one"
+            )
     except RescoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -155,12 +154,14 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     cfg, parts = _rebuilt(run_dir, payload, evaluator_cfg)
     represented, source = _representations(run_dir, payload, parts, cfg, prefer_checkpoint=finishing)
     failures: dict[str, Any] = {}
-    metrics = score(represented, parts.datamodule, parts.evaluators, cfg.eval_stages, parts.module.head, run_dir,
-                    cfg.seed, failures)  # fmt: skip
+    metrics = score(
+        represented, parts.datamodule, parts.evaluators, cfg.eval_stages, parts.module.head, run_dir, cfg.seed, failures
+    )
     clash = sorted(set(metrics) & set(payload["metrics"]))
     if clash and not replace:
-        raise RescoreError(f"it already has {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} (--replace "
-                           "overwrites)")  # fmt: skip
+        raise RescoreError(
+            f"it already has {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} (--replace overwrites)"
+        )
     nodes = OmegaConf.to_container(evaluator_cfg, resolve=True)
     own = (payload.get("config") or {}).get("evaluator") or {}
     # A failed evaluator is finished only by its own settings: scored otherwise, the run's config would not say
@@ -195,8 +196,7 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
         named = ", ".join(f"evaluator.{n}" for n in left)
         other = [n for n in left if n in nodes]  # scored here, but not with the settings its config records
         why = (
-            f"{', '.join(f'evaluator.{n}' for n in other)} scored with other settings than its config's, which "
-            "failed"
+            f"{', '.join(f'evaluator.{n}' for n in other)} scored with other settings than its config's, which failed"
             if other
             else "run clusterable-eval without evaluator=... to finish it"
         )
@@ -212,9 +212,7 @@ def _trained(run_dir: Path) -> dict[str, Any]:
         raise RescoreError(f"its {METRICS_FILE} {what}")
     status = payload.get("status")
     if status not in TRAINED or not payload.get("metrics"):
-        raise RescoreError(
-            f"not a trained run (status {status}): only a run whose training finished is scored"
-        )
+        raise RescoreError(f"not a trained run (status {status}): only a run whose training finished is scored")
     return payload
 
 
@@ -223,8 +221,9 @@ def _own_evaluators(payload: dict[str, Any], names: list[str]) -> DictConfig:
     own = (payload.get("config") or {}).get("evaluator") or {}
     missing = [n for n in names if n not in own]
     if missing:
-        raise RescoreError(f"its config records no evaluator.{missing[0]}, which failed: name the evaluators to "
-                           "run (evaluator=[...])")  # fmt: skip
+        raise RescoreError(
+            f"its config records no evaluator.{missing[0]}, which failed: name the evaluators to run (evaluator=[...])"
+        )
     return OmegaConf.create({n: own[n] for n in names})
 
 
@@ -262,15 +261,18 @@ def _representations(
             encoder_output, representation, labels = kept[stage]
             split = {k: v.to(module.device) for k, v in data.split(stage).items()}
             if not torch.equal(split["labels"].to(labels.device), labels):
-                raise RescoreError(f"the labels of split {stage!r} differ from those the run kept: the dataset "
-                                   "changed since it ran")  # fmt: skip
+                raise RescoreError(
+                    f"the labels of split {stage!r} differ from those the run kept: the dataset changed since it ran"
+                )
             out[stage] = (encoder_output, representation, split)
         return out, f"its kept representations ({saved.FILE})"
     _require_kept(run_dir)
     if not checkpoint.exists():
-        raise RescoreError(f"its kept representations ({saved.FILE}) lack a split or the head ({saved.HEAD_FILE}) "
-                           f"and it kept no checkpoint ({CHECKPOINT.as_posix()}): re-scoring it needs training "
-                           "again (run its cell again, with the evaluators added)")  # fmt: skip
+        raise RescoreError(
+            f"its kept representations ({saved.FILE}) lack a split or the head ({saved.HEAD_FILE}) "
+            f"and it kept no checkpoint ({CHECKPOINT.as_posix()}): re-scoring it needs training "
+            "again (run its cell again, with the evaluators added)"
+        )
     print(f"{run_dir}: no kept representations: embedding its splits again from {CHECKPOINT.name}")
     return _embedded(run_dir, payload, parts, stages), f"{CHECKPOINT.name}, embedded again"
 
@@ -282,9 +284,11 @@ def _require_kept(run_dir: Path) -> None:
     from clusterable.evaluation import saved
 
     if not (Path(run_dir) / saved.FILE).exists() and not (Path(run_dir) / CHECKPOINT).exists():
-        raise RescoreError(f"it kept no representations ({saved.FILE}) and no checkpoint "
-                           f"({CHECKPOINT.as_posix()}): re-scoring it needs training again (run its cell again, with "
-                           "the evaluators added)")  # fmt: skip
+        raise RescoreError(
+            f"it kept no representations ({saved.FILE}) and no checkpoint "
+            f"({CHECKPOINT.as_posix()}): re-scoring it needs training again (run its cell again, with "
+            "the evaluators added)"
+        )
 
 
 def _embedded(run_dir: Path, payload: dict[str, Any], parts: Any, stages: list[str]) -> dict:
@@ -297,9 +301,11 @@ def _embedded(run_dir: Path, payload: dict[str, Any], parts: Any, stages: list[s
     state = torch.load(Path(run_dir) / CHECKPOINT, map_location=module.device, weights_only=True)
     epoch = int(state["epoch"]) if state.get("global_step", 1) > 0 else None  # as run.training.restore_best
     if "best_epoch" in payload and epoch != payload["best_epoch"]:
-        raise RescoreError(f"its checkpoint ({CHECKPOINT.as_posix()}) is of epoch {epoch}, its record's best "
-                           f"epoch is {payload['best_epoch']}: another attempt's model, not the one its metrics are "
-                           "of")  # fmt: skip
+        raise RescoreError(
+            f"its checkpoint ({CHECKPOINT.as_posix()}) is of epoch {epoch}, its record's best "
+            f"epoch is {payload['best_epoch']}: another attempt's model, not the one its metrics are "
+            "of"
+        )
     saved.set_state(module, state["state_dict"])
     module.eval()
     return {stage: represent(module, parts.datamodule, stage) for stage in stages}

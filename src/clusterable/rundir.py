@@ -30,9 +30,13 @@ LIMITS = {
 # tuned_lambda_partial lets Table 2 take a winner from an incomplete λ grid: the λ it ran at is loss.lam.
 # What a run keeps besides its metrics (save_representations) changes nothing it computes.
 IGNORED_IN_COMPARISON = (
-    "logger", "paths", "trainer.enable_progress_bar", "trainer.enable_model_summary", "tuned_lambda_partial",
+    "logger",
+    "paths",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "tuned_lambda_partial",
     "save_representations",
-)  # fmt: skip
+)
 
 
 def objective_value(payload: dict[str, Any], metric: Any) -> float | None:
@@ -130,8 +134,13 @@ def provenance(config: Mapping[str, Any], debug: str | None) -> dict[str, Any]:
     trainer = config.get("trainer") or {}
     limits = {k: trainer[k] for k in LIMITS if k in trainer and trainer[k] is not None}
     source = (config.get("dataset") or {}).get("source", "real")
-    return {"data_source": source, "debug": debug, "limits": limits, "max_epochs": trainer.get("max_epochs"),
-            "max_steps": trainer.get("max_steps")}  # fmt: skip
+    return {
+        "data_source": source,
+        "debug": debug,
+        "limits": limits,
+        "max_epochs": trainer.get("max_epochs"),
+        "max_steps": trainer.get("max_steps"),
+    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -168,9 +177,10 @@ def package_hash(roots: list[Path]) -> str:
     digest = hashlib.sha256()
     for root in roots:
         files = sorted(
-            p for p in root.rglob("*")
+            p
+            for p in root.rglob("*")
             if p.is_file() and "__pycache__" not in p.relative_to(root).parts and p.suffix not in (".pyc", ".pyo")
-        )  # fmt: skip
+        )
         for path in files:
             name = path.relative_to(root.parent).as_posix()
             digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
@@ -197,8 +207,13 @@ def _read_code_version(package_dir: Path | None = None) -> dict[str, Any]:
         files: str | None = package_hash(package_roots(package_dir))
     except OSError:  # a file that cannot be read: the version stays the commit's, or unknown
         files = None
-    out: dict[str, Any] = {"package": package, "commit": None, "dirty": None, "package_hash": files,
-                           "kind": HASH if files else None}  # fmt: skip
+    out: dict[str, Any] = {
+        "package": package,
+        "commit": None,
+        "dirty": None,
+        "package_hash": files,
+        "kind": HASH if files else None,
+    }
     root = package_dir.parents[1]  # src/clusterable -> the checkout
     if not (root / ".git").exists():
         return out
@@ -265,18 +280,12 @@ def _is_default(node: Mapping[str, Any], key: str, value: Any) -> bool:
         parameter = inspect.signature(get_object(str(node["_target_"]))).parameters.get(key)
     except Exception:  # no _target_, or one that no longer imports: not known to be a default
         return False
-    return (
-        parameter is not None
-        and parameter.default is not inspect.Parameter.empty
-        and parameter.default == value
-    )
+    return parameter is not None and parameter.default is not inspect.Parameter.empty and parameter.default == value
 
 
 def _absent(value: Any) -> bool:
     return (
-        value is None
-        or (isinstance(value, Mapping) and not value)
-        or (isinstance(value, str) and value == "<unset>")
+        value is None or (isinstance(value, Mapping) and not value) or (isinstance(value, str) and value == "<unset>")
     )
 
 

@@ -158,14 +158,14 @@ def lookup_entry(
         data = yaml.safe_load(path.read_text()) or {}
         winners = data["winners"]
     except (yaml.YAMLError, KeyError, TypeError) as e:
-        raise TunedLambdaError(f"{path} is not a winners file ({type(e).__name__}): make it again with "
-                               f"`python scripts/make_tables.py {table}`") from None  # fmt: skip
+        raise TunedLambdaError(
+            f"{path} is not a winners file ({type(e).__name__}): make it again with "
+            f"`python scripts/make_tables.py {table}`"
+        ) from None
     entry = ((winners.get(dataset) or {}).get(model) or {}).get(loss)
     setting = f"dataset={dataset}, model={model}, loss={loss}"
     if entry is None:
-        have = (
-            ", ".join(f"{d}/{m}/{lo}" for d in winners for m in winners[d] for lo in winners[d][m]) or "none"
-        )
+        have = ", ".join(f"{d}/{m}/{lo}" for d in winners for m in winners[d] for lo in winners[d][m]) or "none"
         raise WinnersMissing(
             f"{path} has no tuned λ for {setting} (it has: {have}): run {table} on that setting and make its "
             f"table again, {fixed}"
@@ -178,8 +178,9 @@ def lookup_entry(
             f"{fixed}"
         )
     if entry.get("lam") is None:
-        raise TunedLambdaError(f"no λ of {table} qualified for {setting} (every one that ran diverged or failed; "
-                               f"see {path}), {fixed}")  # fmt: skip
+        raise TunedLambdaError(
+            f"no λ of {table} qualified for {setting} (every one that ran diverged or failed; see {path}), {fixed}"
+        )
     return entry
 
 
@@ -192,9 +193,7 @@ def _lookup_for(root: DictConfig, table: str, choices: Mapping[str, Any] | None)
             f"got {table!r}"
         )
     if choices is None:
-        raise TunedLambdaError(
-            "tuned_lambda_from needs the run's config group choices: run it through train.py"
-        )
+        raise TunedLambdaError("tuned_lambda_from needs the run's config group choices: run it through train.py")
     setting = (str(choices.get(g)) for g in ("dataset", "model", "loss"))
     partial = bool(root.get("tuned_lambda_partial"))
     return lookup_entry(table, root.paths.output_dir, root.mode, *setting, partial=partial)
@@ -214,8 +213,11 @@ def resolve(
         entry = _lookup_for(root, table, choices)
     except WinnersMissing:
         if root.get("tuned_lambda_fallback"):
-            note("lambda_fallback", True, f"λ: {default:g}, the config's (Table 1's {root.mode} winners are "
-                 "missing: tuned_lambda_fallback)")  # fmt: skip
+            note(
+                "lambda_fallback",
+                True,
+                f"λ: {default:g}, the config's (Table 1's {root.mode} winners are missing: tuned_lambda_fallback)",
+            )
             return default
         raise
     # Each Table 2 cell says the λ it runs at when it starts (and records it: metrics.json's tuned_lambda), and
@@ -225,8 +227,12 @@ def resolve(
     note("tuned_lambda", lam, f"λ: {lam:g}, {table}'s winner for {setting} (tuned_lambda_from)")
     if entry.get("complete") is False:
         missing = [float(v) for v in entry.get("missing") or ()]
-        note("tuned_lambda_incomplete", missing, f"λ: {lam:g} was chosen from an INCOMPLETE grid (λ "
-             f"{', '.join(f'{v:g}' for v in missing) or '?'} never ran; tuned_lambda_partial=true)")  # fmt: skip
+        note(
+            "tuned_lambda_incomplete",
+            missing,
+            f"λ: {lam:g} was chosen from an INCOMPLETE grid (λ "
+            f"{', '.join(f'{v:g}' for v in missing) or '?'} never ran; tuned_lambda_partial=true)",
+        )
     return lam
 
 

@@ -205,9 +205,7 @@ class RBMStub(TensorizedRBM):
 def test_trbm_reconstructions_compare_own_and_other_clusters(tmp_path: Path):
     x = torch.rand(6, 9)
     labels = torch.tensor([0, 0, 0, 1, 1, 1])
-    out = TRBMReconstructions(per_class=2)(
-        x, labels, eval_context(x, labels, RBMStub(labels), run_dir=tmp_path)
-    )
+    out = TRBMReconstructions(per_class=2)(x, labels, eval_context(x, labels, RBMStub(labels), run_dir=tmp_path))
     assert out["trbm/mse_own"] == pytest.approx(0.0)
     assert out["trbm/mse_other"] == pytest.approx(float(x.pow(2).mean()))
     saved = np.load(tmp_path / "trbm_reconstructions_test.npz")
@@ -255,9 +253,7 @@ def test_elastic_pairs_take_the_negative_from_another_cluster(tmp_path: Path):
 def test_figure_evaluators_refuse_another_models_head_in_one_line(evaluator):
     x, labels = torch.rand(4, 9), torch.tensor([0, 0, 1, 1])
     head = TensorizedAE(arch="tae1", input_shape=(9,), num_classes=2)  # a clustering head, but not theirs
-    with pytest.raises(
-        ValueError, match=r"^the \w+ evaluator needs the \w+ head \(loss=\w+\), got TensorizedAE$"
-    ):
+    with pytest.raises(ValueError, match=r"^the \w+ evaluator needs the \w+ head \(loss=\w+\), got TensorizedAE$"):
         evaluator(x, labels, eval_context(x, labels, head))
 
 

@@ -38,27 +38,84 @@ def claim_lines(text: str) -> list[str]:
 
 def test_autoencoder_figures_2_7_8_share_one_pool_of_runs(cli):
     # Fig. 2 on real parallel lines (offline, tiny: the de-noising targets exist), all six models, both tasks.
-    cli("train.py", "-m", "experiment=csrl/fig2", "debug=smoke", "dataset=parallel_lines", "dataset.source=real",
-        "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
+    cli(
+        "train.py",
+        "-m",
+        "experiment=csrl/fig2",
+        "debug=smoke",
+        "dataset=parallel_lines",
+        "dataset.source=real",
+        "optimizer.lr=0.1",
+        "seed=0",
+        *QUIET,
+    )
     # The MNIST column on its offline stand-in (real data: a smoke table never mixes real and fake data).
-    cli("train.py", "-m", "experiment=csrl/fig2_mnist", "debug=smoke", "dataset=digits_subset", "dataset.source=real",
-        "loss=ae3,ptae", "protocol.task=clustering", "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
-    cli("train.py", "-m", "experiment=csrl/fig7", "debug=smoke", "dataset=iris", "dataset.source=real",
-        "loss=ae1,tae1", "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
+    cli(
+        "train.py",
+        "-m",
+        "experiment=csrl/fig2_mnist",
+        "debug=smoke",
+        "dataset=digits_subset",
+        "dataset.source=real",
+        "loss=ae3,ptae",
+        "protocol.task=clustering",
+        "optimizer.lr=0.1",
+        "seed=0",
+        *QUIET,
+    )
+    cli(
+        "train.py",
+        "-m",
+        "experiment=csrl/fig7",
+        "debug=smoke",
+        "dataset=iris",
+        "dataset.source=real",
+        "loss=ae1,tae1",
+        "optimizer.lr=0.1",
+        "seed=0",
+        *QUIET,
+    )
     runs = metrics(cli.outputs, "csrl/autoencoders")
     assert len(runs) == 6 * 2 + 2 + 2 * 2 and all(r["status"] == "ok" for r in runs)
-    by = {tuple(sorted(o for o in r["overrides"] if not o.startswith(("experiment", "debug", "trainer")))): r
-          for r in runs}  # fmt: skip
-    denoised = by[("dataset.source=real", "dataset=parallel_lines", "loss=ptae", "optimizer.lr=0.1",
-                   "protocol.task=denoising", "seed=0")]["metrics"]  # fmt: skip
+    by = {
+        tuple(sorted(o for o in r["overrides"] if not o.startswith(("experiment", "debug", "trainer")))): r
+        for r in runs
+    }
+    denoised = by[
+        (
+            "dataset.source=real",
+            "dataset=parallel_lines",
+            "loss=ptae",
+            "optimizer.lr=0.1",
+            "protocol.task=denoising",
+            "seed=0",
+        )
+    ]["metrics"]
     assert denoised["test/denoise/mse"] > 0 and "train/loss" in denoised and denoised["model/params"] == 28
-    clustered = by[("dataset.source=real", "dataset=parallel_lines", "loss=ae1", "optimizer.lr=0.1",
-                    "protocol.task=clustering", "seed=0")]["metrics"]  # fmt: skip
+    clustered = by[
+        (
+            "dataset.source=real",
+            "dataset=parallel_lines",
+            "loss=ae1",
+            "optimizer.lr=0.1",
+            "protocol.task=clustering",
+            "seed=0",
+        )
+    ]["metrics"]
     assert {"test/ari", "test/kmeans_raw/ari"} <= set(clustered) and "test/denoise/mse" not in clustered
 
     # Fig. 8 reuses the runs: nothing is trained again.
-    proc = cli("train.py", "-m", "experiment=csrl/fig8", "debug=smoke", "dataset=parallel_lines",
-               "dataset.source=real", "optimizer.lr=0.1", "seed=0", *QUIET)  # fmt: skip
+    proc = cli(
+        "train.py",
+        "-m",
+        "experiment=csrl/fig8",
+        "debug=smoke",
+        "dataset=parallel_lines",
+        "dataset.source=real",
+        "optimizer.lr=0.1",
+        "seed=0",
+        *QUIET,
+    )
     assert proc.stdout.count("metrics.json says ok") == 12
 
     fig2 = table(cli, "fig2")
@@ -90,7 +147,10 @@ def test_tvae_figures(cli, figure):
     assert sorted(np.load(p)["images"].shape[0] for p in samples) == [1, tensorized]  # latent spaces
     for p in samples:
         assert {q.name for q in p.parent.glob("tvae_*.png")} == {
-            "tvae_samples.png", "tvae_latent_train.png", "tvae_latent_test.png"}  # fmt: skip
+            "tvae_samples.png",
+            "tvae_latent_train.png",
+            "tvae_latent_test.png",
+        }
     text = table(cli, figure)
     assert "| loss.kl_weight=0.2, seed=0 | standard VAE |" in text
     assert f"| loss.kl_weight=0.2, seed=0 | TVAE ({tensorized} clusters) |" in text
@@ -135,7 +195,7 @@ ONE_RUN = ["experiment=csrl/fig2", "dataset=parallel_lines", "trainer.max_epochs
         ("dataset.reader.name=circles", "dataset.reader.name must be one of parallel_lines"),
         ("dataset.num_classes=151", "dataset.num_classes (151, the number of classes or clusters) must not exceed"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_fails_before_training_with_one_line(train, override, message):
     result = train(*ONE_RUN, "loss=ptae", override)
     assert result.code == 1

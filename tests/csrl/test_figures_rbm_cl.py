@@ -25,8 +25,9 @@ QUIET = ["trainer.enable_progress_bar=false"]
 
 
 def context(head, x: torch.Tensor, y: torch.Tensor, **fields) -> EvalContext:
-    base = EvalContext("test", {"inputs": x, "labels": y}, head, encoder_output=x.flatten(1),
-                       train_embeddings=x, train_labels=y)  # fmt: skip
+    base = EvalContext(
+        "test", {"inputs": x, "labels": y}, head, encoder_output=x.flatten(1), train_embeddings=x, train_labels=y
+    )
     return dataclasses.replace(base, **fields)
 
 
@@ -82,9 +83,7 @@ def test_trbm_class_match_tells_a_blend_from_reconstructions_of_each_digit():
     rbm.init_clusters(x)
     rbm.weight.zero_(), rbm.hidden_bias.zero_()  # every input reconstructed as sigmoid(b): one blend for all
     assert TRBMReconstructions()(x, y, context(rbm, x, y))["trbm/class_match"] == 0.5
-    rbm.weight[0] = 8 * torch.tensor(
-        [[1.0, -1], [1, -1], [-1, 1], [-1, 1]]
-    )  # two hidden units, one per digit
+    rbm.weight[0] = 8 * torch.tensor([[1.0, -1], [1, -1], [-1, 1], [-1, 1]])  # two hidden units, one per digit
     rbm.hidden_bias.fill_(-4), rbm.visible_bias.fill_(-4)
     assert TRBMReconstructions()(x, y, context(rbm, x, y))["trbm/class_match"] == 1.0
 
@@ -145,9 +144,7 @@ def runs_of(outputs: Path, experiment: str) -> dict[tuple, dict]:
     for path in sorted(outputs.rglob("metrics.json")):
         m = json.loads(path.read_text())
         if m.get("experiment") == experiment:
-            keep = tuple(
-                sorted(o for o in m["overrides"] if not o.startswith(("experiment", "debug", "trainer")))
-            )
+            keep = tuple(sorted(o for o in m["overrides"] if not o.startswith(("experiment", "debug", "trainer"))))
             found[keep] = m
     return found
 
@@ -160,8 +157,9 @@ def test_figures_4_and_12_with_the_standard_contrastive_column(train, make_table
     result = train("-m", "experiment=csrl/fig4", "debug=smoke", "seed=0", *QUIET)
     assert result.code == 0, result.err
     runs = runs_of(train.outputs, "csrl/fig4")
-    assert sorted(runs) == sorted(("loss.num_clusters=" + c, "loss.supervised=" + s, "seed=0")
-                                  for c in ("1", "null") for s in ("False", "True"))  # fmt: skip
+    assert sorted(runs) == sorted(
+        ("loss.num_clusters=" + c, "loss.supervised=" + s, "seed=0") for c in ("1", "null") for s in ("False", "True")
+    )
     for key, m in runs.items():
         assert m["status"] == "ok", m["error"]
         assert {"test/kmeans/ari", "test/kmeans/silhouette", "test/tcl/elastic_change"} <= set(m["metrics"])
@@ -172,15 +170,15 @@ def test_figures_4_and_12_with_the_standard_contrastive_column(train, make_table
     assert len(runs_of(train.outputs, "csrl/fig4")) == 4
 
     fig4 = make_tables(train.outputs, "fig4")
-    rows = [
-        line
-        for line in fig4.splitlines()
-        if line.startswith("| CL (standard) |") or line.startswith("| TCL |")
-    ]
+    rows = [line for line in fig4.splitlines() if line.startswith("| CL (standard) |") or line.startswith("| TCL |")]
     assert len(rows) == 4 and sum(r.startswith("| CL (standard) | ") for r in rows) == 2
     assert all("| — |" in r for r in rows if r.startswith("| CL"))  # no learned clusters to score
-    for start in ("CL learns connected point clouds", "for both CL and TCL", "With class information CL",
-                  "where CL does not"):  # fmt: skip
+    for start in (
+        "CL learns connected point clouds",
+        "for both CL and TCL",
+        "With class information CL",
+        "where CL does not",
+    ):
         assert "numbers missing" not in claim(fig4, start), claim(fig4, start)
     assert "needs a standard" not in fig4
     fig12 = make_tables(train.outputs, "fig12")
@@ -195,9 +193,7 @@ def test_figures_5_and_13_standard_rbm_beside_the_trbm(train, make_tables):
     standard, trbm = runs[("loss.num_clusters=1", "seed=0")], runs[("loss.num_clusters=null", "seed=0")]
     assert standard["status"] == "ok" and trbm["status"] == "ok", (standard["error"], trbm["error"])
     assert standard["config"]["loss"]["num_clusters"] == 1
-    assert {"test/trbm/mse_own", "test/trbm/mse_own_worst_class", "test/trbm/class_match"} <= set(
-        standard["metrics"]
-    )
+    assert {"test/trbm/mse_own", "test/trbm/mse_own_worst_class", "test/trbm/class_match"} <= set(standard["metrics"])
     assert "test/trbm/mse_other" not in standard["metrics"] and "test/trbm/mse_other" in trbm["metrics"]
     # Fig. 13 is drawn from the same runs.
     again = train("-m", "experiment=csrl/fig13", "debug=smoke", "seed=0", *QUIET)

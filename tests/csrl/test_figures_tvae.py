@@ -47,7 +47,10 @@ def test_figure_10_standard_and_tensorized_cnn_vae(train, make_tables):
         assert {"train/tvae/purity", "test/tvae/purity", "train/ari", "test/ari"} <= set(payload["metrics"])
         assert np.load(run_dir / "tvae_samples.npz")["images"].shape == (int(clusters), 36, 1024)
         assert {p.name for p in run_dir.glob("tvae_*.png")} == {
-            "tvae_samples.png", "tvae_latent_train.png", "tvae_latent_test.png"}  # fmt: skip
+            "tvae_samples.png",
+            "tvae_latent_train.png",
+            "tvae_latent_test.png",
+        }
     # The standard VAE has one latent space: every point in it.
     latent = np.load(runs["1"][0] / "tvae_latent_train.npz")
     assert (latent["cluster"] == 0).all() and len(np.unique(latent["labels"])) == 3

@@ -84,9 +84,7 @@ def ready_head(arch: str, d: int = 5, c: int = 3, n: int = 12, seed: int = 0):
 @pytest.mark.parametrize("arch", ["tae1", "tae2", "ptae"])
 def test_batched_clusters_match_a_naive_loop_in_value_and_gradient(arch):
     head, x, t = ready_head(arch)
-    weights = torch.rand(
-        len(x), head.num_clusters
-    )  # weigh every (sample, cluster) so every slice gets a gradient
+    weights = torch.rand(len(x), head.num_clusters)  # weigh every (sample, cluster) so every slice gets a gradient
 
     batched = head.per_cluster_loss(x, t)
     (batched * weights).sum().backward()
@@ -108,8 +106,10 @@ def test_forward_averages_each_samples_loss_under_its_stored_cluster(arch):
     index = torch.tensor([7, 2, 5, 11])
     out = head(x[index], torch.full((4,), -1), index=index, targets=t[index])
     per = naive_terms(head, x[index], t[index])
-    loss_i = [per[int(head.state.assignment[i])][0][k] + 0.1 * per[int(head.state.assignment[i])][1][k]
-              for k, i in enumerate(index)]  # fmt: skip
+    loss_i = [
+        per[int(head.state.assignment[i])][0][k] + 0.1 * per[int(head.state.assignment[i])][1][k]
+        for k, i in enumerate(index)
+    ]
     torch.testing.assert_close(out["loss"], torch.stack(loss_i).mean())
     torch.testing.assert_close(out["loss"], out["recon"] + 0.1 * out["reg"])
 
@@ -211,9 +211,7 @@ def test_ptae_full_batch_training_clusters_parallel_lines():
         head = head_from_config("ptae", 5, 2)
         head.init_clusters(x)
         start = adjusted_rand_score(y, head.state.assignment)
-        optimizer = torch.optim.Adam(
-            head.parameters(), lr=0.1
-        )  # lr from the authors' sweep {0.001, 0.01, 0.1}
+        optimizer = torch.optim.Adam(head.parameters(), lr=0.1)  # lr from the authors' sweep {0.001, 0.01, 0.1}
         index = torch.arange(len(x))
         for _ in range(100):
             optimizer.zero_grad()

@@ -13,9 +13,7 @@ from clusterable.heads.tensorized_ae import TensorizedAE
 
 def _initial_assignment(seed: int):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(
-            "train", overrides=["experiment=csrl/fig2", "dataset=lines_3d"], return_hydra_config=True
-        )
+        cfg = compose("train", overrides=["experiment=csrl/fig2", "dataset=lines_3d"], return_hydra_config=True)
     splits = build(cfg.dataset, "dataset", seed=seed).load()
     head = TensorizedAE("ptae", (6,), num_classes=3)
     head.init_clusters(splits["train"]["inputs"])

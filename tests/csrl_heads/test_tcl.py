@@ -25,9 +25,7 @@ from clusterable.models.tcl_conv import TCLConv
 CONF = Path(CONFIG_DIR)
 
 
-def make_head(
-    d: int = 12, c: int = 3, n: int = 8, hidden: int = 10, out: int = 5, dropout: float = 0.0, **kw
-):
+def make_head(d: int = 12, c: int = 3, n: int = 8, hidden: int = 10, out: int = 5, dropout: float = 0.0, **kw):
     torch.manual_seed(0)
     head = TensorizedContrastive(d, c, out_dim=out, hidden=hidden, dropout=dropout, **kw)
     h = torch.randn(n, d)
@@ -179,13 +177,9 @@ def test_yamls_instantiate_the_papers_network():
     encoder = instantiate(OmegaConf.load(CONF / "model" / "tcl_conv.yaml"), input_shape=[784])
     assert encoder.embedding_dim == 1024
     assert encoder(torch.rand(2, 784)).shape == (2, 1024)
-    head = instantiate(
-        OmegaConf.load(CONF / "loss" / "tcl.yaml"), num_classes=5, embedding_dim=encoder.embedding_dim
-    )
+    head = instantiate(OmegaConf.load(CONF / "loss" / "tcl.yaml"), num_classes=5, embedding_dim=encoder.embedding_dim)
     assert isinstance(head, TensorizedContrastive)
-    assert (
-        head.weight1.shape == (5, 1024, 512) and head.weight2.shape == (5, 512, 128) and not head.supervised
-    )
+    assert head.weight1.shape == (5, 1024, 512) and head.weight2.shape == (5, 512, 128) and not head.supervised
     assert not head.standard  # num_clusters: null -> the dataset's classes
 
 
@@ -208,9 +202,7 @@ def test_one_cluster_head_is_a_plain_contrastive_network_same_loss_and_gradients
     assert torch.equal(head.state.assignment, torch.zeros(len(inputs), dtype=torch.long))
     assert not head.state.centres.any()  # one cluster: centred on the origin, nothing to assign
     # The hand-written standard model: encoder -> Linear -> ReLU -> Linear, L2-normalised, with the head's weights.
-    net = torch.nn.Sequential(
-        torch.nn.Linear(encoder.embedding_dim, 10), torch.nn.ReLU(), torch.nn.Linear(10, 6)
-    )
+    net = torch.nn.Sequential(torch.nn.Linear(encoder.embedding_dim, 10), torch.nn.ReLU(), torch.nn.Linear(10, 6))
     with torch.no_grad():
         net[0].weight.copy_(head.weight1[0].T), net[0].bias.copy_(head.bias1[0])
         net[2].weight.copy_(head.weight2[0].T), net[2].bias.copy_(head.bias2[0])

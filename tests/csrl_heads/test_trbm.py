@@ -41,11 +41,7 @@ def make_rbm(d: int = 4, h: int = 3, c: int = 2, n: int = 6, k: int = 1):
 def energy(rbm: TensorizedRBM, v: torch.Tensor, h: torch.Tensor, j: int) -> torch.Tensor:
     """E_j(v, h) = -v.b_j - h.c_j - v^T W_j h, term by term."""
     w, b, c = rbm.weight[j], rbm.visible_bias[j], rbm.hidden_bias[j]
-    return (
-        -(v * b).sum()
-        - (h * c).sum()
-        - sum(v[a] * w[a, k] * h[k] for a in range(len(v)) for k in range(len(h)))
-    )
+    return -(v * b).sum() - (h * c).sum() - sum(v[a] * w[a, k] * h[k] for a in range(len(v)) for k in range(len(h)))
 
 
 @torch.no_grad()
@@ -57,9 +53,7 @@ def test_free_energy_matches_definition_and_brute_force_marginal():
     for i in range(len(v)):
         for j in range(rbm.num_clusters):
             w, b, c = rbm.weight[j], rbm.visible_bias[j], rbm.hidden_bias[j]
-            definition = -(b @ v[i]) - sum(
-                math.log1p(math.exp(c[k] + w[:, k] @ v[i])) for k in range(rbm.hidden)
-            )
+            definition = -(b @ v[i]) - sum(math.log1p(math.exp(c[k] + w[:, k] @ v[i])) for k in range(rbm.hidden))
             brute = -torch.logsumexp(torch.stack([-energy(rbm, v[i], h, j) for h in states]), dim=0)
             assert free[i, j].item() == pytest.approx(float(definition), rel=1e-5, abs=1e-5)
             assert free[i, j].item() == pytest.approx(brute.item(), rel=1e-5, abs=1e-5)
@@ -126,13 +120,9 @@ def test_assignment_embedding_and_reconstruction():
     for j in range(rbm.num_clusters):
         if (best == j).any():
             torch.testing.assert_close(rbm.state.centres[j], v[best == j].mean(0))
-    ph = torch.stack(
-        [torch.sigmoid(rbm.hidden_bias[j] + v[i] @ rbm.weight[j]) for i, j in enumerate(best.tolist())]
-    )
+    ph = torch.stack([torch.sigmoid(rbm.hidden_bias[j] + v[i] @ rbm.weight[j]) for i, j in enumerate(best.tolist())])
     torch.testing.assert_close(rbm.embed(v), ph)
-    recon = torch.sigmoid(
-        rbm.visible_bias[1] + torch.sigmoid(rbm.hidden_bias[1] + v @ rbm.weight[1]) @ rbm.weight[1].T
-    )
+    recon = torch.sigmoid(rbm.visible_bias[1] + torch.sigmoid(rbm.hidden_bias[1] + v @ rbm.weight[1]) @ rbm.weight[1].T)
     torch.testing.assert_close(rbm.reconstruct(v, cluster=1), recon)
     assert rbm.reconstruct(v).shape == v.shape
 

@@ -26,9 +26,7 @@ def make_head(recon: str = "bce", d: int = 16, c: int = 3, n: int = 8, hidden=(8
     return head, x
 
 
-def naive_loss(
-    head: TensorizedVAE, x_i: torch.Tensor, j: int, eps: torch.Tensor | None = None
-) -> torch.Tensor:
+def naive_loss(head: TensorizedVAE, x_i: torch.Tensor, j: int, eps: torch.Tensor | None = None) -> torch.Tensor:
     """Eq. 4's per-sample loss of one point ``x_i`` (d,) under cluster j, written out layer by layer."""
     target = x_i - head.state.centres[j]
     if head.recon == "bce":
@@ -127,28 +125,36 @@ class PlainVAE(torch.nn.Module):
         super().__init__()
         w = hidden[-1]
         self.encoder = torch.nn.Sequential(
-            torch.nn.Linear(d, hidden[0]), torch.nn.LeakyReLU(0.2), torch.nn.Linear(hidden[0], w),
+            torch.nn.Linear(d, hidden[0]),
             torch.nn.LeakyReLU(0.2),
-        )  # fmt: skip
+            torch.nn.Linear(hidden[0], w),
+            torch.nn.LeakyReLU(0.2),
+        )
         self.mu, self.logvar, self.latent = (
-            torch.nn.Linear(w, latent), torch.nn.Linear(w, latent), torch.nn.Linear(latent, w)
-        )  # fmt: skip
+            torch.nn.Linear(w, latent),
+            torch.nn.Linear(w, latent),
+            torch.nn.Linear(latent, w),
+        )
         self.decoder = torch.nn.Sequential(
-            torch.nn.LeakyReLU(0.2), torch.nn.Linear(w, hidden[0]), torch.nn.LeakyReLU(0.2),
+            torch.nn.LeakyReLU(0.2),
+            torch.nn.Linear(w, hidden[0]),
+            torch.nn.LeakyReLU(0.2),
             torch.nn.Linear(hidden[0], d),
-        )  # fmt: skip
+        )
 
     def copy_from(self, head: TensorizedVAE) -> PlainVAE:
         with torch.no_grad():
             for mine, theirs in zip(
                 [*self.encoder.parameters(), *self.decoder.parameters()],
-                [*head.encoder.parameters(), *head.decoder.parameters()], strict=True,
-            ):  # fmt: skip
+                [*head.encoder.parameters(), *head.decoder.parameters()],
+                strict=True,
+            ):
                 mine.copy_(theirs)
             for layer, weight, bias in (
-                (self.mu, head.mu_weight, head.mu_bias), (self.logvar, head.logvar_weight, head.logvar_bias),
+                (self.mu, head.mu_weight, head.mu_bias),
+                (self.logvar, head.logvar_weight, head.logvar_bias),
                 (self.latent, head.dec_weight, head.dec_bias),
-            ):  # fmt: skip
+            ):
                 layer.weight.copy_(weight[0].T)
                 layer.bias.copy_(bias[0])
         return self
@@ -191,10 +197,13 @@ def test_one_cluster_is_the_standard_vae(recon):
     expected = {
         **{f"encoder.{k}": p.grad for k, p in plain.encoder.named_parameters()},
         **{f"decoder.{k}": p.grad for k, p in plain.decoder.named_parameters()},
-        "mu_weight": plain.mu.weight.grad.T[None], "mu_bias": plain.mu.bias.grad[None],
-        "logvar_weight": plain.logvar.weight.grad.T[None], "logvar_bias": plain.logvar.bias.grad[None],
-        "dec_weight": plain.latent.weight.grad.T[None], "dec_bias": plain.latent.bias.grad[None],
-    }  # fmt: skip
+        "mu_weight": plain.mu.weight.grad.T[None],
+        "mu_bias": plain.mu.bias.grad[None],
+        "logvar_weight": plain.logvar.weight.grad.T[None],
+        "logvar_bias": plain.logvar.bias.grad[None],
+        "dec_weight": plain.latent.weight.grad.T[None],
+        "dec_bias": plain.latent.bias.grad[None],
+    }
     mine = dict(head.named_parameters())
     assert set(mine) == set(expected)
     for name, want in expected.items():
@@ -243,6 +252,7 @@ def test_yaml_instantiates_the_papers_network():
     assert head.mu_weight.shape == (3, 200, 2) and head.dec_weight.shape == (3, 2, 200)
     assert [m.out_features for m in head.encoder if isinstance(m, torch.nn.Linear)] == [400, 200]
     assert [m.out_features for m in head.decoder if isinstance(m, torch.nn.Linear)] == [400, 784]
-    standard = instantiate(OmegaConf.load(CONF / "loss" / "tvae.yaml"), num_classes=3, input_shape=[784],
-                           num_clusters=1)  # fmt: skip
+    standard = instantiate(
+        OmegaConf.load(CONF / "loss" / "tvae.yaml"), num_classes=3, input_shape=[784], num_clusters=1
+    )
     assert standard.num_clusters == 1 and standard.mu_weight.shape == (1, 200, 2)

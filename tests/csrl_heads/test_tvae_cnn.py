@@ -44,9 +44,7 @@ def make_head(recon: str = "bce", c: int = 3, n: int = 7, num_clusters: int | No
     return head, x
 
 
-def naive_loss(
-    head: TensorizedConvVAE, x_i: torch.Tensor, j: int, eps: torch.Tensor | None = None
-) -> torch.Tensor:
+def naive_loss(head: TensorizedConvVAE, x_i: torch.Tensor, j: int, eps: torch.Tensor | None = None) -> torch.Tensor:
     """Eq. 4's loss of one point ``x_i`` (d,) under cluster j, one image through the layers at a time."""
     target = x_i - head.state.centres[j]
     if head.recon == "bce":
@@ -87,7 +85,10 @@ def test_the_authors_layers_on_32x32_images():
     assert all(m.kernel_size == (3, 3) and m.stride == (2, 2) and m.padding == (1, 1) for m in convs)
     deconvs = [m for m in head.decoder if isinstance(m, nn.ConvTranspose2d)]
     assert [(m.in_channels, m.out_channels, m.output_padding) for m in deconvs] == [
-        (128, 64, (1, 1)), (64, 32, (1, 1)), (32, 1, (1, 1))]  # fmt: skip
+        (128, 64, (1, 1)),
+        (64, 32, (1, 1)),
+        (32, 1, (1, 1)),
+    ]
     assert head.feature_shape == (128, 4, 4)
     assert head.mu_weight.shape == (3, 2048, 2) and head.dec_weight.shape == (3, 2, 2048)
     # The authors' VAE_CNN with tensorization=3 has 228,237 parameters (92,672 + 43,020 + 92,545).
@@ -167,24 +168,32 @@ class PlainConvVAE(nn.Module):
     def __init__(self):
         super().__init__()
         self.encoder = nn.Sequential(
-            nn.Conv2d(1, 32, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, stride=2, padding=1),
-            nn.ReLU(), nn.Conv2d(64, 128, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
-        )  # fmt: skip
+            nn.Conv2d(1, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(64, 128, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
         self.mean, self.logvar, self.decoder_fc = nn.Linear(2048, 2), nn.Linear(2048, 2), nn.Linear(2, 2048)
         self.decoder = nn.Sequential(
-            nn.ConvTranspose2d(128, 64, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
-            nn.ConvTranspose2d(64, 32, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(128, 64, 3, stride=2, padding=1, output_padding=1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(64, 32, 3, stride=2, padding=1, output_padding=1),
+            nn.ReLU(),
             nn.ConvTranspose2d(32, 1, 3, stride=2, padding=1, output_padding=1),
-        )  # fmt: skip
+        )
 
     def copy_from(self, head: TensorizedConvVAE) -> PlainConvVAE:
         self.encoder.load_state_dict(head.encoder.state_dict())
         self.decoder.load_state_dict(head.decoder.state_dict())
         with torch.no_grad():
             for layer, weight, bias in (
-                (self.mean, head.mu_weight, head.mu_bias), (self.logvar, head.logvar_weight, head.logvar_bias),
+                (self.mean, head.mu_weight, head.mu_bias),
+                (self.logvar, head.logvar_weight, head.logvar_bias),
                 (self.decoder_fc, head.dec_weight, head.dec_bias),
-            ):  # fmt: skip
+            ):
                 layer.weight.copy_(weight[0].T)
                 layer.bias.copy_(bias[0])
         return self
@@ -223,10 +232,13 @@ def test_one_cluster_is_the_standard_cnn_vae(recon):
     g_plain = grads(plain, theirs)
     expected = {
         **{k: v for k, v in g_plain.items() if k.startswith(("encoder.", "decoder."))},
-        "mu_weight": g_plain["mean.weight"].T[None], "mu_bias": g_plain["mean.bias"][None],
-        "logvar_weight": g_plain["logvar.weight"].T[None], "logvar_bias": g_plain["logvar.bias"][None],
-        "dec_weight": g_plain["decoder_fc.weight"].T[None], "dec_bias": g_plain["decoder_fc.bias"][None],
-    }  # fmt: skip
+        "mu_weight": g_plain["mean.weight"].T[None],
+        "mu_bias": g_plain["mean.bias"][None],
+        "logvar_weight": g_plain["logvar.weight"].T[None],
+        "logvar_bias": g_plain["logvar.bias"][None],
+        "dec_weight": g_plain["decoder_fc.weight"].T[None],
+        "dec_bias": g_plain["decoder_fc.bias"][None],
+    }
     assert_same_grads(g_ours, expected)
 
 
@@ -238,8 +250,15 @@ def test_contracts_and_the_tvae_evaluator(tmp_path: Path):
         require(head, ReconstructingHead, "loss=tvae_cnn")
     labels = torch.arange(8) % 2
     mu = head.embed(x)
-    ctx = EvalContext("train", {"inputs": x, "labels": labels}, head, encoder_output=x, train_embeddings=mu,
-                      train_labels=labels, run_dir=tmp_path)  # fmt: skip
+    ctx = EvalContext(
+        "train",
+        {"inputs": x, "labels": labels},
+        head,
+        encoder_output=x,
+        train_embeddings=mu,
+        train_labels=labels,
+        run_dir=tmp_path,
+    )
     out = TVAELatents(samples_per_cluster=4)(mu, labels, ctx)
     assert 0.5 <= out["tvae/purity"] <= 1
     assert np.load(tmp_path / "tvae_samples.npz")["images"].shape == (2, 4, 144)

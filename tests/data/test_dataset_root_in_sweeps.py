@@ -38,14 +38,21 @@ def test_with_the_dataset_chosen_the_sweep_reads_the_root(train, tmp_path: Path)
     root = tmp_path / "mine"
     write_idx_dataset(root, "fashion_mnist", flat=True)  # tiny: not the published files, hence verify=false
     # the experiment's budget (cpu) is 10 epochs: a run of the grid trains them
-    result = train("-m", "experiment=corel/fashion_table1", "dataset=fashion_mnist", f"dataset.root={root}",
-                   "dataset.reader.verify=false", "dataset.reader.val_size=10", "loss=center", "loss.lam=0.5",
-                   "trainer.max_epochs=10", "model.hidden=[8,8]")  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=corel/fashion_table1",
+        "dataset=fashion_mnist",
+        f"dataset.root={root}",
+        "dataset.reader.verify=false",
+        "dataset.reader.val_size=10",
+        "loss=center",
+        "loss.lam=0.5",
+        "trainer.max_epochs=10",
+        "model.hidden=[8,8]",
+    )
     assert result.code == 0, result.err
     (path,) = train.outputs.rglob("metrics.json")
     record = json.loads(path.read_text())
     assert record["status"] == "ok" and record["config"]["dataset"]["reader"]["root"] == str(root)
     files = record["data_notes"]["files"]
-    assert {name: Path(files[name]["path"]) for name in files} == {
-        n: root / n for n in expected_files("fashion_mnist")
-    }
+    assert {name: Path(files[name]["path"]) for name in files} == {n: root / n for n in expected_files("fashion_mnist")}

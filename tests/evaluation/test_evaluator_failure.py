@@ -13,9 +13,7 @@ from helpers.running import SEARCHPATH
 from clusterable.rescore import main as rescore
 
 RUN = ["dataset=iris", "trainer.max_epochs=2", "logger=none", "trainer.enable_progress_bar=false", SEARCHPATH]
-FINISH_HINT = (
-    "training finished and the other evaluators' metrics are kept: clusterable-eval <run dir> re-runs"
-)
+FINISH_HINT = "training finished and the other evaluators' metrics are kept: clusterable-eval <run dir> re-runs"
 
 
 def _run_dir(outputs: Path, name: str) -> Path:
@@ -84,9 +82,15 @@ def test_a_bug_and_a_mistake_in_two_evaluators_are_both_named(train, tmp_path, c
     """A ``RuntimeError`` (a bug) in one evaluator, on the test split only, and a ``ValueError`` (500 clusters of
     150 rows) in another: the classifier's metrics are kept, both are named, the bug's traceback is in a file, and
     the metrics the buggy evaluator gave on the validation split are dropped with it (it is re-run whole)."""
-    result = train(*RUN, "evaluator=[classification,clustering,flaky]", "evaluator.clustering.num_clusters=500",
-                   f"evaluator.flaky.marker={tmp_path / 'fixed'}", "evaluator.flaky.bug=true",
-                   "evaluator.flaky.stage=test", "name=bugs")  # fmt: skip
+    result = train(
+        *RUN,
+        "evaluator=[classification,clustering,flaky]",
+        "evaluator.clustering.num_clusters=500",
+        f"evaluator.flaky.marker={tmp_path / 'fixed'}",
+        "evaluator.flaky.bug=true",
+        "evaluator.flaky.stage=test",
+        "name=bugs",
+    )
     assert result.code == 1
     (line,) = result.error_lines()
     assert line.startswith("error: evaluator.clustering: num_clusters must be in [1, 150]")
@@ -120,14 +124,19 @@ def test_a_bug_and_a_mistake_in_two_evaluators_are_both_named(train, tmp_path, c
     assert payload["status"] == "partial" and "test/kmeans/acc" in payload["metrics"]
 
 
-def test_a_sweep_counts_partial_cells_keeps_them_and_finishes_them_by_experiment(
-    train, tmp_path, capsys
-) -> None:
+def test_a_sweep_counts_partial_cells_keeps_them_and_finishes_them_by_experiment(train, tmp_path, capsys) -> None:
     """Stacked members conclude as single runs do: each is partial. A re-run of the sweep does not train them
     again (the same evaluator would fail the same way); clusterable-eval on the experiment finishes them."""
     marker = tmp_path / "fixed"
-    sweep = ["-m", *RUN, "hydra/launcher=stacked", "seed=0,1", "evaluator=[classification,flaky]",
-             f"evaluator.flaky.marker={marker}", "name=grid"]  # fmt: skip
+    sweep = [
+        "-m",
+        *RUN,
+        "hydra/launcher=stacked",
+        "seed=0,1",
+        "evaluator=[classification,flaky]",
+        f"evaluator.flaky.marker={marker}",
+        "name=grid",
+    ]
     result = train(*sweep)
     assert result.code == 1
     assert "sweep: 0 ok, 0 failed, 0 skipped, 2 partial" in result.out
@@ -153,13 +162,16 @@ def test_a_sweep_counts_partial_cells_keeps_them_and_finishes_them_by_experiment
     assert "sweep: 0 ok, 0 failed, 2 skipped" in train(*sweep).out
 
 
-def test_a_run_that_diverged_after_its_best_epoch_is_diverged_again_once_finished(
-    train, tmp_path, capsys
-) -> None:
+def test_a_run_that_diverged_after_its_best_epoch_is_diverged_again_once_finished(train, tmp_path, capsys) -> None:
     marker = tmp_path / "fixed"
     three_epochs = [o for o in RUN if not o.startswith("trainer.max_epochs")] + ["trainer.max_epochs=3"]
-    result = train(*three_epochs, "loss=nan_after", "evaluator=[classification,flaky]",
-                   f"evaluator.flaky.marker={marker}", "name=runaway")  # fmt: skip
+    result = train(
+        *three_epochs,
+        "loss=nan_after",
+        "evaluator=[classification,flaky]",
+        f"evaluator.flaky.marker={marker}",
+        "name=runaway",
+    )
     assert result.code == 1
     run = _run_dir(train.outputs, "runaway")
     payload = _record(run)
@@ -172,9 +184,7 @@ def test_a_run_that_diverged_after_its_best_epoch_is_diverged_again_once_finishe
     assert rescore([str(run)]) == 0
     payload = _record(run)
     assert (
-        payload["status"] == "diverged"
-        and "the run diverged" in payload["error"]
-        and "training_error" not in payload
+        payload["status"] == "diverged" and "the run diverged" in payload["error"] and "training_error" not in payload
     )
 
 
@@ -187,14 +197,18 @@ def test_a_checkpoint_of_another_attempt_is_not_scored(train, tmp_path, capsys) 
     before = _record(run)
     assert rescore([str(run), "evaluator=[clustering]", "evaluator.clustering.num_clusters=500"]) == 1
     line = capsys.readouterr().out.splitlines()[0]
-    assert line.endswith("not re-scored: evaluator.clustering: num_clusters must be in [1, 150] (the number of "
-                         "labelled samples), got 500 (0 metrics added from its kept representations "
-                         "(representations.npz))"), line  # fmt: skip
+    assert line.endswith(
+        "not re-scored: evaluator.clustering: num_clusters must be in [1, 150] (the number of "
+        "labelled samples), got 500 (0 metrics added from its kept representations "
+        "(representations.npz))"
+    ), line
     assert _record(run) == before
     (run / "representations.npz").unlink()
     payload = _record(run)
     (run / "metrics.json").write_text(json.dumps({**payload, "best_epoch": 7}))
     assert rescore([str(run), "evaluator=[clustering]"]) == 1
     line = capsys.readouterr().out.splitlines()[-2]
-    assert line.endswith(f"its checkpoint (checkpoints/best.ckpt) is of epoch {payload['best_epoch']}, its record's "
-                         "best epoch is 7: another attempt's model, not the one its metrics are of"), line  # fmt: skip
+    assert line.endswith(
+        f"its checkpoint (checkpoints/best.ckpt) is of epoch {payload['best_epoch']}, its record's "
+        "best epoch is 7: another attempt's model, not the one its metrics are of"
+    ), line

@@ -63,10 +63,7 @@ def brute_force_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     if len(clusters) <= len(classes):
         maps = (dict(zip(clusters, p, strict=True)) for p in itertools.permutations(classes, len(clusters)))
     else:
-        maps = (
-            {c: k for k, c in zip(classes, p, strict=True)}
-            for p in itertools.permutations(clusters, len(classes))
-        )
+        maps = ({c: k for k, c in zip(classes, p, strict=True)} for p in itertools.permutations(clusters, len(classes)))
     for cluster_to_class in maps:
         best = max(best, sum(cluster_to_class.get(c) == t for t, c in zip(y_true, y_pred, strict=True)))
     return best / len(y_true)
@@ -248,9 +245,7 @@ def test_accuracy_of_a_real_classifying_head_is_its_argmax():
     head = CCELoss(num_classes=3, embedding_dim=2)
     with torch.no_grad():
         expected = (head.logits(TEST_X).argmax(dim=1)[:3] == TEST_Y[:3]).float().mean()
-    assert accuracy(TEST_X, TEST_Y, eval_context(TEST_X, TEST_Y, head=head)) == {
-        "acc": pytest.approx(float(expected))
-    }
+    assert accuracy(TEST_X, TEST_Y, eval_context(TEST_X, TEST_Y, head=head)) == {"acc": pytest.approx(float(expected))}
 
 
 def test_accuracy_falls_back_to_nearest_class_mean():
@@ -290,9 +285,7 @@ def test_accuracy_needs_logits_or_labelled_training_data():
 def test_latent_plot_writes_png_and_coordinates(tmp_path, method):
     x, y = blobs(n=60, dim=5, spread=3.0)
     y[:6] = -1
-    out = LatentPlot(method=method, max_points=40)(
-        x, y, eval_context(x, y, run_dir=tmp_path, stage="val", seed=1)
-    )
+    out = LatentPlot(method=method, max_points=40)(x, y, eval_context(x, y, run_dir=tmp_path, stage="val", seed=1))
     assert (tmp_path / f"latent_val_{method}.png").read_bytes()[:8] == PNG_MAGIC
     saved = np.load(tmp_path / f"latent_val_{method}.npz")
     assert saved["xy"].shape == (40, 2) and np.isfinite(saved["xy"]).all()
@@ -364,9 +357,7 @@ def test_every_evaluator_takes_embeddings_labels_context_and_states_its_options_
         # Without options: a function (embeddings, labels, context), bound as a partial.
         require_evaluator(target, f"evaluator.{name}")
         params = inspect.signature(target).parameters
-        assert list(params) == ["embeddings", "labels", "context"] and not keys and node._partial_ is True, (
-            name
-        )
+        assert list(params) == ["embeddings", "labels", "context"] and not keys and node._partial_ is True, name
 
 
 @pytest.mark.parametrize("name", EVALUATORS)

@@ -20,9 +20,7 @@ from clusterable.evaluation.matmul import score_blocks
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def blobs(
-    n: int, k: int, dim: int = 8, spread: float = 50.0, seed: int = 0
-) -> tuple[torch.Tensor, np.ndarray]:
+def blobs(n: int, k: int, dim: int = 8, spread: float = 50.0, seed: int = 0) -> tuple[torch.Tensor, np.ndarray]:
     """(n, dim) points in k far-apart Gaussian blobs (unit noise) and their (n,) labels."""
     g = torch.Generator().manual_seed(seed)
     labels = torch.arange(n) % k
@@ -138,9 +136,7 @@ def test_torch_backend_through_cluster_metrics():
     assert out["kmeans/acc"] == 1.0 and out["kmeans/ari"] == 1.0 and out["kmeans/ami"] == pytest.approx(1.0)
     sklearn_out = ClusterMetrics(methods=["kmeans"])(x, torch.as_tensor(y), context(x, y))
     assert set(out) == set(sklearn_out)
-    no_ami = ClusterMetrics(methods=["kmeans"], kmeans_backend="torch", ami=False)(
-        x, torch.as_tensor(y), context(x, y)
-    )
+    no_ami = ClusterMetrics(methods=["kmeans"], kmeans_backend="torch", ami=False)(x, torch.as_tensor(y), context(x, y))
     assert set(no_ami) == set(out) - {"kmeans/ami"}
 
 

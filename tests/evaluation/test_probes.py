@@ -48,13 +48,22 @@ def context(train_x, train_y, seen_y=None, seed: int = 0, test_x=None) -> EvalCo
     train_x, train_y = torch.as_tensor(train_x), torch.as_tensor(train_y)
     seen_y = train_y if seen_y is None else torch.as_tensor(seen_y)
     out = train_x if test_x is None else torch.as_tensor(test_x)
-    return EvalContext("test", {}, nn.Identity(), encoder_output=out, train_embeddings=train_x,
-                       train_labels=seen_y, train_all_labels=train_y, seed=seed)  # fmt: skip
+    return EvalContext(
+        "test",
+        {},
+        nn.Identity(),
+        encoder_output=out,
+        train_embeddings=train_x,
+        train_labels=seen_y,
+        train_all_labels=train_y,
+        seed=seed,
+    )
 
 
 def run(train_x, train_y, test_x, test_y, seed: int = 0, seen_y=None, **options) -> dict[str, float]:
-    return Probes(**options)(torch.as_tensor(test_x), torch.as_tensor(test_y),
-                             context(train_x, train_y, seen_y, seed, test_x))  # fmt: skip
+    return Probes(**options)(
+        torch.as_tensor(test_x), torch.as_tensor(test_y), context(train_x, train_y, seen_y, seed, test_x)
+    )
 
 
 def test_probes_on_separable_blobs_are_perfect():
@@ -291,5 +300,6 @@ def test_the_runner_gives_the_probes_the_labels_training_did_not_see():
     module = RepresentationModule(Identity(input_shape=(4,)), head, functools.partial(torch.optim.Adam))
     evaluator = Probes(classifiers=["knn", "linear"])
     out = evaluate(module, data, {"probes": evaluator}, stages=["test"])
-    assert out == pytest.approx({"test/knn/acc": 1.0, "test/knn/ami": 1.0, "test/linear/acc": 1.0,
-                                 "test/linear/ami": 1.0})  # fmt: skip
+    assert out == pytest.approx(
+        {"test/knn/acc": 1.0, "test/knn/ami": 1.0, "test/linear/acc": 1.0, "test/linear/ami": 1.0}
+    )

@@ -10,8 +10,13 @@ import pytest
 
 from clusterable.rescore import main as rescore
 
-RUN = ["dataset=iris", "trainer.max_epochs=2", "logger=none", "trainer.enable_progress_bar=false",
-       "save_representations=float32"]  # fmt: skip
+RUN = [
+    "dataset=iris",
+    "trainer.max_epochs=2",
+    "logger=none",
+    "trainer.enable_progress_bar=false",
+    "save_representations=float32",
+]
 
 
 def _run_dir(outputs: Path, name: str) -> Path:
@@ -39,10 +44,7 @@ def test_a_new_evaluator_scores_the_kept_representations_as_a_fresh_run_would(ru
     added = {k: v for k, v in plain["metrics"].items() if "kmeans" in k or "gmm" in k or "silhouette" in k}
     assert added and added == {k: fresh["metrics"][k] for k in added}
     (entry,) = plain["rescored"]
-    assert (
-        entry["from"] == "its kept representations (representations.npz)"
-        and "clustering" in entry["evaluator"]
-    )
+    assert entry["from"] == "its kept representations (representations.npz)" and "clustering" in entry["evaluator"]
     assert sorted(entry["keys"]) == sorted(added)
 
 
@@ -95,7 +97,4 @@ def test_a_run_recorded_before_runs_kept_representations_is_still_reused() -> No
 
     old = {"seed": 0, "loss": {"lam": 0.5}}
     assert config_changes(old, {**old, "save_representations": "float16"}) == []
-    assert (
-        config_changes({**old, "save_representations": "float16"}, {**old, "save_representations": "none"})
-        == []
-    )
+    assert config_changes({**old, "save_representations": "float16"}, {**old, "save_representations": "none"}) == []

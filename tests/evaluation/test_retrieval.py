@@ -71,9 +71,7 @@ def brute_force(x, y, ks, distance, is_query=None, is_gallery=None) -> dict[str,
 def assert_same(out: dict[str, float], expected: dict[str, float]) -> None:
     assert list(out) == list(expected)
     for key, value in expected.items():
-        assert (math.isnan(value) and math.isnan(out[key])) or out[key] == pytest.approx(value, abs=1e-12), (
-            key
-        )
+        assert (math.isnan(value) and math.isnan(out[key])) or out[key] == pytest.approx(value, abs=1e-12), key
 
 
 def exact_points(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,9 +94,7 @@ def test_all_vs_all_matches_brute_force_with_ties(seed, chunk_size):
     x, y = exact_points(30, seed)
     out = RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=chunk_size)(x, y, context(x, y))
     expected = {**brute_force(x, y, KS, "l2"), **brute_force(x, y, KS, "cos")}
-    assert_same(
-        out, {key: expected[key] for key in RetrievalMetrics(ks=KS, distances=["l2", "cos"]).metric_names()}
-    )
+    assert_same(out, {key: expected[key] for key in RetrievalMetrics(ks=KS, distances=["l2", "cos"]).metric_names()})
 
 
 @pytest.mark.parametrize("chunk_size", [3, 1000])
@@ -125,19 +121,14 @@ def test_blocks_filtered_by_group_maxima_match_brute_force(mode):
     out = RetrievalMetrics(ks=ks, distances=["l2", "cos"], chunk_size=128)(x, y, context(x, y, **split))
     masks = (split.get("is_query"), split.get("is_gallery"))
     expected = {**brute_force(x, y, ks, "l2", *masks), **brute_force(x, y, ks, "cos", *masks)}
-    assert_same(
-        out, {key: expected[key] for key in RetrievalMetrics(ks=ks, distances=["l2", "cos"]).metric_names()}
-    )
+    assert_same(out, {key: expected[key] for key in RetrievalMetrics(ks=ks, distances=["l2", "cos"]).metric_names()})
 
 
 def test_random_features_match_brute_force_and_do_not_depend_on_the_chunk_size():
     g = torch.Generator().manual_seed(4)
     x, y = torch.randn(40, 6, generator=g), torch.arange(40) % 5
     expected = {**brute_force(x, y, KS, "l2"), **brute_force(x, y, KS, "cos")}
-    results = [
-        RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=c)(x, y, context(x, y))
-        for c in (5, 13, 64)
-    ]
+    results = [RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=c)(x, y, context(x, y)) for c in (5, 13, 64)]
     for out in results:
         assert out == results[0]
         for key, value in expected.items():
@@ -170,9 +161,7 @@ def test_ties_go_to_the_lower_gallery_index():
     y = torch.tensor([0, 1, 0, 0, 2, 2])
     queries = torch.tensor([True, False, False, False, False, False])
     gallery = ~queries
-    out = RetrievalMetrics(ks=[1, 2, 3], distances=["l2"])(
-        x, y, context(x, y, is_query=queries, is_gallery=gallery)
-    )
+    out = RetrievalMetrics(ks=[1, 2, 3], distances=["l2"])(x, y, context(x, y, is_query=queries, is_gallery=gallery))
     # Ranked by (distance, index): 1 (class 1), 2 (class 0), 3 (class 0), 4, 5. R = 2.
     assert out["recall@1/l2"] == 0.0 and out["recall@2/l2"] == 1.0 and out["recall@3/l2"] == 1.0
     assert out["r_precision/l2"] == 0.5
@@ -189,16 +178,12 @@ def test_query_gallery_mode_matches_brute_force(chunk_size):
     y[25], is_query[25], is_gallery[25] = 9, True, False  # a query whose class is not in the gallery
     split = {"is_query": is_query, "is_gallery": is_gallery}
     ks = [1, 2, int(is_gallery.sum())]  # K may be the whole gallery
-    out = RetrievalMetrics(ks=ks, distances=["l2", "cos"], chunk_size=chunk_size)(
-        x, y, context(x, y, **split)
-    )
+    out = RetrievalMetrics(ks=ks, distances=["l2", "cos"], chunk_size=chunk_size)(x, y, context(x, y, **split))
     expected = {
         **brute_force(x, y, ks, "l2", is_query, is_gallery),
         **brute_force(x, y, ks, "cos", is_query, is_gallery),
     }
-    assert_same(
-        out, {key: expected[key] for key in RetrievalMetrics(ks=ks, distances=["l2", "cos"]).metric_names()}
-    )
+    assert_same(out, {key: expected[key] for key in RetrievalMetrics(ks=ks, distances=["l2", "cos"]).metric_names()})
 
 
 def test_lone_queries_and_unlabelled_rows_are_left_out():
@@ -220,9 +205,13 @@ def test_keys_are_metric_names_and_the_evaluator_declares_them():
     assert list(evaluator(x, y, context(x, y))) == evaluator.metric_names()
     assert evaluator.metric_names() == ["recall@1/cos", "recall@4/cos", "r_precision/cos"]
     assert RetrievalMetrics().metric_names() == [
-        *(f"recall@{k}/{d}" for d in ["cos"] for k in (1, 2, 4, 8, 16, 32)), "map@r/cos", "r_precision/cos",
-        *(f"recall@{k}/l2" for k in (1, 2, 4, 8, 16, 32)), "map@r/l2", "r_precision/l2",
-    ]  # fmt: skip
+        *(f"recall@{k}/{d}" for d in ["cos"] for k in (1, 2, 4, 8, 16, 32)),
+        "map@r/cos",
+        "r_precision/cos",
+        *(f"recall@{k}/l2" for k in (1, 2, 4, 8, 16, 32)),
+        "map@r/l2",
+        "r_precision/l2",
+    ]
 
 
 def test_runs_on_the_embeddings_device_in_float32():
@@ -235,8 +224,11 @@ def test_runs_on_the_embeddings_device_in_float32():
 @pytest.mark.parametrize(
     "options, split, message",
     [
-        ({"ks": [1, 12]}, {}, "ks must be <= 11, the gallery size minus one (every row queries the others); "
-                              "got K = 12"),
+        (
+            {"ks": [1, 12]},
+            {},
+            "ks must be <= 11, the gallery size minus one (every row queries the others); got K = 12",
+        ),
         ({"ks": [5]}, "qg", "ks must be <= 4, the gallery size (query/gallery mode); got K = 5"),
         ({"ks": []}, {}, "ks must be a non-empty list"),
         ({"ks": [0, 1]}, {}, "ks must be distinct positive integers"),
@@ -245,10 +237,13 @@ def test_runs_on_the_embeddings_device_in_float32():
         ({"distances": []}, {}, "distances must be a non-empty subset"),
         ({"chunk_size": 0}, {}, "chunk_size must be >= 1, got 0"),
         ({}, {"is_query": torch.ones(12, dtype=torch.bool)}, "split is_gallery is missing"),
-        ({}, {"is_query": torch.ones(12), "is_gallery": torch.ones(12, dtype=torch.bool)},
-         "split is_query must be a boolean tensor of shape (12,)"),
+        (
+            {},
+            {"is_query": torch.ones(12), "is_gallery": torch.ones(12, dtype=torch.bool)},
+            "split is_query must be a boolean tensor of shape (12,)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_errors_name_the_option_in_one_line(options, split, message):
     x, y = exact_points(12, 10)
     if split == "qg":
@@ -259,9 +254,17 @@ def test_errors_name_the_option_in_one_line(options, split, message):
 
 
 @pytest.mark.parametrize(
-    "options", [{"ks": []}, {"ks": [0, 1]}, {"ks": "1"}, {"distances": ["l1"]}, {"distances": ["cos", "cos"]},
-                {"chunk_size": 0}, {"map_at_r": "yes"}],
-)  # fmt: skip
+    "options",
+    [
+        {"ks": []},
+        {"ks": [0, 1]},
+        {"ks": "1"},
+        {"distances": ["l1"]},
+        {"distances": ["cos", "cos"]},
+        {"chunk_size": 0},
+        {"map_at_r": "yes"},
+    ],
+)
 def test_options_out_of_range_are_refused_when_built(options):
     # Before any embedding: the framework builds the evaluator with the run's other parts.
     with pytest.raises(ValueError, match=f"^{next(iter(options))} must"):
@@ -290,9 +293,7 @@ def test_config_is_checked_and_runs():
 # ---- Boudiaf et al.'s rules (self_match=drop_first, lone_queries=miss) against a transcription of their code ----
 
 
-def boudiaf_recall_at_ks(
-    query_features, query_labels, ks, gallery_features=None, gallery_labels=None, cosine=False
-):
+def boudiaf_recall_at_ks(query_features, query_labels, ks, gallery_features=None, gallery_labels=None, cosine=False):
     """Recall@K as Boudiaf et al. compute it, transcribed as plain numpy from repository
     ``jeromerony/dml_cross_entropy``, ``utils/metrics.py`` (``recall_at_ks``): without a gallery the queries
     search themselves, one neighbour more, and the first is dropped (``offset = 1``); cosine l2-normalises both
@@ -329,9 +330,7 @@ def test_boudiaf_rules_match_their_recall_at_ks(seed, chunk_size):
     # distances; rows 0 and 1 alone in their class.
     x, y = exact_points(40, seed)
     y[0], y[1] = 17, 18
-    out = RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=chunk_size, **BOUDIAF)(
-        x, y, context(x, y)
-    )
+    out = RetrievalMetrics(ks=KS, distances=["l2", "cos"], chunk_size=chunk_size, **BOUDIAF)(x, y, context(x, y))
     for distance, cosine in (("l2", False), ("cos", True)):
         theirs = boudiaf_recall_at_ks(x, y, KS, cosine=cosine)
         assert {k: round(100 * out[f"recall@{k}/{distance}"], 2) for k in KS} == theirs
@@ -359,9 +358,7 @@ def test_drop_first_counts_a_duplicate_of_another_class_as_a_hit():
     x = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 4.0], [4.0, 0.0]])
     y = torch.tensor([0, 1, 1, 0])
     by_index = RetrievalMetrics(ks=[1], distances=["l2"], map_at_r=False, r_precision=False)
-    dropped = RetrievalMetrics(
-        ks=[1], distances=["l2"], self_match="drop_first", map_at_r=False, r_precision=False
-    )
+    dropped = RetrievalMetrics(ks=[1], distances=["l2"], self_match="drop_first", map_at_r=False, r_precision=False)
     assert by_index(x, y, context(x, y))["recall@1/l2"] == 0.25
     assert dropped(x, y, context(x, y))["recall@1/l2"] == 0.5 == boudiaf_recall_at_ks(x, y, [1])[1] / 100
     # In query/gallery mode they drop nothing: row 0, also in the gallery, finds itself first (its duplicate,
@@ -388,9 +385,11 @@ def test_lone_queries_counted_as_misses_score_zero():
 
 @pytest.mark.parametrize(
     "options, message",
-    [({"self_match": "first"}, "self_match must be one of by_index, drop_first, got 'first'"),
-     ({"lone_queries": "skip"}, "lone_queries must be one of left_out, miss, got 'skip'")],
-)  # fmt: skip
+    [
+        ({"self_match": "first"}, "self_match must be one of by_index, drop_first, got 'first'"),
+        ({"lone_queries": "skip"}, "lone_queries must be one of left_out, miss, got 'skip'"),
+    ],
+)
 def test_fidelity_options_are_refused_when_built(options, message):
     with pytest.raises(ValueError) as error:
         RetrievalMetrics(**options)

@@ -262,9 +262,7 @@ def test_sc_distance_uses_the_rows_that_take_part():
     rows = spectral_rows(x[used])
     sub = {name: mask[used] for name, mask in split.items()}
     expected = RetrievalMetrics(distances=["cos"], ks=[1, 3])(rows, y[used], context(rows, y[used], **sub))
-    assert [key for key in out if key.endswith("/sc")] == RetrievalMetrics(
-        distances=["sc"], ks=[1, 3]
-    ).metric_names()
+    assert [key for key in out if key.endswith("/sc")] == RetrievalMetrics(distances=["sc"], ks=[1, 3]).metric_names()
     assert {k: v for k, v in out.items() if k.endswith("/sc")} == pytest.approx(
         {key.replace("/cos", "/sc"): value for key, value in expected.items()}
     )

@@ -45,8 +45,18 @@ CLASSIFYING = {
     "ce",
 }
 # pytorch-metric-learning's losses through the generic head: on embeddings, with their own parameter group.
-PML = {"pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor", "arcface",
-       "normsoftmax"}  # fmt: skip
+PML = {
+    "pml",
+    "contrastive",
+    "triplet",
+    "multi_similarity",
+    "supcon",
+    "nca",
+    "proxy_nca",
+    "proxy_anchor",
+    "arcface",
+    "normsoftmax",
+}
 # Heads whose learning rate is not the optimizer's by default (ProxyAnchor's proxies: 100x, as its authors train).
 HEAD_LR = {"proxy_anchor": 0.1}
 CLUSTERING = {"tae1", "tae2", "ptae", "tvae", "tvae_cnn", "tcl", "trbm"}
@@ -136,8 +146,9 @@ def test_heads_take_only_the_framework_arguments_they_use(name):
     assert "num_classes" in taken
 
 
-@pytest.mark.parametrize("group, name, available", [("loss", n, HEAD_ARGS) for n in HEADS]
-                         + [("model", n, ENCODER_ARGS) for n in ENCODERS])  # fmt: skip
+@pytest.mark.parametrize(
+    "group, name, available", [("loss", n, HEAD_ARGS) for n in HEADS] + [("model", n, ENCODER_ARGS) for n in ENCODERS]
+)
 def test_an_unknown_keyword_is_refused(group, name, available):
     with pytest.raises(InstantiationException) as error:
         build(group, name, available, lamda=0.5)

@@ -203,9 +203,7 @@ def test_center_update_follows_wen_rule_in_train_mode():
     h = h.requires_grad_(True)
     out = head(h, y)
     assert torch.allclose(head.centres, wen_update(start, h.detach(), y, 0.3), atol=1e-12)
-    assert out["attract"].item() == pytest.approx(
-        naive_center_term(h.detach(), y, start)
-    )  # pre-update centres
+    assert out["attract"].item() == pytest.approx(naive_center_term(h.detach(), y, start))  # pre-update centres
     out["loss"].backward()  # the in-place centre update must not break the graph
     assert "centres" in head.state_dict() and "centres" not in dict(head.named_parameters())
 
@@ -352,9 +350,7 @@ AUTHORS_LAMS = [0.0, 0.3, 0.5, 0.6, 0.8, 1.0]
 
 @pytest.mark.parametrize("lam", AUTHORS_LAMS)
 def test_gaussian_authors_code_matches_their_loss_and_gradients(lam):
-    h = torch.randn(7, D, generator=torch.Generator().manual_seed(7), dtype=torch.float64).requires_grad_(
-        True
-    )
+    h = torch.randn(7, D, generator=torch.Generator().manual_seed(7), dtype=torch.float64).requires_grad_(True)
     y = torch.tensor([0, 1, 2, 0, 1, 2, 2])
     head = with_weight(GaussianCOREL(K, D, lam=lam, gamma=0.5, formula="authors_code"))
     ours = head(h, y)["loss"]
@@ -422,8 +418,9 @@ def test_gaussian_raw_gamma_trains_like_the_authors_gamma_and_log_gamma_does_not
         their_gamma -= lr * their_gamma.grad
     stepped = {}
     for parametrization in ("raw", "log"):
-        head = GaussianCOREL(K, D, lam=lam, learn_gamma=True, formula="authors_code",
-                             gamma_parametrization=parametrization)  # fmt: skip
+        head = GaussianCOREL(
+            K, D, lam=lam, learn_gamma=True, formula="authors_code", gamma_parametrization=parametrization
+        )
         head = with_weight(head)
         optimizer = torch.optim.SGD([p for n, p in head.named_parameters() if "gamma" in n], lr=lr)
         head(h, y)["loss"].backward()

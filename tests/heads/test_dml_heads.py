@@ -28,9 +28,19 @@ from clusterable.heads.pml import PMLHead
 CONF = Path(CONFIG_DIR)
 K, D = 3, 4
 DML_LOSSES = [
-    "ce", "pce", "pml", "contrastive", "triplet", "multi_similarity", "supcon", "nca", "proxy_nca", "proxy_anchor",
-    "arcface", "normsoftmax",
-]  # fmt: skip
+    "ce",
+    "pce",
+    "pml",
+    "contrastive",
+    "triplet",
+    "multi_similarity",
+    "supcon",
+    "nca",
+    "proxy_nca",
+    "proxy_anchor",
+    "arcface",
+    "normsoftmax",
+]
 
 
 def tiny_batch(seed: int = 0, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,9 +153,7 @@ def naive_pce(h, y, lam=None, lam_gradient=True):
         zl = torch.stack(z)
         lam = torch.linalg.eigvalsh(zl.T @ zl / n)[-1]
         lam = lam if lam_gradient else lam.detach()
-    tightness = -sum(dot[i][j] for i in range(n) for j in range(n) if labels[j] == labels[i]) / (
-        2 * lam * n**2
-    )
+    tightness = -sum(dot[i][j] for i in range(n) for j in range(n) if labels[j] == labels[i]) / (2 * lam * n**2)
     p = []
     for i in range(n):
         logits = [sum(dot[i][j] for j in range(n) if labels[j] == k) / (lam * n) for k in range(K)]
@@ -177,9 +185,7 @@ def test_pce_and_its_gradient_match_pair_loop(lam, lam_gradient):
 def test_pce_gradcheck_with_fixed_and_per_batch_lambda():
     h, y = tiny_batch()
     for head in (PairwiseCrossEntropy(K, lam=1.3), PairwiseCrossEntropy(K)):
-        assert torch.autograd.gradcheck(
-            lambda h_, head=head: head(h_, y)["loss"], (h.clone().requires_grad_(True),)
-        )
+        assert torch.autograd.gradcheck(lambda h_, head=head: head(h_, y)["loss"], (h.clone().requires_grad_(True),))
 
 
 def radial_derivative(head, h, y) -> float:
@@ -342,8 +348,9 @@ def test_pce_and_pml_compute_in_float32_under_mixed_precision(make):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = head(h.to(torch.bfloat16), y)
     reference = head(h.to(torch.bfloat16).float(), y)
-    assert all(v.dtype == torch.float32 and v.item() == pytest.approx(reference[k].item(), rel=1e-5)
-               for k, v in out.items())  # fmt: skip
+    assert all(
+        v.dtype == torch.float32 and v.item() == pytest.approx(reference[k].item(), rel=1e-5) for k, v in out.items()
+    )
 
 
 @pytest.mark.parametrize(
@@ -396,9 +403,7 @@ def test_named_configs_carry_their_published_values():
     ce = build(loss_config("ce"), "loss", num_classes=4, embedding_dim=8)
     assert ce.smoothing == 0.1 and ce.dropout.p == 0.5 and isinstance(ce, ClassifyingHead)
     circle_target = "loss.loss._target_=pytorch_metric_learning.losses.CircleLoss"  # a loss no file names
-    circle = build(
-        loss_config("pml", circle_target, "+loss.loss.m=0.25"), "loss", num_classes=4, embedding_dim=3
-    )
+    circle = build(loss_config("pml", circle_target, "+loss.loss.m=0.25"), "loss", num_classes=4, embedding_dim=3)
     assert type(circle.loss_fn).__name__ == "CircleLoss" and circle.loss_fn.m == 0.25
 
 

@@ -181,8 +181,9 @@ def test_trainable_embedding_layer_trains_only_that_layer_and_keeps_the_rest_in_
     torch.manual_seed(0)
     encoder = FFNN(input_shape=[6], hidden=[8, 3], dropout=0.5)
     head = DSCL(num_classes=3, embedding_dim=3)
-    module = RepresentationModule(encoder, head, functools.partial(torch.optim.SGD, lr=0.5),
-                                  trainable="embedding_layer")  # fmt: skip
+    module = RepresentationModule(
+        encoder, head, functools.partial(torch.optim.SGD, lr=0.5), trainable="embedding_layer"
+    )
     module.train()
     first_dropout = encoder.net[3]
     assert isinstance(first_dropout, nn.Dropout) and not first_dropout.training
@@ -194,18 +195,23 @@ def test_trainable_embedding_layer_trains_only_that_layer_and_keeps_the_rest_in_
     optimizer.step()
     changed = {name for name, p in encoder.named_parameters() if not torch.equal(p, before[name])}
     last = {
-        f"net.{i}.{w}"
-        for i, m in enumerate(encoder.net)
-        if m is encoder.embedding_layer
-        for w in ("weight", "bias")
+        f"net.{i}.{w}" for i, m in enumerate(encoder.net) if m is encoder.embedding_layer for w in ("weight", "bias")
     }
     assert changed == last
 
 
 def test_trainable_embedding_layer_needs_an_encoder_that_has_one():
     with pytest.raises(ContractError, match="Identity has no embedding layer"):
-        RepresentationModule(Identity([4]), DSCL(num_classes=3, embedding_dim=4),
-                             functools.partial(torch.optim.SGD, lr=0.1), trainable="embedding_layer")  # fmt: skip
+        RepresentationModule(
+            Identity([4]),
+            DSCL(num_classes=3, embedding_dim=4),
+            functools.partial(torch.optim.SGD, lr=0.1),
+            trainable="embedding_layer",
+        )
     with pytest.raises(ValueError, match="trainable must be all or embedding_layer, got 'last'"):
-        RepresentationModule(Identity([4]), DSCL(num_classes=3, embedding_dim=4),
-                             functools.partial(torch.optim.SGD, lr=0.1), trainable="last")  # fmt: skip
+        RepresentationModule(
+            Identity([4]),
+            DSCL(num_classes=3, embedding_dim=4),
+            functools.partial(torch.optim.SGD, lr=0.1),
+            trainable="last",
+        )

@@ -103,9 +103,7 @@ def integrated_kl(mu: float, logvar: float, log_p) -> float:
 def test_kl_monte_carlo_with_the_gmm_prior_converges_to_the_integral():
     prior = GMMPrior(1, logvar=1.0)
     mu, logvar = 0.3, -0.5
-    exact = integrated_kl(
-        mu, logvar, lambda z: float(prior.log_prob(torch.tensor([[z]], dtype=torch.float64)))
-    )
+    exact = integrated_kl(mu, logvar, lambda z: float(prior.log_prob(torch.tensor([[z]], dtype=torch.float64))))
     # 200,000 independent one-sample estimates: their mean and its standard error.
     n = 200_000
     g = torch.Generator().manual_seed(0)
@@ -140,9 +138,12 @@ def test_kl_monte_carlo_with_one_component_is_the_analytic_gaussian_kl():
     assert rows.shape == (4,)
     # the standard error of each row's mean, from n one-sample estimates of the same row
     draws = kl_monte_carlo(
-        mu.repeat_interleave(n, 0), logvar.repeat_interleave(n, 0), lambda z: mixture_log_density(z, m, lv),
-        samples=1, generator=g,
-    ).reshape(4, n)  # fmt: skip
+        mu.repeat_interleave(n, 0),
+        logvar.repeat_interleave(n, 0),
+        lambda z: mixture_log_density(z, m, lv),
+        samples=1,
+        generator=g,
+    ).reshape(4, n)
     stderr = draws.std(1) / math.sqrt(n)
     assert torch.all((rows - exact).abs() < 4 * stderr), (rows, exact, stderr)
     assert torch.all((draws.mean(1) - exact).abs() < 4 * stderr)

@@ -66,9 +66,13 @@ def data(unlabelled: bool = False, seed: int = 0) -> tuple[FFNN, dict]:
 def run(head, encoder, batch, epoch: int) -> dict[str, torch.Tensor]:
     """The head called as the module calls it."""
     return head(
-        encoder(batch["inputs"]), batch["labels"], inputs=batch["inputs"], epoch=epoch, encoder=encoder,
+        encoder(batch["inputs"]),
+        batch["labels"],
+        inputs=batch["inputs"],
+        epoch=epoch,
+        encoder=encoder,
         index=batch["index"],
-    )  # fmt: skip
+    )
 
 
 def unsupervised(name: str, head, out: dict) -> torch.Tensor:
@@ -173,9 +177,7 @@ def test_gradient_reaches_the_encoder(name, epoch):
         ({"schedule": "alternate", "alpha": 0.5}, 0, True),
     ],
 )
-def test_metric_parameters_get_no_gradient_where_the_supervised_weight_is_zero(
-    name, settings, epoch, trained
-):
+def test_metric_parameters_get_no_gradient_where_the_supervised_weight_is_zero(name, settings, epoch, trained):
     head = make(name, metric=CenterLoss, **settings)
     encoder, batch = data()
     run(head, encoder, batch, epoch)["loss"].backward()
@@ -287,9 +289,7 @@ def test_mvae_old_setting_reproduces_the_old_loss_and_the_default_is_it_per_valu
     kl = old.kl(mu, logvar, encoder).mean()
     by_hand = (old.decoder(mu) - batch["inputs"]).pow(2).sum(1).mean() + 0.5 * kl
     assert close(out_old["loss"], by_hand) and close(out_old["kl"], kl)
-    out_new = mvae_unsupervised_epoch(
-        make("mvae", alpha=1.0), encoder, batch
-    )  # the same weights (make seeds)
+    out_new = mvae_unsupervised_epoch(make("mvae", alpha=1.0), encoder, batch)  # the same weights (make seeds)
     assert close(out_new["loss"], out_old["loss"] / SHAPE[0]) and close(out_new["kl"], out_old["kl"])
 
 
@@ -323,11 +323,15 @@ def _not_a_head(num_classes: int, embedding_dim: int) -> torch.nn.Module:
         ("dml_gmm", {"gmm_logvar": math.inf}, ValueError, "gmm_logvar must be finite, got inf"),
         ("dml_ae", {"metric": functools.partial(CenterLoss, lr=0.1)}, ValueError, "metric.lr must be null, got 0.1"),
         ("dml_ae", {"metric": functools.partial(CenterLoss, lam=2.0)}, ValueError, "metric.lam must be in [0, 1]"),
-        ("dml", {"metric": functools.partial(CenterLoss, num_classes=5)}, ValueError,
-         "metric.num_classes is set by the head (num_classes=3)"),
+        (
+            "dml",
+            {"metric": functools.partial(CenterLoss, num_classes=5)},
+            ValueError,
+            "metric.num_classes is set by the head (num_classes=3)",
+        ),
         ("dml", {"metric": _not_a_head}, ContractError, "metric: Identity is not a Head (missing: loss_parts"),
     ],
-)  # fmt: skip
+)
 def test_out_of_range_arguments_are_refused_in_one_line(name, kwargs, error, message):
     with pytest.raises(error) as caught:
         make(name, **kwargs)
@@ -351,8 +355,9 @@ def loss_config(*overrides: str):
 @pytest.mark.parametrize("name", ["dml", "dml_ae", "dml_prior", "mvae"])
 @pytest.mark.parametrize("metric", ["triplet", "supcon", "center"])
 def test_configs_build_with_every_metric(name, metric):
-    head = build(loss_config(f"loss={name}", f"loss/metric={metric}"), "loss", num_classes=4, embedding_dim=D,
-                 input_shape=SHAPE)  # fmt: skip
+    head = build(
+        loss_config(f"loss={name}", f"loss/metric={metric}"), "loss", num_classes=4, embedding_dim=D, input_shape=SHAPE
+    )
     assert head.latent_dim == 10 and head.metric.embedding_dim == 10 and head.metric.num_classes == 4
     expected = {"triplet": "TripletMarginLoss", "supcon": "SupConLoss", "center": None}[metric]
     if expected is None:
@@ -401,9 +406,15 @@ def test_config_errors_are_one_line(overrides, message):
 
 
 RUN = [
-    "dataset=digits", "model=ffnn", "trainer.max_epochs=2", "+trainer.limit_train_batches=2",
-    "trainer.enable_progress_bar=false", "evaluator=[classification]", "checkpoint.monitor=null", "logger=none",
-]  # fmt: skip
+    "dataset=digits",
+    "model=ffnn",
+    "trainer.max_epochs=2",
+    "+trainer.limit_train_batches=2",
+    "trainer.enable_progress_bar=false",
+    "evaluator=[classification]",
+    "checkpoint.monitor=null",
+    "logger=none",
+]
 
 
 @pytest.mark.parametrize(

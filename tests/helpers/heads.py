@@ -47,9 +47,7 @@ class InterruptOnce(CCELoss):
     the same command run again trains through. ``send``: a signal's name (``SIGTERM``, a cluster's time limit) sent
     to its own process instead, whose handler must stop the run."""
 
-    def __init__(
-        self, num_classes: int, embedding_dim: int, marker: str, epoch: int = 1, send: str | None = None
-    ):
+    def __init__(self, num_classes: int, embedding_dim: int, marker: str, epoch: int = 1, send: str | None = None):
         super().__init__(num_classes=num_classes, embedding_dim=embedding_dim)
         self.marker, self.at_epoch, self.send = Path(marker), epoch, send
 
@@ -60,9 +58,7 @@ class InterruptOnce(CCELoss):
                 raise KeyboardInterrupt
             signum = signal.Signals[self.send]
             # Never the default action here: it would end the test session, not the run.
-            assert signal.getsignal(signum) not in (signal.SIG_DFL, signal.SIG_IGN, None), (
-                f"{self.send} unhandled"
-            )
+            assert signal.getsignal(signum) not in (signal.SIG_DFL, signal.SIG_IGN, None), f"{self.send} unhandled"
             os.kill(os.getpid(), signum)
         return super().forward(embeddings, labels, **batch)
 
@@ -74,9 +70,7 @@ class RecordBatches(CCELoss):
         super().__init__(num_classes=num_classes, embedding_dim=embedding_dim)
         self.folder = Path(folder)
 
-    def forward(
-        self, embeddings: Tensor, labels: Tensor, index: Tensor | None = None, **batch
-    ) -> dict[str, Tensor]:
+    def forward(self, embeddings: Tensor, labels: Tensor, index: Tensor | None = None, **batch) -> dict[str, Tensor]:
         if self.training and index is not None:
             rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
             self.folder.mkdir(parents=True, exist_ok=True)

@@ -148,11 +148,7 @@ def test_missing_weights_is_one_line_naming_file_folder_and_url(torch_home, arch
     name["bninception"] = "bn_inception-52deb4733.pth"
     assert "\n" not in message and message.startswith("weights=")
     assert name[arch] in message and str(torch_home) in message
-    url = (
-        backbones.BN_INCEPTION_URL
-        if arch == "bninception"
-        else f"https://download.pytorch.org/models/{name[arch]}"
-    )
+    url = backbones.BN_INCEPTION_URL if arch == "bninception" else f"https://download.pytorch.org/models/{name[arch]}"
     assert url in message
 
 
@@ -180,20 +176,14 @@ def test_googlenet_reads_its_weight_file_with_the_auxiliary_classifiers(torch_ho
 def test_bninception_reads_its_weight_file(torch_home, old_format):
     torch.manual_seed(1)
     net = BNInception()
-    for (
-        m
-    ) in net.modules():  # statistics that differ from the defaults, so that the comparison means something
+    for m in net.modules():  # statistics that differ from the defaults, so that the comparison means something
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.normal_()
             m.running_var.uniform_(0.5, 2)
     state = net.state_dict()
     saved = state
     if old_format:  # the Caffe port as some copies store it: BatchNorm vectors (1, C), no num_batches_tracked
-        saved = {
-            k: v.unsqueeze(0) if "_bn." in k else v
-            for k, v in state.items()
-            if "num_batches_tracked" not in k
-        }
+        saved = {k: v.unsqueeze(0) if "_bn." in k else v for k, v in state.items() if "num_batches_tracked" not in k}
     save(saved, torch_home, "bninception")
     encoder = backbones.BNInceptionEncoder(SHAPE)
     own = encoder.trunk.state_dict()
@@ -204,8 +194,13 @@ def test_bninception_reads_its_weight_file(torch_home, old_format):
 def test_bninception_layer_names_match_cadene():
     names = BNInception().state_dict()
     assert len(names) == 485 and sum(p.numel() for p in BNInception().parameters()) == 11_295_240
-    for key in ("conv1_7x7_s2.weight", "conv1_7x7_s2_bn.running_var", "inception_3c_double_3x3_2_bn.bias",
-                "inception_5b_pool_proj.weight", "last_linear.bias"):  # fmt: skip
+    for key in (
+        "conv1_7x7_s2.weight",
+        "conv1_7x7_s2_bn.running_var",
+        "inception_3c_double_3x3_2_bn.bias",
+        "inception_5b_pool_proj.weight",
+        "last_linear.bias",
+    ):
         assert key in names
     assert names["inception_4e_double_3x3_2.weight"].shape == (256, 256, 3, 3)
 
@@ -292,9 +287,7 @@ def test_configs_compose_and_build_with_an_embedding_layer_and_feature_norm(arch
 
 def test_config_errors_are_one_line(torch_home):
     cfg = composed("model=resnet50")
-    with pytest.raises(
-        ConfigError, match=r"^model\.weights='imagenet' needs resnet50-0676ba61\.pth"
-    ) as error:
+    with pytest.raises(ConfigError, match=r"^model\.weights='imagenet' needs resnet50-0676ba61\.pth") as error:
         build(cfg.model, "model", input_shape=(3, 64, 64))
     assert "\n" not in str(error.value)
     with pytest.raises(ConfigError, match=r"^model\.input_shape must be \[3, H, W\]"):

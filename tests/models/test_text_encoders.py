@@ -64,9 +64,11 @@ def test_a_document_of_padding_alone_gives_zeros_not_nan(vectors, name):
     out.sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in encoder.parameters() if p.grad is not None)
     with torch.no_grad():
-        inner = encoder.features(x) if name == "text_cnn" else torch.nn.functional.embedding_bag(
-            x, encoder.word_vectors, mode="mean", padding_idx=0
-        )  # fmt: skip
+        inner = (
+            encoder.features(x)
+            if name == "text_cnn"
+            else torch.nn.functional.embedding_bag(x, encoder.word_vectors, mode="mean", padding_idx=0)
+        )
     assert not inner[0].any() and inner[1].any()
 
 
@@ -122,10 +124,12 @@ def test_ddp_leaves_the_word_vectors_alone_and_syncs_the_other_buffers(vectors, 
         (lambda v: TextCNN(v, [6], widths=[3, 0]), "widths must be a non-empty list of positive integers"),
         (lambda v: TextCNN(v, [6], channels=0), "channels must be >= 1, got 0"),
         (lambda v: TextFFNN(v, [6], dropout=1.0), "dropout must be in [0, 1), got 1.0"),
-        (lambda v: TextCNN(v, [6])(torch.rand(2, 6)), "TextCNN reads token ids (N, L) of a text dataset, got a "
-                                                      "torch.float32 tensor of shape [2, 6]"),
+        (
+            lambda v: TextCNN(v, [6])(torch.rand(2, 6)),
+            "TextCNN reads token ids (N, L) of a text dataset, got a torch.float32 tensor of shape [2, 6]",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments_are_one_line(vectors, make, message):
     with pytest.raises(ValueError) as info:
         make(vectors)
@@ -229,8 +233,14 @@ def test_another_model_on_a_text_dataset_is_one_line(train, tmp_path):
 
 
 def test_agnews8_runs_offline_on_its_fake_source_and_records_what_the_data_did(train):
-    result = train("dataset=agnews8", "dataset.source=fake", "dataset.fake_size=64", "dataset.fake_dim=16",
-                   "model=text_cnn", *QUICK)  # fmt: skip
+    result = train(
+        "dataset=agnews8",
+        "dataset.source=fake",
+        "dataset.fake_size=64",
+        "dataset.fake_dim=16",
+        "model=text_cnn",
+        *QUICK,
+    )
     assert result.code == 0, result.err
     (path,) = train.outputs.rglob("metrics.json")
     notes = json.loads(path.read_text())["data_notes"]  # the corpus's and the vectors' records, in the run

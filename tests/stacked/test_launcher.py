@@ -13,8 +13,16 @@ import pytest
 
 from clusterable.stacked.grouping import plan, stack_key
 
-SWEEP = ["-m", "hydra/launcher=stacked", "dataset=iris", "trainer.max_epochs=2", "logger=none",
-         "evaluator=[classification]", "model.hidden=[8,8]", "trainer.enable_progress_bar=false"]  # fmt: skip
+SWEEP = [
+    "-m",
+    "hydra/launcher=stacked",
+    "dataset=iris",
+    "trainer.max_epochs=2",
+    "logger=none",
+    "evaluator=[classification]",
+    "model.hidden=[8,8]",
+    "trainer.enable_progress_bar=false",
+]
 
 
 def records(outputs: Path) -> dict[str, dict]:
@@ -37,10 +45,12 @@ def test_cells_that_differ_in_seed_and_lambda_train_as_one_stack(train) -> None:
     [
         (["loss=cce", "+trainer.gradient_clip_val=1.0"], None),  # found from the config: never grouped
         # found once built: the PML losses branch on tensors, which vmap refuses
-        (["loss=triplet", "checkpoint.monitor=val/loss", "checkpoint.mode=min"],
-         "stacked: PMLHead does not run stacked (RuntimeError: vmap: "),
+        (
+            ["loss=triplet", "checkpoint.monitor=val/loss", "checkpoint.mode=min"],
+            "stacked: PMLHead does not run stacked (RuntimeError: vmap: ",
+        ),
     ],
-)  # fmt: skip
+)
 def test_cells_that_cannot_stack_run_alone(train, overrides: list[str], said: str | None) -> None:
     result = train(*SWEEP, "seed=0,1", *overrides)
     assert result.code == 0, result.err
@@ -129,8 +139,9 @@ def test_groups_side_by_side_share_the_cores_and_memory_by_n_jobs() -> None:
     from clusterable.run import RunContext
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=["hydra/launcher=stacked", "hydra.launcher.n_jobs=3"],
-                      return_hydra_config=True)  # fmt: skip
+        cfg = compose(
+            "train", overrides=["hydra/launcher=stacked", "hydra.launcher.n_jobs=3"], return_hydra_config=True
+        )
     cfg.hydra.runtime.output_dir = "/tmp/unused"
     assert RunContext.from_hydra(cfg.hydra).parallel_jobs == 3  # cpu_threads and memory_bound divide by it
 
@@ -155,9 +166,15 @@ def test_groups_train_side_by_side_in_worker_processes_with_n_jobs(train) -> Non
 
 @pytest.mark.parametrize(
     ("accelerator", "cuda", "cores", "groups", "jobs"),
-    [("cpu", False, 2, 36, 2), ("cpu", False, 64, 36, 8), ("cpu", False, 16, 3, 3), ("auto", False, 2, 36, 2),
-     ("auto", True, 16, 36, 1), ("gpu", True, 16, 36, 1)],
-)  # fmt: skip
+    [
+        ("cpu", False, 2, 36, 2),
+        ("cpu", False, 64, 36, 8),
+        ("cpu", False, 16, 3, 3),
+        ("auto", False, 2, 36, 2),
+        ("auto", True, 16, 36, 1),
+        ("gpu", True, 16, 36, 1),
+    ],
+)
 def test_n_jobs_auto_trains_a_group_a_cpu_core_and_one_at_a_time_on_a_gpu(
     monkeypatch, accelerator: str, cuda: bool, cores: int, groups: int, jobs: int
 ) -> None:
@@ -194,9 +211,7 @@ def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypa
     slow = speed.StepTimes(stacked_s=0.5, single_s=0.001, members=2, steps=20)
     monkeypatch.setattr(speed, "STEP_OVERHEAD_S", 0.0)
     monkeypatch.setattr(speed, "RUN_OVERHEAD_S", 0.0)
-    monkeypatch.setattr(
-        speed, "worth_timing", lambda bound_s, speed_check, compile: speed_check
-    )  # even this short
+    monkeypatch.setattr(speed, "worth_timing", lambda bound_s, speed_check, compile: speed_check)  # even this short
     monkeypatch.setattr(speed, "time_steps", lambda *args: slow)
     result = train(*SWEEP, "loss=cce", "seed=0,1")
     assert result.code == 0, result.err
@@ -215,23 +230,21 @@ def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypa
     assert again.code == 0 and "stacked: 2 cells as one model" in again.out
     wrong = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.compile=fast")
     assert (
-        wrong.code == 2
-        and wrong.err.strip() == "error: hydra.launcher.compile must be auto, true or false, got 'fast'"
+        wrong.code == 2 and wrong.err.strip() == "error: hydra.launcher.compile must be auto, true or false, got 'fast'"
     )
     bad = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.speed_check=maybe")
-    assert (
-        bad.code == 2
-        and bad.err.strip() == "error: hydra.launcher.speed_check must be true or false, got 'maybe'"
-    )
+    assert bad.code == 2 and bad.err.strip() == "error: hydra.launcher.speed_check must be true or false, got 'maybe'"
 
 
 def _config(**changes) -> dict:
     config = {
-        "seed": 0, "optimizer": {"_target_": "torch.optim.Adam", "lr": 0.001},
+        "seed": 0,
+        "optimizer": {"_target_": "torch.optim.Adam", "lr": 0.001},
         "loss": {"_target_": "clusterable.heads.center.CenterLoss", "lam": 0.5},
         "dataset": {"_target_": "clusterable.data.memory.datamodule.InMemoryDataModule", "batch_size": 16},
-        "trainer": {"max_epochs": 3}, "logger": {"csv": {"save_dir": "a"}},
-    }  # fmt: skip
+        "trainer": {"max_epochs": 3},
+        "logger": {"csv": {"save_dir": "a"}},
+    }
     for key, value in changes.items():
         node, *path = key.split("__")
         target = config
@@ -242,31 +255,37 @@ def _config(**changes) -> dict:
 
 
 def test_the_grouping_rule() -> None:
-    same = [_config(seed=1), _config(loss__lam=0.9), _config(loss__alpha=0.9), _config(optimizer__lr=0.1),
-            _config(logger__csv__save_dir="b")]  # fmt: skip
+    same = [
+        _config(seed=1),
+        _config(loss__lam=0.9),
+        _config(loss__alpha=0.9),
+        _config(optimizer__lr=0.1),
+        _config(logger__csv__save_dir="b"),
+    ]
     assert len({stack_key(c) for c in [_config(), *same]}) == 1
-    other = [_config(trainer__max_epochs=4), _config(dataset__batch_size=8),
-             _config(optimizer___target_="torch.optim.SGD")]  # fmt: skip
+    other = [
+        _config(trainer__max_epochs=4),
+        _config(dataset__batch_size=8),
+        _config(optimizer___target_="torch.optim.SGD"),
+    ]
     keys = {stack_key(c) for c in [_config(), *other]}
     assert len(keys) == 4
     assert stack_key(_config(scheduler={"_target_": "x"})) is None
     assert plan([_config(), _config(seed=1), None, _config(seed=2), _config(trainer__max_epochs=9)], 2) == [
-        [0, 1], [2], [3], [4]
-    ]  # fmt: skip
+        [0, 1],
+        [2],
+        [3],
+        [4],
+    ]
 
 
-def test_a_group_larger_than_memory_allows_trains_as_several_stacks(
-    train, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_group_larger_than_memory_allows_trains_as_several_stacks(train, monkeypatch: pytest.MonkeyPatch) -> None:
     from clusterable.stacked import stack
 
     monkeypatch.setattr(stack, "_available_memory", lambda: 1)  # room for one member at a time
     result = train(*SWEEP, "loss=cce", "seed=0,1")
     assert result.code == 0, result.err
-    assert (
-        "stacked: memory allows 1 members of ~" in result.out
-        and "the 2 cells train as 2 stacks" in result.out
-    )
+    assert "stacked: memory allows 1 members of ~" in result.out and "the 2 cells train as 2 stacks" in result.out
     assert sorted(r["stacked"]["members"] for r in records(train.outputs).values()) == [1, 1]
 
 
@@ -338,17 +357,38 @@ def test_a_full_disk_writing_the_next_cells_files_records_the_prepared_members_f
 
 # A value each refused option takes in a run that the stacked loop does not implement.
 REFUSED_SAMPLES = {
-    "validation_evaluators": ["clustering"], "channels_last": True, "trainable": "embedding_layer",
-    "checkpoint.rule": "boudiaf", "scheduler": {"_target_": "clusterable.schedules.warmup_cosine"},
-    "trainer.devices": 2, "trainer.strategy": "ddp", "trainer.num_nodes": 2, "trainer.precision": "bf16-mixed",
-    "trainer.limit_train_batches": 0.5, "trainer.limit_val_batches": 0.5, "trainer.check_val_every_n_epoch": 2,
-    "trainer.val_check_interval": 0.5, "trainer.max_steps": 10, "trainer.min_steps": 10, "trainer.min_epochs": 2,
-    "trainer.max_time": "00:01:00:00", "trainer.fast_dev_run": True, "trainer.overfit_batches": 2,
-    "trainer.accumulate_grad_batches": 2, "trainer.gradient_clip_val": 1.0, "trainer.gradient_clip_algorithm": "value",
-    "trainer.deterministic": True, "trainer.benchmark": True, "trainer.detect_anomaly": True,
-    "trainer.profiler": "simple", "trainer.plugins": ["x"], "trainer.callbacks": ["x"], "trainer.sync_batchnorm": True,
-    "trainer.reload_dataloaders_every_n_epochs": 1, "trainer.logger": True,
-}  # fmt: skip
+    "validation_evaluators": ["clustering"],
+    "channels_last": True,
+    "trainable": "embedding_layer",
+    "checkpoint.rule": "boudiaf",
+    "scheduler": {"_target_": "clusterable.schedules.warmup_cosine"},
+    "trainer.devices": 2,
+    "trainer.strategy": "ddp",
+    "trainer.num_nodes": 2,
+    "trainer.precision": "bf16-mixed",
+    "trainer.limit_train_batches": 0.5,
+    "trainer.limit_val_batches": 0.5,
+    "trainer.check_val_every_n_epoch": 2,
+    "trainer.val_check_interval": 0.5,
+    "trainer.max_steps": 10,
+    "trainer.min_steps": 10,
+    "trainer.min_epochs": 2,
+    "trainer.max_time": "00:01:00:00",
+    "trainer.fast_dev_run": True,
+    "trainer.overfit_batches": 2,
+    "trainer.accumulate_grad_batches": 2,
+    "trainer.gradient_clip_val": 1.0,
+    "trainer.gradient_clip_algorithm": "value",
+    "trainer.deterministic": True,
+    "trainer.benchmark": True,
+    "trainer.detect_anomaly": True,
+    "trainer.profiler": "simple",
+    "trainer.plugins": ["x"],
+    "trainer.callbacks": ["x"],
+    "trainer.sync_batchnorm": True,
+    "trainer.reload_dataloaders_every_n_epochs": 1,
+    "trainer.logger": True,
+}
 
 
 def test_every_option_of_a_run_is_classified_by_the_stack_and_each_refusal_is_enforced() -> None:
@@ -375,7 +415,4 @@ def test_every_option_of_a_run_is_classified_by_the_stack_and_each_refusal_is_en
         assert why_not_stackable(config) is not None, key
     unknown = _config()
     unknown["trainer"]["new_option"] = 1
-    assert (
-        why_not_stackable(unknown)
-        == "trainer.new_option (the stacked loop does not know it) has no stacked version"
-    )
+    assert why_not_stackable(unknown) == "trainer.new_option (the stacked loop does not know it) has no stacked version"

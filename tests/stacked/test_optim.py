@@ -104,9 +104,7 @@ def _built(cls: type, options: list[dict], groups: int = 1) -> tuple[dict, list[
     names = ["a", "b"][:groups] if groups > 1 else ["a"]
     stacked = {n: torch.zeros(len(options), 3, requires_grad=True) for n in names}
     members = [{n: torch.zeros(3, requires_grad=True) for n in names} for _ in options]
-    optimizers = [
-        cls([{"params": [own[n]]} for n in names], **o) for own, o in zip(members, options, strict=True)
-    ]
+    optimizers = [cls([{"params": [own[n]]} for n in names], **o) for own, o in zip(members, options, strict=True)]
     return stacked, members, optimizers
 
 
@@ -115,8 +113,10 @@ def test_lr_and_weight_decay_are_read_per_member_from_the_built_optimizers() -> 
         torch.optim.Adam, [{"lr": 0.1, "fused": False}, {"lr": 0.01, "weight_decay": 0.1, "foreach": False}]
     )
     opt = from_optimizers(stacked, members, optimizers)
-    assert (opt.kind, opt.options) == ("adam", {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False,
-                                                "maximize": False})  # fmt: skip
+    assert (opt.kind, opt.options) == (
+        "adam",
+        {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False, "maximize": False},
+    )
     assert opt.groups[0].lr.tolist() == pytest.approx([0.1, 0.01])
     assert opt.groups[0].weight_decay.tolist() == pytest.approx([0.0, 0.1])
 

@@ -20,14 +20,29 @@ from clusterable.stacked.stack import run_stack
 
 COMMON = ["torch_threads=1", "logger=none", "trainer.precision=64-true", "trainer.enable_progress_bar=false"]
 # ~20 steps or more in each setting: iris has 90 training rows (6 batches of 16 an epoch).
-COREL = ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=4", "evaluator=[classification]",
-         "checkpoint.monitor=train/loss", "checkpoint.mode=min"]  # fmt: skip
+COREL = [
+    "dataset=iris",
+    "dataset.batch_size=16",
+    "trainer.max_epochs=4",
+    "evaluator=[classification]",
+    "checkpoint.monitor=train/loss",
+    "checkpoint.mode=min",
+]
 CSRL = ["experiment=csrl/fig2", "dataset=parallel_lines"]  # the last epoch is tested (no monitor)
 
 
 # Two seeds of a tiny CCE run on iris: the cells of the tests of the probe and the compiled step's fallbacks.
-IRIS_SEEDS = {f"s{seed}": ["dataset=iris", "dataset.batch_size=16", "trainer.max_epochs=2", "loss=cce",
-                           "evaluator=[classification]", f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+IRIS_SEEDS = {
+    f"s{seed}": [
+        "dataset=iris",
+        "dataset.batch_size=16",
+        "trainer.max_epochs=2",
+        "loss=cce",
+        "evaluator=[classification]",
+        f"seed={seed}",
+    ]
+    for seed in (0, 1)
+}
 
 
 def _cell(tmp_path: Path, name: str, overrides: list[str]) -> tuple:
@@ -60,9 +75,7 @@ def stacked(
     def body() -> dict[str, dict]:
         prepared = [prepare(*_cell(tmp_path, name, o)) for name, o in cells.items()]
         assert all(isinstance(p, Prepared) for p in prepared)
-        assert (
-            run_stack(prepared, progress=False, speed_check=speed_check, compile=compile) == []
-        )  # every cell stacked
+        assert run_stack(prepared, progress=False, speed_check=speed_check, compile=compile) == []  # every cell stacked
         return {name: p.payload for name, p in zip(cells, prepared, strict=True)}
 
     return _without_hydra(body)
@@ -89,34 +102,26 @@ def evaluated(monkeypatch: pytest.MonkeyPatch) -> dict[Path, dict[str, torch.Ten
     return seen
 
 
-def assert_same_weights(
-    wa: dict[str, torch.Tensor], wb: dict[str, torch.Tensor], rtol: float = 1e-10
-) -> None:
+def assert_same_weights(wa: dict[str, torch.Tensor], wb: dict[str, torch.Tensor], rtol: float = 1e-10) -> None:
     assert wa.keys() == wb.keys()
     for key in wa:
-        torch.testing.assert_close(
-            wb[key], wa[key], rtol=rtol, atol=rtol * max(1.0, float(wa[key].abs().max()))
-        )
+        torch.testing.assert_close(wb[key], wa[key], rtol=rtol, atol=rtol * max(1.0, float(wa[key].abs().max())))
 
 
 GRIDS = {
     "ffnn_cce": [COREL + ["loss=cce", "model.hidden=[16,8]", f"seed={s}"] for s in (0, 1)],
     "ffnn_center": [
-        COREL + ["loss=center", "model.hidden=[16,8]", f"loss.lam={v}", f"seed={s}"]
-        for v, s in ((0.2, 0), (0.7, 1))
-    ],  # fmt: skip
-    "ffnn_cosine": [
-        COREL + ["loss=cosine_corel", "model.hidden=[16,8]", f"loss.lam={v}"] for v in (0.3, 0.8)
+        COREL + ["loss=center", "model.hidden=[16,8]", f"loss.lam={v}", f"seed={s}"] for v, s in ((0.2, 0), (0.7, 1))
     ],
+    "ffnn_cosine": [COREL + ["loss=cosine_corel", "model.hidden=[16,8]", f"loss.lam={v}"] for v in (0.3, 0.8)],
     "ffnn_gaussian": [
         COREL + ["loss=gaussian_corel", "model.hidden=[16,8]", f"loss.lam={v}", f"optimizer.lr={lr}"]
         for v, lr in ((0.6, 1e-3), (0.9, 3e-3))
-    ],  # fmt: skip
+    ],
     # The recovered COREL recipe: fixed class vectors (a buffer, no head parameter group for Cosine-COREL) and the
     # authors' bounded loss with γ fixed (its λ does not stack: seeds do).
     "ffnn_cosine_fixed_class_vectors": [
-        COREL
-        + ["loss=cosine_corel", "model.hidden=[16,8]", f"loss.lam={v}", "loss.train_class_vectors=false"]
+        COREL + ["loss=cosine_corel", "model.hidden=[16,8]", f"loss.lam={v}", "loss.train_class_vectors=false"]
         for v in (0.3, 1.0)
     ],
     "ffnn_gaussian_authors_fixed_gamma": [
@@ -147,14 +152,14 @@ GRIDS = {
             f"seed={s}",
         ]
         for s in (0, 1)
-    ],  # fmt: skip
+    ],
     "csrl_ae_per_sample": [
         CSRL + ["loss=ae1", "trainer.max_epochs=2", f"optimizer.lr={lr}", f"seed={s}"]
         for lr, s in ((0.01, 0), (0.1, 1))
-    ],  # fmt: skip
+    ],
     "csrl_ptae_lloyd": [
         CSRL + ["loss=ptae", "trainer.max_epochs=20", f"optimizer.lr={lr}", "seed=2"] for lr in (0.01, 0.1)
-    ],  # fmt: skip
+    ],
 }
 
 
@@ -235,9 +240,7 @@ def _compare_with_single_runs(tmp_path: Path, grid: str, evaluated: dict, compil
         assert b["stacked"]["members"] == len(cells) and b["stacked"]["cells"] == list(cells)
         assert a["best_epoch"] == b["best_epoch"] and a["timing"]["steps"] == b["timing"]["steps"] >= 20
         assert_same_weights(evaluated[tmp_path / "single" / name], evaluated[tmp_path / "stacked" / name])
-        if (
-            tmp_path / "single" / name / "checkpoints" / "best.ckpt"
-        ).exists():  # loadable as the single run's
+        if (tmp_path / "single" / name / "checkpoints" / "best.ckpt").exists():  # loadable as the single run's
             assert_same_weights(weights(tmp_path / "single" / name), weights(tmp_path / "stacked" / name))
         for key, value in a["metrics"].items():
             assert b["metrics"][key] == pytest.approx(value, rel=1e-8, abs=1e-10), key
@@ -285,8 +288,11 @@ def test_a_diverged_member_stops_alone_and_moves_nobody(tmp_path: Path) -> None:
         "trainer.max_epochs=3",
         "evaluator=[classification]",
     ]
-    with_runaway = {"lam0.3": base + ["loss.lam=0.3"], "lam0.7": base + ["loss.lam=0.7"],
-                    "lam0.9": base + ["loss.lam=0.9"]}  # fmt: skip
+    with_runaway = {
+        "lam0.3": base + ["loss.lam=0.3"],
+        "lam0.7": base + ["loss.lam=0.7"],
+        "lam0.9": base + ["loss.lam=0.9"],
+    }
     healthy = {
         "lam0.6": base + ["loss.lam=0.6"],
         "lam0.7": base + ["loss.lam=0.7"],
@@ -309,9 +315,7 @@ def test_member_run_dirs_hold_the_single_runs_files(tmp_path: Path) -> None:
         return [*COREL, "loss=cce", "model.hidden=[16,8]", "logger=csv", save_dir, *more]
 
     single(tmp_path / "single", "cell", cell("single", "cell"))
-    stacked(
-        tmp_path / "stacked", {"cell": cell("stacked", "cell"), "other": cell("stacked", "other", "seed=5")}
-    )
+    stacked(tmp_path / "stacked", {"cell": cell("stacked", "cell"), "other": cell("stacked", "other", "seed=5")})
 
     def files(root: Path) -> set[str]:
         return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != ".lock"}
@@ -338,9 +342,7 @@ def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path, monkeypatch) ->
     cells = IRIS_SEEDS
     short = stacked(tmp_path / "short", cells, speed_check=True)
     assert all(r["stacked"]["speed"] is None for r in short.values())  # a second at most: not worth timing
-    monkeypatch.setattr(
-        speed, "worth_timing", lambda bound_s, speed_check, compile: speed_check
-    )  # even this short
+    monkeypatch.setattr(speed, "worth_timing", lambda bound_s, speed_check, compile: speed_check)  # even this short
     plain = stacked(tmp_path / "plain", cells)  # neither timed nor compiled
     probed = stacked(tmp_path / "probed", cells, speed_check=True)
     for name in cells:
@@ -354,9 +356,7 @@ def test_the_probe_times_both_ways_and_leaves_no_trace(tmp_path, monkeypatch) ->
         assert plain[name]["stacked"]["speed"] is None
 
 
-def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(
-    tmp_path: Path, monkeypatch, capsys
-) -> None:
+def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
     from clusterable.stacked import steps
 
     def broken(graphed: bool = False):
@@ -370,17 +370,13 @@ def test_a_compile_that_fails_leaves_the_step_eager_with_one_line(
     eager = stacked(tmp_path / "eager", cells)
     fallen = stacked(tmp_path / "fallen", cells, compile=True)
     said = [line for line in capsys.readouterr().out.splitlines() if "compile failed" in line]
-    assert said == [
-        "stacked: eager step: the compile failed (RuntimeError: Inductor could not lower aten::foo)"
-    ]
+    assert said == ["stacked: eager step: the compile failed (RuntimeError: Inductor could not lower aten::foo)"]
     for name in cells:
         assert fallen[name]["status"] == "ok" and fallen[name]["metrics"] == eager[name]["metrics"]
         assert fallen[name]["stacked"]["speed"]["compiled"] is False
 
 
-def test_a_single_run_and_a_member_assemble_and_conclude_through_the_same_phases(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_a_single_run_and_a_member_assemble_and_conclude_through_the_same_phases(tmp_path: Path, monkeypatch) -> None:
     """``run.phases`` is the one code path by which both widths assemble their parts and end their runs."""
     from clusterable.run import phases
 
@@ -393,12 +389,15 @@ def test_a_single_run_and_a_member_assemble_and_conclude_through_the_same_phases
             return _original(cfg, ctx, *args, **kwargs)
 
         monkeypatch.setattr(phases, name, spy)
-    cells = {f"s{seed}": ["dataset=iris", "trainer.max_epochs=1", "loss=cce", "evaluator=[classification]",
-                          f"seed={seed}"] for seed in (0, 1)}  # fmt: skip
+    cells = {
+        f"s{seed}": ["dataset=iris", "trainer.max_epochs=1", "loss=cce", "evaluator=[classification]", f"seed={seed}"]
+        for seed in (0, 1)
+    }
     single(tmp_path / "single", "s0", cells["s0"])
     stacked(tmp_path / "stacked", cells)
-    assert sorted(seen) == sorted([("assemble", "single"), ("conclude", "single")]
-                                  + [("assemble", "stacked"), ("conclude", "stacked")] * 2)  # fmt: skip
+    assert sorted(seen) == sorted(
+        [("assemble", "single"), ("conclude", "single")] + [("assemble", "stacked"), ("conclude", "stacked")] * 2
+    )
 
 
 def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
@@ -408,9 +407,7 @@ def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
     is taken again eager, and the rest of the training with it: one line, no traceback, the eager run's numbers."""
     from clusterable.stacked import speed, steps
 
-    def timed_faster(
-        times, step, device
-    ) -> None:  # the probe finds a compiled step faster, without a compile
+    def timed_faster(times, step, device) -> None:  # the probe finds a compiled step faster, without a compile
         times.compiled_s, times.compile_s = times.stacked_s / 2, 0.0
 
     monkeypatch.setattr(speed, "_time_compiled", timed_faster)
@@ -439,9 +436,7 @@ def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
 
 
 @pytest.mark.parametrize("compute_bound", [True, False])
-def test_auto_compile_is_not_timed_for_a_compute_bound_step(
-    tmp_path: Path, monkeypatch, compute_bound
-) -> None:
+def test_auto_compile_is_not_timed_for_a_compute_bound_step(tmp_path: Path, monkeypatch, compute_bound) -> None:
     """``compile=auto`` times a compiled step only where a single step is under ``COMPUTE_BOUND_S`` (a compile
     cost a CNN group about 30 s and was slower); a compute-bound group says why its step stays eager."""
     from clusterable.stacked import speed, steps
@@ -452,9 +447,7 @@ def test_auto_compile_is_not_timed_for_a_compute_bound_step(
     monkeypatch.setattr(speed, "COMPUTE_BOUND_S", 0.0 if compute_bound else math.inf)
     monkeypatch.setattr(speed, "_COMPILED", set())  # no shape compiled by an earlier test of this process
     cells = IRIS_SEEDS
-    timed = [
-        r["stacked"]["speed"] for r in stacked(tmp_path, cells, speed_check=True, compile="auto").values()
-    ]
+    timed = [r["stacked"]["speed"] for r in stacked(tmp_path, cells, speed_check=True, compile="auto").values()]
     if compute_bound:
         assert all(t["compiled_step_ms"] is None for t in timed)
         assert all(t["compile_note"].startswith("eager step: a single step takes ") for t in timed)

@@ -25,9 +25,7 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``extra`` merged into it, nested mappings key by key."""
     out = dict(base)
     for key, value in extra.items():
-        out[key] = (
-            merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
@@ -83,8 +81,12 @@ def write_run(
         "timing": timing or {},
     }
     if diverged_at is not None:
-        payload.update(status="failed", error=f"train/loss ran away at epoch {diverged_at}: the run diverged",
-                       failed_epoch=diverged_at, metrics={})  # fmt: skip
+        payload.update(
+            status="failed",
+            error=f"train/loss ran away at epoch {diverged_at}: the run diverged",
+            failed_epoch=diverged_at,
+            metrics={},
+        )
     if mode is not None:
         payload["mode"] = mode
         payload["choices"] = chosen
@@ -121,9 +123,7 @@ def blank_overrides(outputs: Path) -> int:
     return n
 
 
-def corel_table2_runs(
-    outputs: Path, *, mode: str | None = "full", source: str | None = "real", seeds=(0, 1)
-) -> int:
+def corel_table2_runs(outputs: Path, *, mode: str | None = "full", source: str | None = "real", seeds=(0, 1)) -> int:
     """A complete corel/table2 grid (2 datasets x 2 models x 4 losses x seeds); returns the number of runs."""
     base = {"cce": 0.90, "center": 0.91, "cosine_corel": 0.92, "gaussian_corel": 0.95}
     n = 0
@@ -132,15 +132,18 @@ def corel_table2_runs(
             for loss, acc in base.items():
                 for seed in seeds:
                     params = {"dataset": d, "model": m, "loss": loss, "seed": seed}
-                    write_run(outputs, "corel/table2", params, {"test/acc": acc + 0.01 * seed}, mode=mode,
-                              source=source)  # fmt: skip
+                    write_run(
+                        outputs, "corel/table2", params, {"test/acc": acc + 0.01 * seed}, mode=mode, source=source
+                    )
                     n += 1
     return n
 
 
 AE_MODELS = ("ae1", "ae2", "ae3", "tae1", "tae2", "ptae")
-PARAMS = {"parallel_lines": {"ae1": 10, "ae2": 24, "ae3": 28, "tae1": 20, "tae2": 48, "ptae": 28},
-          "iris": {"ae1": 8, "ae2": 20, "ae3": 28, "tae1": 24, "tae2": 60, "ptae": 28}}  # fmt: skip
+PARAMS = {
+    "parallel_lines": {"ae1": 10, "ae2": 24, "ae3": 28, "tae1": 20, "tae2": 48, "ptae": 28},
+    "iris": {"ae1": 8, "ae2": 20, "ae3": 28, "tae1": 24, "tae2": 60, "ptae": 28},
+}
 
 
 # The datasets the TVAE experiments select (not overrides: their runs record them as choices).
@@ -165,15 +168,29 @@ def csrl_runs(outputs: Path, mode: str = "smoke", source: str = "fake") -> None:
                 for seed in (0, 1):
                     params = {"dataset": d, "loss": m, "optimizer.lr": lr, "seed": seed}
                     ari = (0.9 if tensorized else 0.3) + 0.01 * i + 0.02 * seed + (0.05 if lr == "0.1" else 0)
-                    write_run(outputs, "csrl/autoencoders", {**params, "protocol.task": "clustering"},
-                              {"test/ari": ari, "test/kmeans_raw/ari": 0.5 + 0.1 * seed,
-                               "model/params": PARAMS[d][m], "train/loss": 1.0},
-                              timing={"epoch_s": (0.02 if tensorized else 0.01) + 0.001 * i},
-                              config=csrl_task("clustering"), **kw)  # fmt: skip
+                    write_run(
+                        outputs,
+                        "csrl/autoencoders",
+                        {**params, "protocol.task": "clustering"},
+                        {
+                            "test/ari": ari,
+                            "test/kmeans_raw/ari": 0.5 + 0.1 * seed,
+                            "model/params": PARAMS[d][m],
+                            "train/loss": 1.0,
+                        },
+                        timing={"epoch_s": (0.02 if tensorized else 0.01) + 0.001 * i},
+                        config=csrl_task("clustering"),
+                        **kw,
+                    )
                     loss = (0.1 if tensorized else 1.0) * (1 + 0.1 * seed + (0.5 if lr == "0.01" else 0))
-                    write_run(outputs, "csrl/autoencoders", {**params, "protocol.task": "denoising"},
-                              {"train/loss": loss, "test/denoise/mse": 0.9 * loss, "model/params": PARAMS[d][m]},
-                              config=csrl_task("denoising"), **kw)  # fmt: skip
+                    write_run(
+                        outputs,
+                        "csrl/autoencoders",
+                        {**params, "protocol.task": "denoising"},
+                        {"train/loss": loss, "test/denoise/mse": 0.9 * loss, "model/params": PARAMS[d][m]},
+                        config=csrl_task("denoising"),
+                        **kw,
+                    )
 
     def latents(n_classes: int, n: int = 30) -> dict[str, np.ndarray]:
         labels = np.repeat(np.arange(n_classes), n // n_classes)
@@ -188,31 +205,80 @@ def csrl_runs(outputs: Path, mode: str = "smoke", source: str = "fake") -> None:
         for seed in (0, 1):
             lat = latents(classes)
             lat["cluster"] = lat["labels"] % clusters
-            write_run(outputs, f"csrl/{fig}", {"loss.kl_weight": 0.2, "seed": seed},
-                      {"train/tvae/purity": 0.95 - 0.1 * seed, "test/tvae/purity": 0.92, "train/ari": 0.8,
-                       "test/ari": 0.75, "train/kl": 1.5},
-                      arrays={"tvae_samples.npz": {"images": rng.random((clusters, 12, 16))},
-                              "tvae_latent_train.npz": lat, "tvae_latent_test.npz": lat},
-                      choices=TVAE_DATA[fig], **kw)  # fmt: skip
+            write_run(
+                outputs,
+                f"csrl/{fig}",
+                {"loss.kl_weight": 0.2, "seed": seed},
+                {
+                    "train/tvae/purity": 0.95 - 0.1 * seed,
+                    "test/tvae/purity": 0.92,
+                    "train/ari": 0.8,
+                    "test/ari": 0.75,
+                    "train/kl": 1.5,
+                },
+                arrays={
+                    "tvae_samples.npz": {"images": rng.random((clusters, 12, 16))},
+                    "tvae_latent_train.npz": lat,
+                    "tvae_latent_test.npz": lat,
+                },
+                choices=TVAE_DATA[fig],
+                **kw,
+            )
     for supervised in (False, True):
         for seed in (0, 1):
             arrays = {"latent_test_tsne.npz": {"xy": rng.normal(size=(20, 2)), "labels": np.arange(20) % 5}}
             if not supervised:
                 anchor = rng.random((4, 16))
-                arrays["tcl_elastic_test.npz"] = {"anchor": anchor, "positive": anchor + 0.01,
-                                                  "negative": rng.random((4, 16))}  # fmt: skip
-            write_run(outputs, "csrl/fig4", {"loss.supervised": supervised, "seed": seed},
-                      {"test/ari": 0.3 + 0.5 * supervised, "test/kmeans/ari": 0.4 + 0.4 * supervised,
-                       "test/kmeans/silhouette": 0.2}, arrays=arrays, **kw)  # fmt: skip
+                arrays["tcl_elastic_test.npz"] = {
+                    "anchor": anchor,
+                    "positive": anchor + 0.01,
+                    "negative": rng.random((4, 16)),
+                }
+            write_run(
+                outputs,
+                "csrl/fig4",
+                {"loss.supervised": supervised, "seed": seed},
+                {
+                    "test/ari": 0.3 + 0.5 * supervised,
+                    "test/kmeans/ari": 0.4 + 0.4 * supervised,
+                    "test/kmeans/silhouette": 0.2,
+                },
+                arrays=arrays,
+                **kw,
+            )
     for seed in (0, 1):
         labels = np.repeat([0, 1], 4)
-        write_run(outputs, "csrl/fig5", {"dataset": "mnist_01", "seed": seed},
-                  {"test/ari": 0.95, "test/trbm/mse_own": 0.01, "test/trbm/mse_other": 0.05},
-                  arrays={"trbm_reconstructions_test.npz": {"inputs": rng.random((8, 16)), "labels": labels,
-                                                            "recon": rng.random((2, 8, 16))}}, **kw)  # fmt: skip
+        write_run(
+            outputs,
+            "csrl/fig5",
+            {"dataset": "mnist_01", "seed": seed},
+            {"test/ari": 0.95, "test/trbm/mse_own": 0.01, "test/trbm/mse_other": 0.05},
+            arrays={
+                "trbm_reconstructions_test.npz": {
+                    "inputs": rng.random((8, 16)),
+                    "labels": labels,
+                    "recon": rng.random((2, 8, 16)),
+                }
+            },
+            **kw,
+        )
         # The standard (one-cluster) RBM of the same seed: Fig. 13.
-        write_run(outputs, "csrl/fig5", {"dataset": "mnist_01", "loss.num_clusters": 1, "seed": seed},
-                  {"test/ari": 0.0, "test/trbm/mse_own": 0.02, "test/trbm/mse_own_worst_class": 0.03,
-                   "test/trbm/class_match": 0.9},
-                  arrays={"trbm_reconstructions_test.npz": {"inputs": rng.random((8, 16)), "labels": labels,
-                                                            "recon": rng.random((1, 8, 16))}}, **kw)  # fmt: skip
+        write_run(
+            outputs,
+            "csrl/fig5",
+            {"dataset": "mnist_01", "loss.num_clusters": 1, "seed": seed},
+            {
+                "test/ari": 0.0,
+                "test/trbm/mse_own": 0.02,
+                "test/trbm/mse_own_worst_class": 0.03,
+                "test/trbm/class_match": 0.9,
+            },
+            arrays={
+                "trbm_reconstructions_test.npz": {
+                    "inputs": rng.random((8, 16)),
+                    "labels": labels,
+                    "recon": rng.random((1, 8, 16)),
+                }
+            },
+            **kw,
+        )

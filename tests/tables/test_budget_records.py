@@ -11,8 +11,9 @@ import pytest
 from tables.rundirs import write_run
 
 
-def record(outputs: Path, budget: str, epochs: int, seed: int, experiment: str = "corel/fashion_table2",
-           mode: str = "full") -> Path:  # fmt: skip
+def record(
+    outputs: Path, budget: str, epochs: int, seed: int, experiment: str = "corel/fashion_table2", mode: str = "full"
+) -> Path:
     """A Table 2 record of CCE on Fashion-MNIST recorded as ``budget`` having trained ``epochs`` epochs."""
     source = "real" if mode == "full" else "fake"
     params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce", "seed": seed}
@@ -31,8 +32,7 @@ def test_a_record_whose_epochs_contradict_its_budget_is_refused_naming_it(
     code, out, err = make_tables(f"corel/{table}", "--outputs", str(tmp_path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (out, err)
     assert (
-        "says protocol.budget=cpu150 (150 epochs) but trained trainer.max_epochs=10 (1 more records do so too)"
-        in err
+        "says protocol.budget=cpu150 (150 epochs) but trained trainer.max_epochs=10 (1 more records do so too)" in err
     )
     assert f"the record {first} says" in err
 

@@ -28,10 +28,7 @@ def test_a_clear_win_holds_and_names_the_test_the_difference_and_p() -> None:
     assert p < 0.05
     assert claim.holds is True and claim.verdict == "holds"
     assert claim.pairs[0].p == pytest.approx(p) and claim.pairs[0].test == "welch"
-    assert (
-        claim.detail
-        == f"Welch's t over seeds, one-sided, α = 0.05; difference (p): fashion +10.33 ({p_text(p)})"
-    )
+    assert claim.detail == f"Welch's t over seeds, one-sided, α = 0.05; difference (p): fashion +10.33 ({p_text(p)})"
     assert claim.line() == f"- [holds] ours beat theirs ({claim.detail})"
 
 
@@ -63,9 +60,9 @@ def test_lower_is_better_claims_test_the_other_direction_and_ge_le_test_like_gt_
     # "At least matches" is tested as "above": a tie is not shown, a loss is reversed.
     assert check("matches", [("x", Cell(HIGH), Cell(LOW))], ge).verdict == "holds"
     assert check("matches", [("x", Cell(LOW), Cell(HIGH))], ge).verdict == "reversed"
-    assert check(
-        "matches", [("x", Cell([0.80, 0.85, 0.82]), Cell([0.81, 0.83, 0.84]))], ge
-    ).verdict.startswith("not shown (p = ")
+    assert check("matches", [("x", Cell([0.80, 0.85, 0.82]), Cell([0.81, 0.83, 0.84]))], ge).verdict.startswith(
+        "not shown (p = "
+    )
 
 
 def test_one_seed_is_no_test_its_means_verdict_says_so() -> None:
@@ -95,8 +92,7 @@ def test_a_cell_against_a_published_number_gets_the_one_sample_t() -> None:
     p = float(stats.ttest_1samp(HIGH, 0.85, alternative="greater").pvalue)
     assert p < 0.05 and claim.verdict == "holds" and claim.pairs[0].p == pytest.approx(p)
     assert claim.detail == (
-        "one-sample t over seeds against the number, one-sided, α = 0.05; difference (p): "
-        f"cub +6.3 ({p_text(p)})"
+        f"one-sample t over seeds against the number, one-sided, α = 0.05; difference (p): cub +6.3 ({p_text(p)})"
     )
     # The number on the left: the cell's direction is the claim's turned round.
     below = check("the threshold is above ours", [("x", 0.95, Cell(HIGH))], gt)
@@ -136,10 +132,7 @@ def test_missing_numbers_are_named_and_none_at_all_cannot_be_checked() -> None:
 
 
 def test_a_claims_verdict_and_holds_agree() -> None:
-    assert (
-        Claim("x", True).line() == "- [holds] x"
-        and Claim("x", False, "why").line() == "- [does not hold] x (why)"
-    )
+    assert Claim("x", True).line() == "- [holds] x" and Claim("x", False, "why").line() == "- [does not hold] x (why)"
     assert Claim("x", False, "", "not shown (p = 0.33)").line() == "- [not shown (p = 0.33)] x"
     with pytest.raises(ValueError, match="reversed"):
         Claim("x", True, "", "reversed")

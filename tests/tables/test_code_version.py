@@ -35,8 +35,7 @@ def recorded_version(site: Path, cwd: Path) -> dict:
     (put first on the path, as an installed package is found)."""
     env = {**os.environ, "PYTHONPATH": str(site), "CLUSTERABLE_TORCH_THREADS": "1"}
     script = "import json, clusterable.rundir as r; print(r.__file__); print(json.dumps(r.code_version()))"
-    proc = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     where, version = proc.stdout.strip().splitlines()[-2:]
     assert Path(where).resolve().is_relative_to(site.resolve()), where  # the copy ran, not the checkout
@@ -73,7 +72,7 @@ def test_the_hash_is_stable_for_one_build_and_differs_when_any_file_does(tmp_pat
         "a file added": lambda: (package / "extra.py").write_text(""),
         "a file renamed": lambda: (package / "rundir.py").rename(package / "rundir2.py"),
         "a file removed": lambda: (package / "checks.py").unlink(),
-    }  # fmt: skip
+    }
     seen = {first}
     for what, change in changes.items():
         change()
@@ -95,9 +94,13 @@ def test_a_checkout_records_its_commit_and_the_hash_of_the_same_files() -> None:
 
 
 def hashed_run(outputs: Path, seed: int, code: dict) -> Path:
-    run = write_run(outputs, "corel/fashion_table2", {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce",
-                                                      "seed": seed}, {"test/acc": 0.88 + seed / 100},
-                    config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}})  # fmt: skip
+    run = write_run(
+        outputs,
+        "corel/fashion_table2",
+        {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce", "seed": seed},
+        {"test/acc": 0.88 + seed / 100},
+        config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}},
+    )
     write_metrics(run, {**read_metrics(run), "code": {"package": "0.1.0", **code}})
     return run
 
@@ -106,35 +109,24 @@ def wheel(digit: str) -> dict:
     return {"commit": None, "dirty": None, "package_hash": digit * 64, "kind": "package hash"}
 
 
-def test_runs_of_two_installed_builds_are_refused_unless_pooled_on_purpose(
-    tmp_path: Path, make_tables
-) -> None:
+def test_runs_of_two_installed_builds_are_refused_unless_pooled_on_purpose(tmp_path: Path, make_tables) -> None:
     hashed_run(tmp_path, 0, wheel("a"))
     hashed_run(tmp_path, 1, wheel("b"))
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert f"code.package_hash ({json.dumps('a' * 64)}: 1, {json.dumps('b' * 64)}: 1)" in err
-    assert err.rstrip().endswith(
-        "or pool the code versions on purpose (--pool-code-versions: the table names them)"
-    )
+    assert err.rstrip().endswith("or pool the code versions on purpose (--pool-code-versions: the table names them)")
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path), "--pool-code-versions")
     assert code == 0, err
-    assert (
-        "Runs of 2 code versions pooled on purpose (--pool-code-versions): package aaaaaaaaaa: 1 runs, "
-        in out
-    )
+    assert "Runs of 2 code versions pooled on purpose (--pool-code-versions): package aaaaaaaaaa: 1 runs, " in out
 
 
 def test_a_checkout_and_a_wheel_of_the_same_files_are_one_version(tmp_path: Path, make_tables) -> None:
     hashed_run(tmp_path, 0, wheel("a"))
-    hashed_run(
-        tmp_path, 1, {"commit": "1" * 40, "dirty": False, "package_hash": "a" * 64, "kind": "git commit"}
-    )
+    hashed_run(tmp_path, 1, {"commit": "1" * 40, "dirty": False, "package_hash": "a" * 64, "kind": "git commit"})
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path))
     assert code == 0 and "| FFNN | CCE | 88.50 ± 0.71 |" in out, err
     # a dirty tree's edits are told apart by their files, though the commit is one
-    hashed_run(
-        tmp_path, 2, {"commit": "1" * 40, "dirty": True, "package_hash": "c" * 64, "kind": "git commit"}
-    )
+    hashed_run(tmp_path, 2, {"commit": "1" * 40, "dirty": True, "package_hash": "c" * 64, "kind": "git commit"})
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path))
     assert code == 2 and "code.package_hash" in err and "code.dirty" in err, err

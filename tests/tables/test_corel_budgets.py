@@ -15,8 +15,15 @@ from tables.rundirs import write_run
 
 SIZES = [(b.name, b.table1, b.table2) for b in BUDGETS.values()]
 # What a size may change: its length, its λ grid, its seeds, its encoders; and what names it.
-SIZE_KEYS = {"name", "tuned_lambda_from", "protocol.budget", "trainer.max_epochs",
-             "hydra.sweeper.params.loss.lam", "hydra.sweeper.params.seed", "hydra.sweeper.params.model"}  # fmt: skip
+SIZE_KEYS = {
+    "name",
+    "tuned_lambda_from",
+    "protocol.budget",
+    "trainer.max_epochs",
+    "hydra.sweeper.params.loss.lam",
+    "hydra.sweeper.params.seed",
+    "hydra.sweeper.params.model",
+}
 # The paper's size also runs the recipe recovered from the supplement's λ curves, with its own Gaussian-COREL.
 RECIPE_KEYS = {"protocol.recipe", "loss.train_class_vectors", "hydra.sweeper.params.loss"}
 
@@ -42,9 +49,7 @@ def leaves(cfg) -> dict[str, str]:
 
 @pytest.mark.parametrize("table", [1, 2])
 def test_the_three_sizes_differ_in_epochs_lambda_seeds_and_models_alone(tmp_path: Path, table: int) -> None:
-    configs = {
-        name: leaves(composed(tmp_path, f"experiment={t1 if table == 1 else t2}")) for name, t1, t2 in SIZES
-    }
+    configs = {name: leaves(composed(tmp_path, f"experiment={t1 if table == 1 else t2}")) for name, t1, t2 in SIZES}
     base = configs["cpu"]
     for name, other in configs.items():
         differ = {k for k in base.keys() | other.keys() if base.get(k) != other.get(k)}
@@ -64,12 +69,13 @@ def test_the_three_sizes_differ_in_epochs_lambda_seeds_and_models_alone(tmp_path
 def test_each_size_expands_to_its_grid_and_every_kind_of_cell_composes(tmp_path: Path) -> None:
     losses = ["center", "cosine_corel", "gaussian_corel", "gaussian_corel_authors"]
     coarse = ["0.2", "0.4", "0.5", "0.6", "0.8", "1.0"]
-    fine = "0.05,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.45,0.5,0.55,0.6,0.65,0.7,0.75,0.8,0.85,0.9,0.95,1.0".split(
-        ","
-    )
+    fine = "0.05,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.45,0.5,0.55,0.6,0.65,0.7,0.75,0.8,0.85,0.9,0.95,1.0".split(",")
     recovered = ["center", "cosine_corel", "gaussian_corel_authors_fixed_gamma"]
-    expected = {"cpu": (["ffnn"], coarse, losses), "cpu150": (["ffnn"], coarse, losses),
-                "paper": (["ffnn", "cnn"], fine, recovered)}  # fmt: skip
+    expected = {
+        "cpu": (["ffnn"], coarse, losses),
+        "cpu150": (["ffnn"], coarse, losses),
+        "paper": (["ffnn", "cnn"], fine, recovered),
+    }
     for name, t1, t2 in SIZES:
         models, lams, tuned = expected[name]
         cells = sweep_cells(composed(tmp_path, f"experiment={t1}"))
@@ -84,8 +90,14 @@ def test_each_size_expands_to_its_grid_and_every_kind_of_cell_composes(tmp_path:
         assert len(sweep_cells(cfg2)) == len(models) * (1 + len(tuned)), name
     # one cell of the paper's size per encoder composes with the rest of the experiment
     for model in ("ffnn", "cnn"):
-        cfg = composed(tmp_path, "experiment=corel/fashion_paper_table1", f"model={model}",
-                       "loss=gaussian_corel_authors_fixed_gamma", "loss.lam=0.65", "dataset=fashion_mnist")  # fmt: skip
+        cfg = composed(
+            tmp_path,
+            "experiment=corel/fashion_paper_table1",
+            f"model={model}",
+            "loss=gaussian_corel_authors_fixed_gamma",
+            "loss.lam=0.65",
+            "dataset=fashion_mnist",
+        )
         assert cfg.trainer.max_epochs == 150 and cfg.loss.lam == 0.65
         assert cfg.loss.learn_gamma is False and cfg.loss.train_class_vectors is False
 
@@ -97,14 +109,19 @@ def test_the_authors_variant_is_the_authors_code(tmp_path: Path) -> None:
     assert cfg.loss._target_ == composed(tmp_path, "loss=gaussian_corel")["loss"]["_target_"]
 
 
-def budget_run(outputs: Path, budget: str, epochs: int, loss: str, seed: int, acc: float,
-               experiment: str | None = None) -> Path:  # fmt: skip
+def budget_run(
+    outputs: Path, budget: str, epochs: int, loss: str, seed: int, acc: float, experiment: str | None = None
+) -> Path:
     """A Table 2 run of ``budget`` (recorded under ``experiment``, its budget's own by default)."""
     experiment = experiment or BUDGETS[budget].table2
     config = {"protocol": {"budget": budget}, "trainer": {"max_epochs": epochs}}
-    return write_run(outputs, experiment, {"dataset": "fashion_mnist", "model": "ffnn", "loss": loss, "seed": seed},
-                     {"test/acc": acc, "test/kmeans/acc": acc - 0.1, "test/kmeans/silhouette": 0.3},
-                     config=config)  # fmt: skip
+    return write_run(
+        outputs,
+        experiment,
+        {"dataset": "fashion_mnist", "model": "ffnn", "loss": loss, "seed": seed},
+        {"test/acc": acc, "test/kmeans/acc": acc - 0.1, "test/kmeans/silhouette": 0.3},
+        config=config,
+    )
 
 
 def test_a_table_over_runs_of_two_budgets_refuses_them_in_one_line(tmp_path: Path, make_tables) -> None:
@@ -139,17 +156,17 @@ def test_the_paper_budget_checks_the_claims_on_the_recovered_recipes_gaussian_co
     accs = {"cce": (0.900, 0.902, 0.904), "gaussian_corel_authors_fixed_gamma": (0.910, 0.912, 0.914)}
     for loss, values in accs.items():
         for seed, acc in enumerate(values):
-            write_run(tmp_path, "corel/fashion_paper_table2",
-                      {"dataset": "fashion_mnist", "model": "ffnn", "loss": loss, "seed": seed},
-                      {"test/acc": acc, "test/kmeans/acc": acc - 0.1, "test/kmeans/silhouette": 0.3},
-                      config={"protocol": {"budget": "paper", "recipe": "recovered"},
-                              "trainer": {"max_epochs": 150}})  # fmt: skip
+            write_run(
+                tmp_path,
+                "corel/fashion_paper_table2",
+                {"dataset": "fashion_mnist", "model": "ffnn", "loss": loss, "seed": seed},
+                {"test/acc": acc, "test/kmeans/acc": acc - 0.1, "test/kmeans/silhouette": 0.3},
+                config={"protocol": {"budget": "paper", "recipe": "recovered"}, "trainer": {"max_epochs": 150}},
+            )
     code, out, err = make_tables("corel/fashion_paper_table2", "--outputs", str(tmp_path))
     assert code == 0, err
     assert "| FFNN | Gaussian-COREL (authors' loss, γ fixed) | 91.20 ± 0.20" in out
     assert "COREL recipe recovered (corel_recipe)" in out
-    claim = next(
-        line for line in out.splitlines() if "[authors' loss, γ fixed] Gaussian-COREL beats CCE" in line
-    )
+    claim = next(line for line in out.splitlines() if "[authors' loss, γ fixed] Gaussian-COREL beats CCE" in line)
     assert "holds" in claim and "Welch" in claim, claim
     assert "[authors' code]" not in out  # no run of the authors' code's variant: no claim on it

@@ -8,8 +8,14 @@ from pathlib import Path
 
 
 def test_the_fashion_tables_run_end_to_end_on_fake_data(train, make_tables) -> None:
-    result = train("-m", "experiment=corel/fashion_table1", "debug=smoke", "loss=gaussian_corel,gaussian_corel_authors",
-                   "loss.lam=0.5,0.8", "seed=0")  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=corel/fashion_table1",
+        "debug=smoke",
+        "loss=gaussian_corel,gaussian_corel_authors",
+        "loss.lam=0.5,0.8",
+        "seed=0",
+    )
     assert result.code == 0, result.err
     assert "stacked: 2 cells as one model (loss.lam vary)" in result.out
     outputs = str(train.outputs)
@@ -21,11 +27,13 @@ def test_the_fashion_tables_run_end_to_end_on_fake_data(train, make_tables) -> N
     args = ["experiment=corel/fashion_table2", "debug=smoke", "loss=cce,gaussian_corel_authors", "seed=0,1"]
     result = train("-m", *args, "tuned_lambda_partial=true")
     assert result.code == 0, result.err
-    for table, row in (("fashion_table2", "| FFNN | Gaussian-COREL (authors' code) | "),
-                       ("fashion_table4", "| Fashion | FFNN | CCE |"),
-                       ("fashion_fig2", "| Gaussian-COREL | 0.8 |"),
-                       ("fashion_curves", "| FFNN | CCE | 2 |"),
-                       ("fashion_budgets", "| FFNN | Gaussian-COREL (authors' code) | 0.5 |")):  # fmt: skip
+    for table, row in (
+        ("fashion_table2", "| FFNN | Gaussian-COREL (authors' code) | "),
+        ("fashion_table4", "| Fashion | FFNN | CCE |"),
+        ("fashion_fig2", "| Gaussian-COREL | 0.8 |"),
+        ("fashion_curves", "| FFNN | CCE | 2 |"),
+        ("fashion_budgets", "| FFNN | Gaussian-COREL (authors' code) | 0.5 |"),
+    ):
         code, out, err = make_tables(f"corel/{table}", "--outputs", outputs)
         assert code == 0 and row in out, (table, out, err)
     # the paper's claims once more with the authors' variant in eq. 6's place

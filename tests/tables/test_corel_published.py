@@ -62,10 +62,7 @@ def test_curves_table_differences_and_mean_absolute_difference(tmp_path):
     ]
     mad = (1.0 + 0.5 + 0.25) / 3
     assert f"Cosine-COREL (fashion_mnist ffnn) {mad:.2f} over 3 λ" in table.notes[1]
-    assert (
-        "Gaussian-COREL (fashion_mnist ffnn) n/a over 0 λ, diverged at λ 0.2, 0.6 (not in it)"
-        in table.notes[1]
-    )
+    assert "Gaussian-COREL (fashion_mnist ffnn) n/a over 0 λ, diverged at λ 0.2, 0.6 (not in it)" in table.notes[1]
     assert table.figures[0].is_file()
 
 
@@ -73,8 +70,13 @@ def test_recipe_search_rows_show_the_collapse_and_the_setting_varied(tmp_path):
     """A run whose best epoch is its first and whose last epoch is far below shows both; the varied setting is in
     its own column."""
     experiment = "corel/fashion_recipe_search"
-    params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": "gaussian_corel", "loss.lam": 1.0,
-              "loss.train_class_vectors": False}  # fmt: skip
+    params = {
+        "dataset": "fashion_mnist",
+        "model": "ffnn",
+        "loss": "gaussian_corel",
+        "loss.lam": 1.0,
+        "loss.train_class_vectors": False,
+    }
     run = write_run(tmp_path, experiment, params, {"val/acc": 0.8})
     (run / "csv").mkdir()
     (run / "csv" / "metrics.csv").write_text("epoch,val/acc\n0,0.80\n1,0.70\n2,0.65\n")

@@ -39,8 +39,15 @@ def table1_runs(outputs, mode: str = "full", source: str = "real") -> None:
             for seed, value in enumerate(values):
                 params = {"dataset": d, "model": m, "loss": loss, "loss.lam": lam, "seed": seed}
                 metrics = None if value in (None, "div") else {"val/acc": value, "test/acc": value}
-                write_run(outputs, "corel/table1", params, metrics, mode=mode, source=source,
-                          diverged_at=1 if value == "div" else None)  # fmt: skip
+                write_run(
+                    outputs,
+                    "corel/table1",
+                    params,
+                    metrics,
+                    mode=mode,
+                    source=source,
+                    diverged_at=1 if value == "div" else None,
+                )
 
 
 def test_table1_picks_lambda_by_validation_accuracy_and_writes_the_winners(tmp_path, make_tables):
@@ -71,18 +78,19 @@ def test_table1_picks_lambda_by_validation_accuracy_and_writes_the_winners(tmp_p
     assert gauss["complete"] is False and 0.05 in gauss["missing"] and 0.7 not in gauss["missing"]
     # Checked on the settings present (FFNN-MNIST, CNN-Fashion), naming the missing ones; one seed each: the
     # means' verdict, no test.
-    assert "- [holds on one seed] Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5) (one seed: means " \
-           "compared, no test; difference: ffnn-mnist +2.00 (one seed); cnn-fashion_mnist +2.00 (one seed); " \
-           "checked on 2 of 6, no numbers for cnn-mnist, ffnn-fashion_mnist," in out  # fmt: skip
+    assert (
+        "- [holds on one seed] Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5) (one seed: means "
+        "compared, no test; difference: ffnn-mnist +2.00 (one seed); cnn-fashion_mnist +2.00 (one seed); "
+        "checked on 2 of 6, no numbers for cnn-mnist, ffnn-fashion_mnist," in out
+    )
     # What Table 2's resolver reads back: a winner of an incomplete grid only when it says so.
-    with pytest.raises(TunedLambdaError, match="grid for dataset=mnist, model=ffnn, loss=gaussian_corel is "
-                       "incomplete .*tuned_lambda_partial=true"):  # fmt: skip
+    with pytest.raises(
+        TunedLambdaError,
+        match="grid for dataset=mnist, model=ffnn, loss=gaussian_corel is incomplete .*tuned_lambda_partial=true",
+    ):
         lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel")
     assert lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "gaussian_corel", partial=True) == 0.7
-    assert (
-        lookup("corel/table1", tmp_path, "full", "fashion_mnist", "cnn", "gaussian_corel", partial=True)
-        == 0.8
-    )
+    assert lookup("corel/table1", tmp_path, "full", "fashion_mnist", "cnn", "gaussian_corel", partial=True) == 0.8
 
 
 GRID = (
@@ -118,9 +126,7 @@ def test_a_complete_grid_is_recorded_complete_and_handed_over(tmp_path, make_tab
     code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
     assert code == 0 and "incomplete" not in out.lower(), out
     assert "λ=1 (val 91.00) |" in out
-    entry = yaml.safe_load(winners_file(tmp_path, "corel/table1", "full").read_text())["winners"]["mnist"][
-        "ffnn"
-    ]
+    entry = yaml.safe_load(winners_file(tmp_path, "corel/table1", "full").read_text())["winners"]["mnist"]["ffnn"]
     assert entry["center"]["complete"] is True and entry["center"]["missing"] == []
     assert lookup("corel/table1", tmp_path, "full", "mnist", "ffnn", "center") == 1.0
 
@@ -132,18 +138,18 @@ def test_a_sub_grid_is_never_said_to_diverge_at_every_lambda(tmp_path, make_tabl
         for loss in ("gaussian_corel", "center"):
             params = {"dataset": "mnist", "model": "ffnn", "loss": loss, "loss.lam": lam, "seed": 0}
             diverged = loss == "gaussian_corel"
-            write_run(tmp_path, "corel/table1", params, None if diverged else {"val/acc": 0.9},
-                      diverged_at=1 if diverged else None)  # fmt: skip
+            write_run(
+                tmp_path,
+                "corel/table1",
+                params,
+                None if diverged else {"val/acc": 0.9},
+                diverged_at=1 if diverged else None,
+            )
     code, out, err = make_tables("corel/table1", "--outputs", str(tmp_path))
     assert code == 0, err
     assert "diverged (every λ)" not in out
-    assert (
-        "| Gaussian-COREL | diverged (every λ that ran); 3 λ diverged; grid incomplete (3 of 20 λ ran) |"
-        in out
-    )
-    assert (
-        "INCOMPLETE λ grids" in out and "Gaussian-COREL FFNN-MNIST: 0.1, 0.2, 0.3 (3 of 20; never ran:" in out
-    )
+    assert "| Gaussian-COREL | diverged (every λ that ran); 3 λ diverged; grid incomplete (3 of 20 λ ran) |" in out
+    assert "INCOMPLETE λ grids" in out and "Gaussian-COREL FFNN-MNIST: 0.1, 0.2, 0.3 (3 of 20; never ran:" in out
 
 
 def test_a_smoke_winner_is_never_below_the_divergence_bound(tmp_path, make_tables):
@@ -160,8 +166,13 @@ def test_a_smoke_winner_is_never_below_the_divergence_bound(tmp_path, make_table
 def test_figure2_lists_a_diverged_lambda_and_never_plots_it(tmp_path):
     for lam, value in ((0.3, "div"), (0.5, 0.88), (0.8, 0.90)):
         params = {"dataset": "fashion_mnist", "model": "cnn", "loss": "gaussian_corel", "loss.lam": lam}
-        write_run(tmp_path, "corel/table1", params, None if value == "div" else {"val/acc": value},
-                  diverged_at=1 if value == "div" else None)  # fmt: skip
+        write_run(
+            tmp_path,
+            "corel/table1",
+            params,
+            None if value == "div" else {"val/acc": value},
+            diverged_at=1 if value == "div" else None,
+        )
     runs, _ = load_runs(tmp_path, "corel/table1")
     fig = corel.fig2(runs, tmp_path / "tables")
     paper = {lam: supplement.value("fashion_mnist", "cnn", "gaussian_corel", lam) for lam in (0.3, 0.8)}
@@ -185,8 +196,9 @@ def test_figure2s_claim_tests_the_best_lambda_against_half_over_the_seeds():
     claim = fig2_claim(Tuning(val={0.5: Cell(half), 0.8: Cell(best)}))
     p = stats.ttest_ind(best, half, equal_var=False, alternative="greater").pvalue
     assert p < 0.05 and claim.verdict == "holds"
-    assert claim.detail.endswith(f"Welch's t over seeds, one-sided, α = 0.05; difference (p): λ 0.8 vs 0.5 +2.00 "
-                                 f"({p_text(p)})")  # fmt: skip
+    assert claim.detail.endswith(
+        f"Welch's t over seeds, one-sided, α = 0.05; difference (p): λ 0.8 vs 0.5 +2.00 ({p_text(p)})"
+    )
     # λ = 0.5 itself the best: the claim fails on which λ is best, read off the means (no test of that).
     claim = fig2_claim(Tuning(val={0.5: Cell(best), 0.8: Cell(half)}))
     assert claim.verdict == "does not hold" and claim.detail.startswith("best λ = 0.5 (the best mean;")
@@ -205,8 +217,14 @@ def test_smoke_winners_stay_apart_from_full_ones(tmp_path, make_tables):
 
 def test_digits_chain_runs_table2_at_table1_winners(train, make_tables):
     """The real chain on digits: Table 1 (λ = 0.3 diverges), its table and winners, Table 2 at the winner."""
-    result = train("-m", "experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.3,0.7,0.9",
-                   "trainer.max_epochs=3", *QUICK)  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=corel/digits_table1",
+        "loss=gaussian_corel",
+        "loss.lam=0.3,0.7,0.9",
+        "trainer.max_epochs=3",
+        *QUICK,
+    )
     # The diverged λ is a result of the grid, not a failure of it: exit 0, so `train.py -m ... && make_tables.py`
     # goes on to the table.
     assert result.code == 0 and "sweep: 2 ok, 1 diverged, 0 failed, 0 skipped" in result.out, result
@@ -216,8 +234,14 @@ def test_digits_chain_runs_table2_at_table1_winners(train, make_tables):
     assert "lam = 0.3 < 0.5 is unbounded below" in diverged["error"]
     assert diverged["error"].endswith("at epoch 1: the run diverged") and "\n" not in diverged["error"]
     # A result is kept: the same grid again skips all three cells, the diverged one included.
-    again = train("-m", "experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.3,0.7,0.9",
-                  "trainer.max_epochs=3", *QUICK)  # fmt: skip
+    again = train(
+        "-m",
+        "experiment=corel/digits_table1",
+        "loss=gaussian_corel",
+        "loss.lam=0.3,0.7,0.9",
+        "trainer.max_epochs=3",
+        *QUICK,
+    )
     assert again.code == 0 and "sweep: 0 ok, 0 failed, 3 skipped" in again.out, again
     assert "metrics.json says diverged and its config is the one asked for" in again.out
 
@@ -233,11 +257,21 @@ def test_digits_chain_runs_table2_at_table1_winners(train, make_tables):
     with pytest.raises(TunedLambdaError, match="is incomplete"):
         lookup("corel/digits_table1", train.outputs, "full", "digits", "ffnn", "gaussian_corel")
 
-    result = train("-m", "experiment=corel/digits_table2", "loss=cce,gaussian_corel", "seed=0",
-                   "trainer.max_epochs=2", "tuned_lambda_partial=true", *QUICK)  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=corel/digits_table2",
+        "loss=cce,gaussian_corel",
+        "seed=0",
+        "trainer.max_epochs=2",
+        "tuned_lambda_partial=true",
+        *QUICK,
+    )
     assert result.code == 0, result.err
-    runs = {m["config"]["loss"]["_target_"].rsplit(".", 1)[1]: m for m in all_metrics(train.outputs)
-            if m["experiment"] == "corel/digits_table2"}  # fmt: skip
+    runs = {
+        m["config"]["loss"]["_target_"].rsplit(".", 1)[1]: m
+        for m in all_metrics(train.outputs)
+        if m["experiment"] == "corel/digits_table2"
+    }
     assert runs["GaussianCOREL"]["config"]["loss"]["lam"] == tuned["lam"]
     assert runs["GaussianCOREL"]["config"]["tuned_lambda_from"] == "corel/digits_table1"
     code, out, err = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
@@ -260,13 +294,20 @@ def test_table2_without_table1_fails_with_one_line_that_says_what_to_run(train):
     assert m["status"] == "failed" and m["error"] == line.removeprefix("error: ")
 
     # A grid: refused once before any cell runs (CCE's included: half a Table 2 is not worth its hours), one line.
-    result = train("-m", "experiment=corel/digits_table2", "loss=cce,center,gaussian_corel", "seed=0",
-                   "trainer.max_epochs=1", *QUICK)  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=corel/digits_table2",
+        "loss=cce,center,gaussian_corel",
+        "seed=0",
+        "trainer.max_epochs=1",
+        *QUICK,
+    )
     assert len(result.error_lines()) == 1, result
     (line,) = result.error_lines()
     assert result.code == 2 and line.startswith("error: loss.lam is Table 1's tuned λ"), result
-    assert "corel_digits_table1_lambda.yaml does not exist" in line and line.endswith("(the whole sweep is refused: "
-                                                                                      "no cell ran)")  # fmt: skip
+    assert "corel_digits_table1_lambda.yaml does not exist" in line and line.endswith(
+        "(the whole sweep is refused: no cell ran)"
+    )
     assert "failed:" not in result.out + result.err and "Traceback" not in result.out + result.err
     assert len(all_metrics(train.outputs)) == 1  # the single run's above: no cell of the grid ran
 
@@ -299,15 +340,13 @@ def test_a_winners_file_without_the_setting_names_what_it_has(train):
 
 def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_says_so(train, make_tables):
     # debug=smoke sets tuned_lambda_fallback: the Table 2 smoke test works on a fresh clone, and says λ was not tuned.
-    result = train("-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel",
-                   "hydra.sweeper.params.seed=0")  # fmt: skip
+    result = train(
+        "-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel", "hydra.sweeper.params.seed=0"
+    )
     assert result.code == 0 and "sweep: 2 ok, 0 failed" in result.out, result
     assert "λ: 0.5, the config's (Table 1's smoke winners are missing: tuned_lambda_fallback)" in result.out
     runs = {m["config"]["loss"]["_target_"].rsplit(".", 1)[-1]: m for m in all_metrics(train.outputs)}
-    assert (
-        runs["GaussianCOREL"]["lambda_fallback"] is True
-        and runs["GaussianCOREL"]["config"]["loss"]["lam"] == 0.5
-    )
+    assert runs["GaussianCOREL"]["lambda_fallback"] is True and runs["GaussianCOREL"]["config"]["loss"]["lam"] == 0.5
     assert "lambda_fallback" not in runs["CCELoss"]  # no λ to tune
     code, out, err = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert code == 0, err
@@ -315,16 +354,19 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
     # Once Table 1's smoke winners are there, the same grid re-runs the λ cell at its winner.
     table = "corel/digits_table1"
     entry = {"lam": 0.7, "val_acc": 0.9, "runs": 1, "candidates": {0.7: 0.9}}
-    write_winners(winners_file(train.outputs, table, "smoke"), table, table, "smoke",
-                  {("digits", "ffnn", "gaussian_corel"): entry})  # fmt: skip
-    result = train("-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel",
-                   "hydra.sweeper.params.seed=0")  # fmt: skip
+    write_winners(
+        winners_file(train.outputs, table, "smoke"),
+        table,
+        table,
+        "smoke",
+        {("digits", "ffnn", "gaussian_corel"): entry},
+    )
+    result = train(
+        "-m", "experiment=corel/digits_table2", "debug=smoke", "loss=cce,gaussian_corel", "hydra.sweeper.params.seed=0"
+    )
     assert result.code == 0 and "sweep: 1 ok, 0 failed, 1 skipped" in result.out, result.out
     # The cell says the λ it runs at.
-    assert (
-        "λ: 0.7, corel/digits_table1's winner for dataset=digits, model=ffnn, loss=gaussian_corel"
-        in result.out
-    )
+    assert "λ: 0.7, corel/digits_table1's winner for dataset=digits, model=ffnn, loss=gaussian_corel" in result.out
     code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert "(λ 0.7)" in out and "the winner of corel/digits_table1" in out and "NOT tuned" not in out
     # A cell that fell back to λ = 0.5 (no winner for Center yet), then Table 1 chooses 0.5: the same run, kept,
@@ -349,8 +391,9 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
 
 def test_a_single_diverging_run_is_one_error_line_and_exit_1(train):
     # Asked for alone, a run that produced no model says so in its exit status (a grid counts it as a result).
-    result = train("experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.2", "trainer.max_epochs=3",
-                   *QUICK)  # fmt: skip
+    result = train(
+        "experiment=corel/digits_table1", "loss=gaussian_corel", "loss.lam=0.2", "trainer.max_epochs=3", *QUICK
+    )
     (line,) = result.error_lines()
     assert result.code == 1 and "lam = 0.2 < 0.5 is unbounded below" in line and line.startswith("error: ")
     (m,) = all_metrics(train.outputs)

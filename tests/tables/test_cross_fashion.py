@@ -35,8 +35,13 @@ def test_every_loss_of_the_table_builds_on_the_shared_recipe(tmp_path) -> None:
         dm = build(run.dataset, "dataset", seed=0)
         dm.load()
         encoder = build(run.model, "model", input_shape=dm.input_shape)
-        head = build(run.loss, "loss", num_classes=dm.num_classes, embedding_dim=encoder.embedding_dim,
-                     input_shape=dm.input_shape)  # fmt: skip
+        head = build(
+            run.loss,
+            "loss",
+            num_classes=dm.num_classes,
+            embedding_dim=encoder.embedding_dim,
+            input_shape=dm.input_shape,
+        )
         batch = next(iter(dm.train_dataloader()))
         with torch.no_grad():
             features = encoder(batch["inputs"])
@@ -46,9 +51,7 @@ def test_every_loss_of_the_table_builds_on_the_shared_recipe(tmp_path) -> None:
         assert (features.shape[1] == 500) == isinstance(head, RepresentingHead), cell
         loss = losses[cells.index(cell)]
         assert isinstance(head, ClassifyingHead) == (loss in cross.CLASSIFYING), f"{loss}: test acc column"
-        assert isinstance(head, RepresentingHead) == (loss in cross.LATENT_HEADS), (
-            f"{loss}: its own latent layer"
-        )
+        assert isinstance(head, RepresentingHead) == (loss in cross.LATENT_HEADS), f"{loss}: its own latent layer"
 
 
 def test_a_column_bolds_its_best_and_marks_gaps_beyond_the_seed_spread() -> None:
@@ -69,9 +72,7 @@ def test_the_cross_table_runs_end_to_end_on_fake_data(train, make_tables) -> Non
     code, out, err = make_tables("cross/fashion", "--outputs", str(train.outputs))
     assert code == 0, err
     rows = [line for line in out.splitlines() if line.startswith("| ") and "Paper" not in line]
-    assert [row.split(" | ")[0][2:].split(" (λ")[0] for row in rows] == [
-        label for label, _ in cross.LOSSES.values()
-    ]
+    assert [row.split(" | ")[0][2:].split(" (λ")[0] for row in rows] == [label for label, _ in cross.LOSSES.values()]
     assert all(row.endswith("| 2 |") for row in rows), "two seeds in every row"
     assert "**" in out and "Claims of the papers" in out
     assert "| DSCL | Law et al. |" in out and "| — | 2 |" in out  # no test accuracy without a classifier
@@ -105,7 +106,5 @@ def test_the_papers_claims_are_tested_over_the_seeds() -> None:
         f"vs Multi-similarity +14.0 ({p(close, low)}); checked on 2 of 3, no numbers for vs Proxy-anchor"
     )
     assert corel.verdict == "holds"
-    assert dscl.verdict == "reversed" and dscl.detail.endswith(
-        f"vs CCE -15.0 (reversed, {p(low, high, 'less')})"
-    )
+    assert dscl.verdict == "reversed" and dscl.detail.endswith(f"vs CCE -15.0 (reversed, {p(low, high, 'less')})")
     assert cross._claims({r1: {}, acc: {}, nmi: {}})[0].holds is None  # no numbers: cannot check

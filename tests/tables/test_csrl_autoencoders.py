@@ -34,26 +34,29 @@ def ae1(lr: float, seed: int, metrics: dict[str, float], ok: bool = True, denois
 
 
 def test_lr_selection_keeps_the_best_mean_and_kmeans_counts_each_seed_once():
-    runs = [ae1(lr, s, {"test/ari": v}) for lr, vals in ((0.1, (0.2, 0.4)), (0.01, (0.5, 0.5)))
-            for s, v in enumerate(vals)]  # fmt: skip
+    runs = [
+        ae1(lr, s, {"test/ari": v}) for lr, vals in ((0.1, (0.2, 0.4)), (0.01, (0.5, 0.5))) for s, v in enumerate(vals)
+    ]
     runs.append(ae1(0.001, 0, {}, ok=False))
     chosen = select_lr(runs, "test/ari", "max")[("d", "ae1")]
     assert (chosen.lr, chosen.cell.mean) == ("0.01", 0.5)  # the recorded lr, spelled as its override
     assert select_lr(runs, "test/ari", "min")[("d", "ae1")].lr == "0.1"
-    pool = [run({"dataset": "d", "loss": m}, {"seed": s}, {"test/kmeans_raw/ari": v})
-            for m in ("ae1", "ptae") for s, v in ((0, 0.6), (1, 0.8))]  # fmt: skip
+    pool = [
+        run({"dataset": "d", "loss": m}, {"seed": s}, {"test/kmeans_raw/ari": v})
+        for m in ("ae1", "ptae")
+        for s, v in ((0, 0.6), (1, 0.8))
+    ]
     assert kmeans_raw(pool)["d"].values == [0.6, 0.8]
 
 
 def test_the_task_is_what_the_data_were():
     assert task(ae1(0.1, 0, {}, denoise=True)) == DENOISING
     assert task(ae1(0.1, 0, {})) == CLUSTERING and task(run({}, {}, {})) == CLUSTERING
-    chosen = select_lr([ae1(0.1, 0, {"train/loss": 2.0}, denoise=True), ae1(0.01, 0, {"train/loss": 1.0})],
-                       "train/loss", "min")  # fmt: skip
-    assert chosen[("d", "ae1")].lr == "0.01"
-    res = ae_results(
-        [ae1(0.1, 0, {"train/loss": 2.0}, denoise=True), ae1(0.01, 0, {"train/loss": 1.0})], ("d",)
+    chosen = select_lr(
+        [ae1(0.1, 0, {"train/loss": 2.0}, denoise=True), ae1(0.01, 0, {"train/loss": 1.0})], "train/loss", "min"
     )
+    assert chosen[("d", "ae1")].lr == "0.01"
+    res = ae_results([ae1(0.1, 0, {"train/loss": 2.0}, denoise=True), ae1(0.01, 0, {"train/loss": 1.0})], ("d",))
     assert res.loss[("d", "ae1")].lr == "0.1"  # the de-noising runs alone choose the de-noising lr
 
 
@@ -75,9 +78,7 @@ def test_the_papers_claims_test_every_tensorized_model_against_every_ae_over_the
             runs.append(run({"dataset": "d", "loss": m}, clustering, metrics))
             loss = (0.01 if tensorized else 0.1) + 0.001 * seed
             denoising = {**clustering, "dataset": {"reader": {"denoise": True}}}
-            runs.append(
-                run({"dataset": "d", "loss": m}, denoising, {"train/loss": loss, "test/denoise/mse": loss})
-            )
+            runs.append(run({"dataset": "d", "loss": m}, denoising, {"train/loss": loss, "test/denoise/mse": loss}))
     claims = ae_claims(ae_results(runs, ("d",)))
     assert [c.verdict for c in claims] == ["holds"] * 8 + ["cannot check"]  # no published counts for "d"
     clustering, _, _, on_par, _, kmeans, similar, params, _ = claims
@@ -90,7 +91,5 @@ def test_the_papers_claims_test_every_tensorized_model_against_every_ae_over_the
     assert on_par.detail.endswith(f"d: PTAE vs TAE1 − 0.05 +0.050 ({p_text(p)})")
     # A count, a spread and exact parameter counts: no seed test, and the detail says so.
     assert kmeans.detail.endswith("as the paper reads its bars: no seed test")
-    assert similar.detail.startswith(
-        "the range of the three AEs' mean ARIs against 0.1: a spread over three rows"
-    )
+    assert similar.detail.startswith("the range of the three AEs' mean ARIs against 0.1: a spread over three rows")
     assert "exact counts, no seeds" in params.detail

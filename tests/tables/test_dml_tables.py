@@ -13,8 +13,12 @@ from clusterable.tables.report import load_runs, p_text
 
 from .rundirs import write_run
 
-KS = {"cub200": [1, 2, 4, 8, 16, 32], "cars196": [1, 2, 4, 8, 16, 32], "sop": [1, 10, 100, 1000],
-      "inshop": [1, 10, 20, 30, 40, 50]}  # fmt: skip
+KS = {
+    "cub200": [1, 2, 4, 8, 16, 32],
+    "cars196": [1, 2, 4, 8, 16, 32],
+    "sop": [1, 10, 100, 1000],
+    "inshop": [1, 10, 20, 30, 40, 50],
+}
 
 
 def table4_runs(tmp_path: Path, r1: dict[str, tuple[float, float]]) -> list:
@@ -26,15 +30,22 @@ def table4_runs(tmp_path: Path, r1: dict[str, tuple[float, float]]) -> list:
                 for k in KS[dataset]:
                     metrics[f"test/recall@{k}/{dist}"] = base + (k - 1) / 1000 + seed * 0.002
             config = {"model": {"_target_": "clusterable.models.backbones.ResNet50", "weights": "imagenet"}}
-            write_run(tmp_path, "boudiaf/table4", {"dataset": dataset, "seed": seed}, metrics, config=config,
-                      choices={"model": "resnet50", "loss": "ce"})  # fmt: skip
+            write_run(
+                tmp_path,
+                "boudiaf/table4",
+                {"dataset": dataset, "seed": seed},
+                metrics,
+                config=config,
+                choices={"model": "resnet50", "loss": "ce"},
+            )
     runs, _ = load_runs(tmp_path, "boudiaf/table4")
     return runs
 
 
 def test_table4_puts_ours_beside_the_papers_and_cited_rows(tmp_path):
-    runs = table4_runs(tmp_path, {"cub200": (0.676, 0.692), "cars196": (0.891, 0.893), "sop": (0.808, 0.811),
-                                  "inshop": (0.906, 0.906)})  # fmt: skip
+    runs = table4_runs(
+        tmp_path, {"cub200": (0.676, 0.692), "cars196": (0.891, 0.893), "sop": (0.808, 0.811), "inshop": (0.906, 0.906)}
+    )
     table = boudiaf.table4(runs, tmp_path)
     ours = [r for r in table.rows if r[1] == "Cross-Entropy (ours)"]
     assert len(ours) == 8 and all(r[3] == "ResNet-50" for r in ours)
@@ -50,14 +61,13 @@ def test_table4_puts_ours_beside_the_papers_and_cited_rows(tmp_path):
     verdicts = [c.verdict for c in table.claims]
     assert verdicts == ["not shown (p = 0.5)", "holds", "holds"]
     assert "In-Shop +0.0 (p = 0.5)" in table.claims[0].detail
-    assert table.claims[1].detail.startswith(
-        "one-sample t over seeds against the number, one-sided, α = 0.05; "
-    )
+    assert table.claims[1].detail.startswith("one-sample t over seeds against the number, one-sided, α = 0.05; ")
 
 
 def test_table4_claims_fail_when_ours_fall_short(tmp_path):
-    runs = table4_runs(tmp_path, {"cub200": (0.70, 0.60), "cars196": (0.80, 0.85), "sop": (0.81, 0.812),
-                                  "inshop": (0.90, 0.91)})  # fmt: skip
+    runs = table4_runs(
+        tmp_path, {"cub200": (0.70, 0.60), "cars196": (0.80, 0.85), "sop": (0.81, 0.812), "inshop": (0.90, 0.91)}
+    )
     cos_vs_l2, beats_cited, cars = boudiaf.table4(runs, tmp_path).claims
     assert [c.verdict for c in (cos_vs_l2, beats_cited, cars)] == ["reversed"] * 3
     assert cos_vs_l2.holds is False and "CUB-200-2011" in cos_vs_l2.detail
@@ -75,9 +85,7 @@ def test_losses_table_rows_and_the_ce_claim(tmp_path):
     for loss, r1 in (("ce", 0.8), ("triplet", 0.7), ("contrastive", 0.75), ("proxy_anchor", 0.85)):
         for seed in range(3):
             metrics = {"test/recall@1/cos": r1 + seed / 100, "test/map@r/cos": r1 / 2, "test/kmeans/nmi": 0.5}
-            write_run(
-                tmp_path, "dml/losses", {"dataset": "digits_zeroshot", "loss": loss, "seed": seed}, metrics
-            )
+            write_run(tmp_path, "dml/losses", {"dataset": "digits_zeroshot", "loss": loss, "seed": seed}, metrics)
     runs, _ = load_runs(tmp_path, "dml/losses")
     table = dml.losses(runs, tmp_path)
     rows = {r[1]: r for r in table.rows}
@@ -100,8 +108,14 @@ def test_losses_table_rows_and_the_ce_claim(tmp_path):
 
 def test_dml_losses_runs_for_real_on_digits_zeroshot(train, make_tables):
     # Three losses, one seed, a few epochs: the real data path (retrieval, clustering, the table) end to end.
-    result = train("-m", "experiment=dml/losses", "loss=ce,triplet,proxy_anchor", "hydra.sweeper.params.seed=0",
-                   "trainer.max_epochs=3", "torch_threads=1")  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=dml/losses",
+        "loss=ce,triplet,proxy_anchor",
+        "hydra.sweeper.params.seed=0",
+        "trainer.max_epochs=3",
+        "torch_threads=1",
+    )
     assert result.code == 0, result.err
     code, out, err = make_tables("dml/losses", "--outputs", str(train.outputs))
     assert code == 0, err
@@ -115,8 +129,14 @@ def test_dml_losses_runs_for_real_on_digits_zeroshot(train, make_tables):
 
 @pytest.mark.slow
 def test_boudiaf_table4_smoke_pipeline_on_one_dataset(train, make_tables):
-    result = train("-m", "experiment=boudiaf/table4", "debug=smoke", "dataset=cub200", "hydra.sweeper.params.seed=0",
-                   "torch_threads=2")  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=boudiaf/table4",
+        "debug=smoke",
+        "dataset=cub200",
+        "hydra.sweeper.params.seed=0",
+        "torch_threads=2",
+    )
     assert result.code == 0, result.err
     code, out, err = make_tables("boudiaf/table4", "--outputs", str(train.outputs))
     assert code == 0, err

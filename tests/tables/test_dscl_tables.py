@@ -38,26 +38,45 @@ def metrics_of(numbers: dict[bool, tuple[float, float]], ks: list[int], seed: in
 
 # What each dscl_row preset makes a run record (the tables tell the row by it): the loss it selects, trainable and
 # trainer.max_steps.
-ROW_SETTINGS = {"vanilla": ("dscl", "all", 0), "softmax": ("ce", "all", 100), "end_to_end": ("dscl", "all", 100),
-                "last_layer": ("dscl", "embedding_layer", 200)}  # fmt: skip
+ROW_SETTINGS = {
+    "vanilla": ("dscl", "all", 0),
+    "softmax": ("ce", "all", 100),
+    "end_to_end": ("dscl", "all", 100),
+    "last_layer": ("dscl", "embedding_layer", 200),
+}
 
 
-def write_row(outputs: Path, experiment: str, row: str, seed: int, metrics: dict | None, *, model: dict,
-              dataset: str, loss: str | None = None, trainable: str | None = None) -> Path:  # fmt: skip
+def write_row(
+    outputs: Path,
+    experiment: str,
+    row: str,
+    seed: int,
+    metrics: dict | None,
+    *,
+    model: dict,
+    dataset: str,
+    loss: str | None = None,
+    trainable: str | None = None,
+) -> Path:
     """One run of ``dscl_row=<row>`` as it records itself; ``loss`` / ``trainable`` replace the preset's."""
     preset_loss, preset_trainable, steps = ROW_SETTINGS[row]
     config = {"model": model, "trainable": trainable or preset_trainable, "trainer": {"max_steps": steps}}
-    return write_run(outputs, experiment, {"dscl_row": row, "seed": seed}, metrics, config=config,
-                     choices={"dataset": dataset, "loss": loss or preset_loss})  # fmt: skip
+    return write_run(
+        outputs,
+        experiment,
+        {"dscl_row": row, "seed": seed},
+        metrics,
+        config=config,
+        choices={"dataset": dataset, "loss": loss or preset_loss},
+    )
 
 
-def write_rows(outputs: Path, experiment: str, rows: dict, *, model: dict, dataset: str, ks: list[int],
-               seeds=(0, 1)) -> None:  # fmt: skip
+def write_rows(
+    outputs: Path, experiment: str, rows: dict, *, model: dict, dataset: str, ks: list[int], seeds=(0, 1)
+) -> None:
     for row, numbers in rows.items():
         for seed in seeds:
-            write_row(
-                outputs, experiment, row, seed, metrics_of(numbers, ks, seed), model=model, dataset=dataset
-            )
+            write_row(outputs, experiment, row, seed, metrics_of(numbers, ks, seed), model=model, dataset=dataset)
 
 
 def by_label(table) -> dict[tuple[str, str], list[str]]:
@@ -91,16 +110,25 @@ def test_table1_puts_ours_beside_the_papers_and_cited_rows(tmp_path):
     assert table.header == ["Method", "SC", "Arch", "NMI", "R@1", "R@2", "R@4", "R@8"]
     rows = by_label(table)
     assert [r[0] for r in table.rows[:4]] == [
-        "Triplet semihard (cited)", "Lifted struct (cited)", "Npairs (cited)", "NMI-based (cited)"
-    ]  # fmt: skip
+        "Triplet semihard (cited)",
+        "Lifted struct (cited)",
+        "Npairs (cited)",
+        "NMI-based (cited)",
+    ]
     assert table.rows[3][3:] == ["59.23", "48.18", "61.44", "71.83", "81.92"]
     # The paper's row, then ours, per row and SC mode.
     paper = rows[("DSCL last layer (paper)", "with SC")]
     assert paper[2:] == ["BN-Inception (ImageNet)", "59.16", "53.22", "66.09", "76.70", "85.33"]
     ours = rows[("DSCL end-to-end (ours)", "with SC")]
     # Seeds 0.600 and 0.602: mean 60.10 %, std 0.14; R@8 = 0.55 + 0.007 (+ 0.002).
-    assert ours[2:] == ["GoogLeNet (ImageNet)", "60.10 ± 0.14", "55.10 ± 0.14", "55.20 ± 0.14", "55.40 ± 0.14",
-                        "55.80 ± 0.14"]  # fmt: skip
+    assert ours[2:] == [
+        "GoogLeNet (ImageNet)",
+        "60.10 ± 0.14",
+        "55.10 ± 0.14",
+        "55.20 ± 0.14",
+        "55.40 ± 0.14",
+        "55.80 ± 0.14",
+    ]
     assert rows[("Vanilla network (ours)", "without SC")][3] == "38.10 ± 0.14"  # k-means NMI, not SC's
     labels = [r[0] for r in table.rows]
     assert labels.index("Softmax regression (paper)") + 1 == labels.index("Softmax regression (ours)")
@@ -132,8 +160,15 @@ def test_missing_rows_read_not_run_and_their_claims_cannot_be_checked(tmp_path):
     write_rows(tmp_path, "dscl/table1", dscl_only, model=bninception, dataset="cub200", ks=[1, 2, 4, 8])
     # A last-layer seed that failed, and a run on another dataset (an override of the experiment's): neither counts.
     write_row(tmp_path, "dscl/table1", "last_layer", 2, None, model=bninception, dataset="cub200")
-    write_rows(tmp_path, "dscl/table1", {"softmax": NUMBERS["softmax"]}, model=bninception, dataset="cars196",
-               ks=[1, 2, 4, 8], seeds=(5,))  # fmt: skip
+    write_rows(
+        tmp_path,
+        "dscl/table1",
+        {"softmax": NUMBERS["softmax"]},
+        model=bninception,
+        dataset="cars196",
+        ks=[1, 2, 4, 8],
+        seeds=(5,),
+    )
     runs, _ = load_runs(tmp_path, "dscl/table1")
     table = dscl.table1(runs, tmp_path)
     rows = by_label(table)
@@ -155,10 +190,26 @@ def test_missing_rows_read_not_run_and_their_claims_cannot_be_checked(tmp_path):
 def test_a_row_is_what_the_run_ran_not_the_preset_it_named(tmp_path):
     # The end_to_end preset with only the embedding layer trainable is a last-layer run; the vanilla preset with
     # training steps and a loss the paper has no row for is none; the rows come from the runs' recorded settings.
-    write_row(tmp_path, "dscl/digits", "end_to_end", 0, metrics_of(NUMBERS["last_layer"], dscl.DIGITS_KS, 0),
-              model=FFNN, dataset="digits_zeroshot", trainable="embedding_layer")  # fmt: skip
-    path = write_row(tmp_path, "dscl/digits", "softmax", 0, metrics_of(NUMBERS["softmax"], dscl.DIGITS_KS, 0),
-                     model=FFNN, dataset="digits_zeroshot", loss="cce")  # fmt: skip
+    write_row(
+        tmp_path,
+        "dscl/digits",
+        "end_to_end",
+        0,
+        metrics_of(NUMBERS["last_layer"], dscl.DIGITS_KS, 0),
+        model=FFNN,
+        dataset="digits_zeroshot",
+        trainable="embedding_layer",
+    )
+    path = write_row(
+        tmp_path,
+        "dscl/digits",
+        "softmax",
+        0,
+        metrics_of(NUMBERS["softmax"], dscl.DIGITS_KS, 0),
+        model=FFNN,
+        dataset="digits_zeroshot",
+        loss="cce",
+    )
     runs, _ = load_runs(tmp_path, "dscl/digits")
     assert sorted(dscl.row_of(r) or "none" for r in runs) == ["last_layer", "none"], path
     rows = by_label(dscl.digits(runs, tmp_path))
@@ -179,9 +230,7 @@ def test_digits_has_our_rows_only_and_no_last_layer_claim(tmp_path):
     assert by_label(table)[("DSCL last layer (ours)", "without SC")][3] == "50.10 ± 0.14"
     assert any("digits 0-4" in n and "untrained network" in n for n in table.notes)
     texts = [c.text for c in table.claims]
-    assert len(texts) == 3 and not any(
-        "last layer" in t for t in texts
-    )  # the paper claims it on CUB and Cars
+    assert len(texts) == 3 and not any("last layer" in t for t in texts)  # the paper claims it on CUB and Cars
     softmax, sc_vs_kmeans, vanilla = table.claims
     # The two reversed pairs are named first, each with its p.
     assert softmax.verdict == "reversed" and softmax.detail.count("reversed, p") == 2
@@ -217,9 +266,7 @@ def test_make_tables_finds_every_dscl_table(tmp_path, make_tables):
 def test_smoke_pipeline_fills_every_row(train, make_tables, table):
     # Fake images, random GoogLeNet, a few steps: every row trains (or not: vanilla) and is scored with and
     # without SC. table3 adds SOP's class-balanced batches and the torch k-means.
-    result = train(
-        "-m", f"experiment=dscl/{table}", "debug=smoke", "hydra.sweeper.params.seed=0", "torch_threads=2"
-    )
+    result = train("-m", f"experiment=dscl/{table}", "debug=smoke", "hydra.sweeper.params.seed=0", "torch_threads=2")
     assert result.code == 0 and "4 ok, 0 failed" in result.out, result.out[-2000:] + result.err
     code, out, err = make_tables(f"dscl/{table}", "--outputs", str(train.outputs))
     assert code == 0, err
@@ -230,8 +277,15 @@ def test_smoke_pipeline_fills_every_row(train, make_tables, table):
 
 def test_the_digits_rows_run_for_real(train, make_tables):
     # The README's digits table, one seed and fewer steps: every row is a real run on scikit-learn's digits.
-    result = train("-m", "experiment=dscl/digits", "hydra.sweeper.params.seed=0", "protocol.steps.end_to_end=30",
-                   "protocol.steps.last_layer=30", "protocol.steps.softmax=30", "torch_threads=1")  # fmt: skip
+    result = train(
+        "-m",
+        "experiment=dscl/digits",
+        "hydra.sweeper.params.seed=0",
+        "protocol.steps.end_to_end=30",
+        "protocol.steps.last_layer=30",
+        "protocol.steps.softmax=30",
+        "torch_threads=1",
+    )
     assert result.code == 0 and "4 ok, 0 failed" in result.out, result.out[-2000:] + result.err
     code, out, err = make_tables("dscl/digits", "--outputs", str(train.outputs))
     assert code == 0, err

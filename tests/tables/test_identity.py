@@ -22,8 +22,12 @@ from .test_safir_tables import knn, run_of
 
 
 def test_run_get_reads_a_group_choice_then_the_resolved_config():
-    config = {"loss": {"_target_": "x.CCE", "num_clusters": None, "metric": {"_target_": "x.Triplet"}}, "seed": 3,
-              "dataset": {"name": "mnist", "labelled_percent": 0.01}, "protocol": {"task": "denoising"}}  # fmt: skip
+    config = {
+        "loss": {"_target_": "x.CCE", "num_clusters": None, "metric": {"_target_": "x.Triplet"}},
+        "seed": 3,
+        "dataset": {"name": "mnist", "labelled_percent": 0.01},
+        "protocol": {"task": "denoising"},
+    }
     choices = {"loss": "cce", "loss/metric": "triplet", "dataset": "mnist", "scheduler": None}
     run = Run(Path("."), {"loss": "center"}, {"choices": choices, "config": config})
     # A group's name gives the option (not its config node, nor the override string: display only).
@@ -50,8 +54,10 @@ def test_a_run_recorded_before_choices_takes_them_from_its_hydra_yaml(tmp_path):
         "cce",
         1,
     )
-    assert run.payload["choices"] == {"experiment": "corel/table2", **{k: params[k] for k in ("dataset", "model",
-                                                                                              "loss")}}  # fmt: skip
+    assert run.payload["choices"] == {
+        "experiment": "corel/table2",
+        **{k: params[k] for k in ("dataset", "model", "loss")},
+    }
     # Recorded choices win over the file; a run with neither records none; an unreadable file is none.
     assert recorded_choices(path, {"choices": {"loss": "center"}}) == {"loss": "center"}
     (path / ".hydra" / "hydra.yaml").write_text("hydra: [unclosed")
@@ -77,36 +83,59 @@ def safir(outputs: Path) -> None:
     rng = np.random.default_rng(0)
     for seed in (0, 1):
         for pl in (0.01, 10):
-            run_of(
-                outputs, "safir/table6_1", model="dml", pl=pl, ls=2, seed=seed, metrics=knn(0.3 + 0.1 * seed)
-            )
+            run_of(outputs, "safir/table6_1", model="dml", pl=pl, ls=2, seed=seed, metrics=knn(0.3 + 0.1 * seed))
             for alpha in (0.25, 1.0):
-                run_of(outputs, "safir/table6_1", model="dml_ae", pl=pl, ls=2, seed=seed, alpha=alpha,
-                       metrics=knn(0.5 - 0.1 * seed))  # fmt: skip
+                run_of(
+                    outputs,
+                    "safir/table6_1",
+                    model="dml_ae",
+                    pl=pl,
+                    ls=2,
+                    seed=seed,
+                    alpha=alpha,
+                    metrics=knn(0.5 - 0.1 * seed),
+                )
         for model in ("dml_unit", "dml_gmm"):
-            run_of(
-                outputs, "safir/table6_3", model=model, pl=0.1, ls=4, seed=seed, alpha=0.66, metrics=knn(0.12)
-            )
-        run_of(outputs, "safir/table6_5", model="mvae", pl=10, ls=10, seed=seed, metrics=knn(0.2),
-               dataset="organamnist", metric="center")  # fmt: skip
+            run_of(outputs, "safir/table6_3", model=model, pl=0.1, ls=4, seed=seed, alpha=0.66, metrics=knn(0.12))
+        run_of(
+            outputs,
+            "safir/table6_5",
+            model="mvae",
+            pl=10,
+            ls=10,
+            seed=seed,
+            metrics=knn(0.2),
+            dataset="organamnist",
+            metric="center",
+        )
         for gamma in (0.0, 2.0):
             probes = {f"test/{p}/acc": 0.6 + 0.1 * gamma for p in ("linear", "rf", "knn")}
-            run_of(outputs, "safir/table6_6", model="mvae_joint", pl=100, ls=5, seed=seed, gamma=gamma,
-                   metrics=probes)  # fmt: skip
+            run_of(outputs, "safir/table6_6", model="mvae_joint", pl=100, ls=5, seed=seed, gamma=gamma, metrics=probes)
     for model in ("dml_unit", "dml_gmm"):
-        path = run_of(outputs, "safir/fig6_2", model=model, pl=10, ls=2, seed=0, alpha=0.33, metrics=knn(0.3),
-                      dataset="organamnist")  # fmt: skip
+        path = run_of(
+            outputs,
+            "safir/fig6_2",
+            model=model,
+            pl=10,
+            ls=2,
+            seed=0,
+            alpha=0.33,
+            metrics=knn(0.3),
+            dataset="organamnist",
+        )
         np.savez(path / "latent_test_raw.npz", xy=rng.normal(size=(40, 2)), labels=rng.integers(0, 3, 40))
 
 
 def dml(outputs: Path) -> None:
-    table4_runs(outputs, {"cub200": (0.676, 0.692), "cars196": (0.891, 0.893), "sop": (0.808, 0.811),
-                          "inshop": (0.906, 0.906)})  # fmt: skip
+    table4_runs(
+        outputs, {"cub200": (0.676, 0.692), "cars196": (0.891, 0.893), "sop": (0.808, 0.811), "inshop": (0.906, 0.906)}
+    )
     for loss, r1 in (("ce", 0.8), ("triplet", 0.7)):
         for seed in range(2):
             metrics = {"test/recall@1/cos": r1 + seed / 100, "test/map@r/cos": r1 / 2, "test/kmeans/nmi": 0.5}
-            write_run(outputs, "dml/losses", {"loss": loss, "seed": seed}, metrics,
-                      choices={"dataset": "digits_zeroshot"})  # fmt: skip
+            write_run(
+                outputs, "dml/losses", {"loss": loss, "seed": seed}, metrics, choices={"dataset": "digits_zeroshot"}
+            )
 
 
 CASES = {

@@ -17,8 +17,13 @@ FILES = {"train-images-idx3-ubyte": {"path": "/data/train-images-idx3-ubyte.gz",
 
 def table2_run(outputs: Path, option: str, seed: int, acc: float, suffix: str = "", **config) -> Path:
     params = {"dataset": "fashion_mnist", "model": "ffnn", "loss": option, "seed": seed}
-    path = write_run(outputs, "corel/fashion_table2", params, {"test/acc": acc},
-                     config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}, **config})  # fmt: skip
+    path = write_run(
+        outputs,
+        "corel/fashion_table2",
+        params,
+        {"test/acc": acc},
+        config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}, **config},
+    )
     if suffix:  # the same run under another folder name (a resume with torch_threads=1 added, say)
         moved = path.with_name(path.name + suffix)
         shutil.move(path, moved)
@@ -46,10 +51,7 @@ def test_two_lambda_in_one_table2_cell_are_refused_in_one_line(tmp_path: Path, m
     table2_run(tmp_path, "center", 1, 0.90, loss={"lam": 0.3})
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path))
     assert code == 2 and out == "", out
-    assert (
-        len(err.strip().splitlines()) == 1
-        and "differ in more than their seed: loss.lam (0.1: 1, 0.3: 1)" in err
-    )
+    assert len(err.strip().splitlines()) == 1 and "differ in more than their seed: loss.lam (0.1: 1, 0.3: 1)" in err
 
 
 def test_runs_that_read_different_files_are_two_configs(tmp_path: Path, make_tables) -> None:
@@ -76,9 +78,7 @@ def write_notes(run: Path, notes: dict | None = None, code: dict | None = None, 
 
 def test_a_table2_on_winners_of_an_incomplete_grid_says_so(tmp_path: Path, make_tables) -> None:
     for seed in (0, 1):
-        run = table2_run(
-            tmp_path, "center", seed, 0.88, loss={"lam": 0.5}, tuned_lambda_from="corel/fashion_table1"
-        )
+        run = table2_run(tmp_path, "center", seed, 0.88, loss={"lam": 0.5}, tuned_lambda_from="corel/fashion_table1")
         write_notes(run, tuned_lambda=0.5, tuned_lambda_incomplete=[0.2, 0.4])
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path))
     assert code == 0, err
@@ -95,10 +95,7 @@ def test_two_code_versions_are_refused_unless_pooled_on_purpose(tmp_path: Path, 
     assert code == 2 and "code.commit" in err and len(err.strip().splitlines()) == 1, err
     code, out, err = make_tables("corel/fashion_table2", "--outputs", str(tmp_path), "--pool-code-versions")
     assert code == 0, err
-    assert (
-        "Runs of 2 code versions pooled on purpose (--pool-code-versions): 1111111111: 1 runs, 2222222222: 1"
-        in out
-    )
+    assert "Runs of 2 code versions pooled on purpose (--pool-code-versions): 1111111111: 1 runs, 2222222222: 1" in out
 
 
 def test_every_run_records_its_code_version(train) -> None:

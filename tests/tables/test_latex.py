@@ -69,11 +69,7 @@ def test_table_write_is_the_one_writer_of_tex_files() -> None:
     for path in sorted(TABLES.rglob("*.py")):
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
-            if (
-                isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and "tex" in node.value.split(".")
-            ):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "tex" in node.value.split("."):
                 line = source.splitlines()[node.lineno - 1]
                 writers.append((str(path.relative_to(TABLES)), "self.latex()" in line))
     assert writers == [("report.py", True)], writers
@@ -90,6 +86,9 @@ def test_the_tex_compiles(tmp_path: Path) -> None:
     )
     proc = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -92,25 +92,33 @@ def test_legacy_metrics_without_provenance_load_as_full_real_runs(tmp_path, run_
     assert mode == "full" and len(runs) == n
     assert {(r.mode, r.data_source, str(r.provenance)) for r in runs} == {("full", "real", "{}")}
     # They pool with new full runs on real data ...
-    write_run(tmp_path / "new", "corel/table2", {"dataset": "mnist", "model": "cnn", "loss": "cce", "seed": 5},
-              {"test/acc": 0.9}, mode="full", source="real")  # fmt: skip
+    write_run(
+        tmp_path / "new",
+        "corel/table2",
+        {"dataset": "mnist", "model": "cnn", "loss": "cce", "seed": 5},
+        {"test/acc": 0.9},
+        mode="full",
+        source="real",
+    )
     code, out, err = run_main("corel/table2", "--outputs", str(tmp_path))
     assert code == 0, err
     assert f"{n + 1} runs (0 failed) of corel/table2 [full]" in out and "— full runs" in title(out)
     # ... but not with runs that say their data were fake.
-    write_run(tmp_path / "new", "corel/table2", {"dataset": "mnist", "model": "cnn", "loss": "cce", "seed": 6},
-              {"test/acc": 0.9}, mode="full", source="fake")  # fmt: skip
+    write_run(
+        tmp_path / "new",
+        "corel/table2",
+        {"dataset": "mnist", "model": "cnn", "loss": "cce", "seed": 6},
+        {"test/acc": 0.9},
+        mode="full",
+        source="fake",
+    )
     code, _, err = run_main("corel/table2", "--outputs", str(tmp_path))
     assert code == 2 and f"(real: {n + 1}, fake: 1)" in err
 
 
 def test_runs_of_two_modes_are_never_one_table():
-    runs = [
-        Run(Path(f"/o/multirun/{m}/x/seed=0"), {}, {"status": "ok", "mode": m}) for m in ("full", "smoke")
-    ]
-    with pytest.raises(
-        MixedRuns, match=r"the runs mix modes \(full: 1, smoke: 1\); remove or move the smoke ones"
-    ):
+    runs = [Run(Path(f"/o/multirun/{m}/x/seed=0"), {}, {"status": "ok", "mode": m}) for m in ("full", "smoke")]
+    with pytest.raises(MixedRuns, match=r"the runs mix modes \(full: 1, smoke: 1\); remove or move the smoke ones"):
         require_uniform(runs)
     require_uniform(runs[:1])
     require_uniform([])
@@ -129,9 +137,19 @@ def test_no_runs_says_what_to_run_and_usage_errors_exit_2(tmp_path, run_main):
     assert not (tmp_path / "tables").exists()
 
 
-CSRL_SOURCES = {"fig2": "csrl/autoencoders", "fig7": "csrl/autoencoders", "fig8": "csrl/autoencoders",
-                "fig3": "csrl/fig3", "fig9": "csrl/fig9", "fig10": "csrl/fig10", "fig11": "csrl/fig11",
-                "fig4": "csrl/fig4", "fig12": "csrl/fig4", "fig5": "csrl/fig5", "fig13": "csrl/fig5"}  # fmt: skip
+CSRL_SOURCES = {
+    "fig2": "csrl/autoencoders",
+    "fig7": "csrl/autoencoders",
+    "fig8": "csrl/autoencoders",
+    "fig3": "csrl/fig3",
+    "fig9": "csrl/fig9",
+    "fig10": "csrl/fig10",
+    "fig11": "csrl/fig11",
+    "fig4": "csrl/fig4",
+    "fig12": "csrl/fig4",
+    "fig5": "csrl/fig5",
+    "fig13": "csrl/fig5",
+}
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +182,4 @@ def test_the_outputs_default_to_where_train_py_writes(tmp_path, run_main, monkey
     monkeypatch.chdir(tmp_path)
     code, out, err = run_main("corel/table2")
     assert code == 0 and f"{n} runs (0 failed) of corel/table2 [full]" in out, err
-    assert (tmp_path / "elsewhere" / "tables" / "corel_table2.md").is_file() and not (
-        tmp_path / "outputs"
-    ).exists()
+    assert (tmp_path / "elsewhere" / "tables" / "corel_table2.md").is_file() and not (tmp_path / "outputs").exists()

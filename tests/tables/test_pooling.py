@@ -18,8 +18,9 @@ NUMBERS = {"test/sc/nmi": 0.23, "test/kmeans/nmi": 0.2, "test/recall@1/sc": 0.5,
 def dscl_digits(outputs: Path, steps: int, seeds=(0, 1, 2)) -> None:
     """``dscl_row=end_to_end seed=0,1,2`` on digits at ``trainer.max_steps=steps`` (the row's preset: 300)."""
     for seed in seeds:
-        path = write_row(outputs / f"steps{steps}", "dscl/digits", "end_to_end", seed, NUMBERS, model=FFNN,
-                         dataset="digits_zeroshot")  # fmt: skip
+        path = write_row(
+            outputs / f"steps{steps}", "dscl/digits", "end_to_end", seed, NUMBERS, model=FFNN, dataset="digits_zeroshot"
+        )
         assert path.is_dir()
     # write_row records the preset's steps; the repro's runs recorded the steps they were given.
     for path in (outputs / f"steps{steps}").rglob("metrics.json"):
@@ -42,10 +43,13 @@ def test_dscl_digits_short_runs_beside_full_ones_are_refused_naming_the_steps(tm
 
 
 def dml_run(outputs: Path, loss: str, seed: int, lr: float, **config) -> Path:
-    return write_run(outputs, "dml/losses", {"dataset": "digits_zeroshot", "loss": loss, "seed": seed,
-                                             "optimizer.lr": lr},
-                     {"test/recall@1/cos": 0.5 + lr / 10, "test/map@r/cos": 0.3, "test/kmeans/nmi": 0.4},
-                     config=config)  # fmt: skip
+    return write_run(
+        outputs,
+        "dml/losses",
+        {"dataset": "digits_zeroshot", "loss": loss, "seed": seed, "optimizer.lr": lr},
+        {"test/recall@1/cos": 0.5 + lr / 10, "test/map@r/cos": 0.3, "test/kmeans/nmi": 0.4},
+        config=config,
+    )
 
 
 def test_dml_runs_at_two_learning_rates_are_not_seeds_of_one_row(tmp_path, make_tables):
@@ -53,17 +57,31 @@ def test_dml_runs_at_two_learning_rates_are_not_seeds_of_one_row(tmp_path, make_
         dml_run(tmp_path, "ce", seed, 0.001)
         dml_run(tmp_path, "ce", seed, 0.5)
     code, out, err = make_tables("dml/losses", "--outputs", str(tmp_path))
-    assert (
-        code == 2 and "optimizer.lr (0.001: 2, 0.5: 2)" in err and "dataset=digits_zeroshot, loss=ce" in err
-    )
+    assert code == 2 and "optimizer.lr (0.001: 2, 0.5: 2)" in err and "dataset=digits_zeroshot, loss=ce" in err
 
 
 def test_keys_that_change_nothing_computed_pool(tmp_path, make_tables):
     """Loggers, paths, progress bars and the CPU threads differ between seeds of one config: they still pool."""
-    dml_run(tmp_path, "ce", 0, 0.001, torch_threads=1, paths={"output_dir": "a"}, logger={"csv": {"x": 1}},
-            trainer={"enable_progress_bar": False})  # fmt: skip
-    dml_run(tmp_path, "ce", 1, 0.001, torch_threads=4, paths={"output_dir": "b"}, logger=None,
-            trainer={"enable_progress_bar": True})  # fmt: skip
+    dml_run(
+        tmp_path,
+        "ce",
+        0,
+        0.001,
+        torch_threads=1,
+        paths={"output_dir": "a"},
+        logger={"csv": {"x": 1}},
+        trainer={"enable_progress_bar": False},
+    )
+    dml_run(
+        tmp_path,
+        "ce",
+        1,
+        0.001,
+        torch_threads=4,
+        paths={"output_dir": "b"},
+        logger=None,
+        trainer={"enable_progress_bar": True},
+    )
     code, out, err = make_tables("dml/losses", "--outputs", str(tmp_path))
     assert code == 0, err
     assert "| digits_zeroshot | Cross-entropy (Boudiaf) | 50.0 ± 0.0 | 30.0 ± 0.0 | 40.0 ± 0.0 | 2 |" in out
@@ -141,9 +159,7 @@ def test_runs_not_at_their_experiments_protocol_are_named(tmp_path, make_tables)
     dscl_digits(tmp_path, 5)
     code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path))
     assert code == 0, err
-    (note,) = [
-        line for line in out.splitlines() if line.startswith("> NOT the protocol of experiment dscl/digits: ")
-    ]
+    (note,) = [line for line in out.splitlines() if line.startswith("> NOT the protocol of experiment dscl/digits: ")]
     assert "trainer.max_steps=5 where the experiment says 300 (3 of 3 runs, under " in note
     dscl_digits(tmp_path / "full", 300)
     code, out, err = make_tables("dscl/digits", "--outputs", str(tmp_path / "full"))
@@ -155,9 +171,7 @@ def test_a_table_says_how_it_treats_runs_that_diverged_after_a_good_epoch(tmp_pa
 
     kept = Run(tmp_path, {}, {"status": "diverged", "metrics": {"test/acc": 0.9}, "failed_epoch": 3})
     lost = Run(tmp_path, {}, {"status": "diverged", "metrics": {}, "failed_epoch": 0})
-    _, note = describe(
-        [kept, lost, Run(tmp_path, {}, {"status": "ok", "metrics": {"test/acc": 0.8}})], "full"
-    )
+    _, note = describe([kept, lost, Run(tmp_path, {}, {"status": "ok", "metrics": {"test/acc": 0.8}})], "full")
     assert note == (
         "1 run(s) diverged after a good epoch: their metrics.json keeps that epoch's metrics, which no cell uses "
         "(counted with its cell's failed runs)."

@@ -17,14 +17,16 @@ def records():
     return script_module(ROOT / "scripts" / "records.py")
 
 
-def test_save_keeps_finished_records_only_and_restore_brings_them_back(
-    tmp_path: Path, make_tables, capsys
-) -> None:
+def test_save_keeps_finished_records_only_and_restore_brings_them_back(tmp_path: Path, make_tables, capsys) -> None:
     outputs, results = tmp_path / "outputs", tmp_path / "results"
     for seed in (0, 1):
-        run = write_run(outputs, "corel/fashion_table2", {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce",
-                                                          "seed": seed}, {"test/acc": 0.88},
-                        config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}})  # fmt: skip
+        run = write_run(
+            outputs,
+            "corel/fashion_table2",
+            {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce", "seed": seed},
+            {"test/acc": 0.88},
+            config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}},
+        )
         (run / "checkpoints").mkdir()
         (run / "checkpoints" / "best.ckpt").write_bytes(b"weights")
         (run / ".lock").write_text("")
@@ -34,7 +36,7 @@ def test_save_keeps_finished_records_only_and_restore_brings_them_back(
         {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce", "seed": 2},
         None,
         config={"protocol": {"budget": "cpu"}},
-    )  # fmt: skip  (a failed run: not a record to keep)
+    )  # a failed run: not a record to keep
     tool = records()
     argv = ["--outputs", str(outputs), "--results", str(results)]
     assert tool.main(["save", "corel/fashion_table2", *argv]) == 0
@@ -57,10 +59,14 @@ def _argv(tmp_path: Path) -> list[str]:
 
 
 def _cell(outputs: Path, seed: int, config: dict | None = None) -> Path:
-    return write_run(outputs, "corel/fashion_table2", {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce",
-                                                       "seed": seed},
-                     {"test/acc": 0.88 + 0.01 * seed}, timing={"fit_s": 100.0 + seed},
-                     config={"protocol": {"budget": "cpu"}, **(config or {})})  # fmt: skip
+    return write_run(
+        outputs,
+        "corel/fashion_table2",
+        {"dataset": "fashion_mnist", "model": "ffnn", "loss": "cce", "seed": seed},
+        {"test/acc": 0.88 + 0.01 * seed},
+        timing={"fit_s": 100.0 + seed},
+        config={"protocol": {"budget": "cpu"}, **(config or {})},
+    )
 
 
 def test_restore_over_an_interrupted_attempt_leaves_nothing_of_it(tmp_path: Path, capsys) -> None:
@@ -76,9 +82,7 @@ def test_restore_over_an_interrupted_attempt_leaves_nothing_of_it(tmp_path: Path
     (local / "checkpoints" / "best.ckpt").write_bytes(b"epoch 3 of an attempt")
     (local / "representations.npz").write_bytes(b"the attempt's")
     (local / "head.pt").write_bytes(b"the attempt's")
-    (local / "metrics.json").write_text(
-        json.dumps({"status": "failed", "error": "interrupted", "metrics": {}})
-    )
+    (local / "metrics.json").write_text(json.dumps({"status": "failed", "error": "interrupted", "metrics": {}}))
     assert records().main(["restore", *_argv(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "it replaced an unfinished attempt: status failed" in out and "restore: 1 runs copied" in out
@@ -87,9 +91,7 @@ def test_restore_over_an_interrupted_attempt_leaves_nothing_of_it(tmp_path: Path
     # (named by its experiment, the options before the evaluators, as a user may write them)
     assert rescore(["corel/fashion_table2", "--outputs", str(outputs), "evaluator=[clustering]"]) == 1
     line = capsys.readouterr().out.splitlines()[0]
-    assert line.endswith(
-        "re-scoring it needs training again (run its cell again, with the evaluators added)"
-    ), line
+    assert line.endswith("re-scoring it needs training again (run its cell again, with the evaluators added)"), line
 
 
 def test_a_record_that_cannot_be_read_is_named_and_fails_the_copy(tmp_path: Path, capsys) -> None:
@@ -111,10 +113,7 @@ def test_a_record_that_cannot_be_read_is_named_and_fails_the_copy(tmp_path: Path
     assert "left corel/x/seed=0: status failed, not finished" in capsys.readouterr().out
     # a name that leads out of the sweeps' folder is a usage error
     assert records().main(["save", "../x", *_argv(tmp_path)]) == 2
-    assert (
-        capsys.readouterr().err.strip()
-        == "error: '../x' is not an experiment's name (e.g. corel/fashion150_table1)"
-    )
+    assert capsys.readouterr().err.strip() == "error: '../x' is not an experiment's name (e.g. corel/fashion150_table1)"
 
 
 def test_a_partial_run_in_the_destination_is_left_for_clusterable_eval(tmp_path: Path, capsys) -> None:
@@ -123,9 +122,7 @@ def test_a_partial_run_in_the_destination_is_left_for_clusterable_eval(tmp_path:
     kept = _cell(results, 0)
     local = _cell(outputs, 0)
     payload = json.loads((local / "metrics.json").read_text())
-    (local / "metrics.json").write_text(
-        json.dumps({**payload, "status": "partial", "timing": {"fit_s": 1.0}})
-    )
+    (local / "metrics.json").write_text(json.dumps({**payload, "status": "partial", "timing": {"fit_s": 1.0}}))
     (local / "checkpoints").mkdir()
     (local / "checkpoints" / "best.ckpt").write_bytes(b"its own")
     assert records().main(["restore", *_argv(tmp_path)]) == 0
@@ -145,9 +142,13 @@ def test_cells_of_every_override_character_are_saved_and_restored(tmp_path: Path
     quotes, spaces and glob characters are plain characters of its name. A cell inside another's folder is its own
     record."""
     outputs = tmp_path / "outputs"
-    params = [{"loss/metric": "triplet", "seed": 0}, {"dataset.root": "/data/x y", "seed": 0},
-              {"evaluator.retrieval.ks": "[1,4]", "seed": 0}, {"name_tag": "a*b?c'd\"e", "seed": 0},
-              {"seed": 0, "x": "a"}]  # fmt: skip
+    params = [
+        {"loss/metric": "triplet", "seed": 0},
+        {"dataset.root": "/data/x y", "seed": 0},
+        {"evaluator.retrieval.ks": "[1,4]", "seed": 0},
+        {"name_tag": "a*b?c'd\"e", "seed": 0},
+        {"seed": 0, "x": "a"},
+    ]
     cells = [write_run(outputs, "safir/digits", p, {"test/acc": 0.5}) for p in params]
     nested = write_run(outputs, "safir/digits", {"seed": 0, "x": "a/b"}, {"test/acc": 0.6})
     assert nested.parent == cells[-1]  # "seed=0,x=a/b" lies inside "seed=0,x=a"
@@ -156,27 +157,19 @@ def test_cells_of_every_override_character_are_saved_and_restored(tmp_path: Path
     results = tmp_path / "results"
     for cell in [*cells, nested]:
         kept = results / cell.relative_to(outputs)
-        assert json.loads((kept / "metrics.json").read_text()) == json.loads(
-            (cell / "metrics.json").read_text()
-        )
+        assert json.loads((kept / "metrics.json").read_text()) == json.loads((cell / "metrics.json").read_text())
     fresh = tmp_path / "fresh"
     assert records().main(["restore", "--outputs", str(fresh), "--results", str(results)]) == 0
     assert len(list(fresh.rglob("metrics.json"))) == 6
     assert records().main(["restore", "--outputs", str(fresh), "--results", str(results)]) == 0
-    assert (
-        capsys.readouterr()
-        .out.splitlines()[-1]
-        .endswith("0 completed, 6 there already, 0 left (named above)")
-    )
+    assert capsys.readouterr().out.splitlines()[-1].endswith("0 completed, 6 there already, 0 left (named above)")
 
 
 def test_a_record_missing_its_csv_log_is_completed_and_another_run_is_left(tmp_path: Path, capsys) -> None:
     outputs, results = tmp_path / "outputs", tmp_path / "results"
     cell = _cell(outputs, 0, config={"logger": {"csv": {"name": "csv"}}})
     assert records().main(["save", "corel/fashion_table2", *_argv(tmp_path)]) == 0
-    assert (
-        "copied corel/fashion_table2/" in capsys.readouterr().out
-    )  # "... without its CSV log: ... not there"
+    assert "copied corel/fashion_table2/" in capsys.readouterr().out  # "... without its CSV log: ... not there"
     (cell / "csv").mkdir()
     (cell / "csv" / "metrics.csv").write_text("epoch,train/loss\n0,1.0\n")
     assert records().main(["save", "corel/fashion_table2", *_argv(tmp_path)]) == 0
@@ -191,9 +184,7 @@ def test_a_record_missing_its_csv_log_is_completed_and_another_run_is_left(tmp_p
     assert "another finished run of this cell is there, left as it is" in capsys.readouterr().out
 
 
-def test_a_folder_that_cannot_be_written_or_a_busy_cell_is_one_line(
-    tmp_path: Path, capsys, monkeypatch
-) -> None:
+def test_a_folder_that_cannot_be_written_or_a_busy_cell_is_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
     from filelock import FileLock
 
     results, outputs = tmp_path / "results", tmp_path / "outputs"
@@ -204,11 +195,7 @@ def test_a_folder_that_cannot_be_written_or_a_busy_cell_is_one_line(
     (outputs / "multirun").write_text("not a folder")
     assert tool.main(["restore", *_argv(tmp_path)]) == 1
     out, err = capsys.readouterr()
-    assert (
-        out == ""
-        and len(err.splitlines()) == 1
-        and err.startswith("error: cannot copy corel/fashion_table2/")
-    ), err
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith("error: cannot copy corel/fashion_table2/"), err
     (outputs / "multirun").unlink()
 
     # a read-only folder (chmod does not stop root, which runs these tests on some machines: its refusal simulated)
@@ -218,9 +205,7 @@ def test_a_folder_that_cannot_be_written_or_a_busy_cell_is_one_line(
     monkeypatch.setattr(tool.shutil, "copy2", refused)
     assert tool.main(["restore", *_argv(tmp_path)]) == 1
     out, err = capsys.readouterr()
-    assert (
-        out == "" and len(err.splitlines()) == 1 and ": Permission denied; the records copied before" in err
-    ), err
+    assert out == "" and len(err.splitlines()) == 1 and ": Permission denied; the records copied before" in err, err
     assert not list(outputs.rglob("metrics.json")) and not list(outputs.rglob("*.tmp"))
     monkeypatch.undo()
     # a cell a sweep runs (its lock held) is left alone and named; the others are restored

@@ -14,9 +14,12 @@ from tables.rundirs import write_run
 
 # The evaluator node a digits_table2 run records (its experiment's [classification, clustering]).
 CLUSTERING = {
-    "_target_": "clusterable.evaluation.clustering.ClusterMetrics", "methods": ["kmeans", "gmm"],
-    "num_clusters": None, "silhouette_sample": 2000, "kmeans_n_init": 3,
-}  # fmt: skip
+    "_target_": "clusterable.evaluation.clustering.ClusterMetrics",
+    "methods": ["kmeans", "gmm"],
+    "num_clusters": None,
+    "silhouette_sample": 2000,
+    "kmeans_n_init": 3,
+}
 EVALUATOR = {"classification": {"_partial_": True}, "clustering": CLUSTERING}
 CLUSTER_KEYS = [f"test/{m}/{k}" for m in ("kmeans", "gmm") for k in ("acc", "ari", "v_measure", "silhouette")]
 
@@ -33,10 +36,14 @@ def rescore(run: Path, value: float, **clustering) -> None:
     clustering metrics replaced, and a ``rescored`` entry with the evaluators' composed configs and the keys."""
     payload = read_metrics(run)
     payload["metrics"].update({key: value for key in CLUSTER_KEYS})
-    payload.setdefault("rescored", []).append({
-        "evaluator": {"clustering": {**CLUSTERING, **clustering}}, "keys": CLUSTER_KEYS,
-        "from": "its kept representations (representations.npz)", "at": "2026-01-01T00:00:00",
-    })  # fmt: skip
+    payload.setdefault("rescored", []).append(
+        {
+            "evaluator": {"clustering": {**CLUSTERING, **clustering}},
+            "keys": CLUSTER_KEYS,
+            "from": "its kept representations (representations.npz)",
+            "at": "2026-01-01T00:00:00",
+        }
+    )
     write_metrics(run, payload)
 
 
@@ -60,9 +67,11 @@ def test_one_seed_rescored_with_other_settings_is_never_pooled(tmp_path: Path, m
     code, out, err = make_tables("corel/digits_table2", "--outputs", str(tmp_path))
     assert code == 0, err
     assert "| FFNN | CCE | 99.00 ± 0.00 |" in out
-    assert ("1 of 6 runs re-scored after training (clusterable.rescore): test/gmm/acc, test/gmm/ari, "
-            "test/gmm/silhouette and 5 more, with evaluator settings other than their recorded config's: "
-            "evaluator.clustering.num_clusters=3 (recorded: null)") in out  # fmt: skip
+    assert (
+        "1 of 6 runs re-scored after training (clusterable.rescore): test/gmm/acc, test/gmm/ari, "
+        "test/gmm/silhouette and 5 more, with evaluator settings other than their recorded config's: "
+        "evaluator.clustering.num_clusters=3 (recorded: null)"
+    ) in out
 
 
 def test_a_cell_rescored_alike_pools_and_the_note_names_the_settings(tmp_path: Path, make_tables) -> None:
@@ -74,19 +83,12 @@ def test_a_cell_rescored_alike_pools_and_the_note_names_the_settings(tmp_path: P
     row = next(line for line in out.splitlines() if line.startswith("| Digits | FFNN | CCE |"))
     assert row.split(" | ")[3] == "31.00 ± 1.00", row  # the three re-scored seeds, and nothing else
     assert "3 of 6 runs re-scored after training" in out
-    assert (
-        "evaluator.clustering.num_clusters=3 (recorded: null) (the other 3 runs made theirs with their "
-        in out
-    )
+    assert "evaluator.clustering.num_clusters=3 (recorded: null) (the other 3 runs made theirs with their " in out
 
 
-def test_a_rescoring_with_the_recorded_settings_pools_with_the_runs_never_rescored(
-    tmp_path: Path, make_tables
-) -> None:
+def test_a_rescoring_with_the_recorded_settings_pools_with_the_runs_never_rescored(tmp_path: Path, make_tables) -> None:
     cce = grid(tmp_path)
-    rescore(
-        cce[0], 0.95
-    )  # --replace with the run's own evaluator settings: the same numbers, made the same way
+    rescore(cce[0], 0.95)  # --replace with the run's own evaluator settings: the same numbers, made the same way
     code, out, err = make_tables("corel/digits_table3_4", "--outputs", str(tmp_path))
     assert code == 0, err
     assert "| Digits | FFNN | CCE | 96.00 ± 1.00 |" in out

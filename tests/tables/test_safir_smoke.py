@@ -10,18 +10,33 @@ import pytest
 # Per experiment: the grid cut (sweeper overrides), the number of runs, and a line the table must print.
 CASES = {
     "table6_1": (["dataset.labelled_percent=0.01", "loss.latent_dim=2"], 5, "| 0.01 | DML autoencoder | 0.25 |"),
-    "table6_2": (["dataset.labelled_percent=10", "loss.latent_dim=10", "loss=dml_ae", "loss.alpha=1.0"], 1,
-                 "| 10 | DML autoencoder | 1 |"),
+    "table6_2": (
+        ["dataset.labelled_percent=10", "loss.latent_dim=10", "loss=dml_ae", "loss.alpha=1.0"],
+        1,
+        "| 10 | DML autoencoder | 1 |",
+    ),
     "table6_3": (["dataset.labelled_percent=0.1", "loss.latent_dim=2"], 7, "| 0.1 | DML + GMM prior | 0.33 |"),
-    "table6_4": (["dataset.labelled_percent=10", "loss.latent_dim=4", "loss=dml_prior", "loss.prior=gmm",
-                  "loss.alpha=0.66"], 1, "| 10 | DML + GMM prior | 0.66 |"),
-    "table6_5": (["dataset=organamnist", "dataset.labelled_percent=0.01", "loss.latent_dim=2", "loss=mvae",
-                  "loss.alpha=0.25", "loss/metric=supcon,center"], 2,
-                 "| OrganAMNIST | 0.01 | 2 | MVAE (alternate) | 0.25 |"),
+    "table6_4": (
+        ["dataset.labelled_percent=10", "loss.latent_dim=4", "loss=dml_prior", "loss.prior=gmm", "loss.alpha=0.66"],
+        1,
+        "| 10 | DML + GMM prior | 0.66 |",
+    ),
+    "table6_5": (
+        [
+            "dataset=organamnist",
+            "dataset.labelled_percent=0.01",
+            "loss.latent_dim=2",
+            "loss=mvae",
+            "loss.alpha=0.25",
+            "loss/metric=supcon,center",
+        ],
+        2,
+        "| OrganAMNIST | 0.01 | 2 | MVAE (alternate) | 0.25 |",
+    ),
     "table6_6": (["loss.latent_dim=5"], 6, "| 5 | MVAE (joint) | 10 |"),
     "fig6_2": ([], 2, "| DML + GMM prior | 0.33 | 10 |"),
     "fig6_3": ([], 1, "| 0 |"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

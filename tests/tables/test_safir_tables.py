@@ -17,21 +17,45 @@ from .rundirs import write_run
 
 # The thesis's models as a run records them: the loss head it selects and the overrides of its grid (its prior;
 # the joint schedule of MVAE's Table 6.6 rows).
-HEADS = {"dml": ("dml", {}), "dml_ae": ("dml_ae", {}), "dml_unit": ("dml_prior", {"loss.prior": "unit"}),
-         "dml_gmm": ("dml_prior", {"loss.prior": "gmm"}), "mvae": ("mvae", {}),
-         "mvae_joint": ("mvae", {"loss.schedule": "joint"})}  # fmt: skip
+HEADS = {
+    "dml": ("dml", {}),
+    "dml_ae": ("dml_ae", {}),
+    "dml_unit": ("dml_prior", {"loss.prior": "unit"}),
+    "dml_gmm": ("dml_prior", {"loss.prior": "gmm"}),
+    "mvae": ("mvae", {}),
+    "mvae_joint": ("mvae", {"loss.schedule": "joint"}),
+}
 
 
-def run_of(outputs: Path, experiment: str, *, model: str, pl: float, ls: int, seed: int, metrics: dict | None,
-           dataset: str = "mnist", alpha: float = 0.5, gamma: float = 1.0,
-           metric: str = "triplet") -> Path:  # fmt: skip
+def run_of(
+    outputs: Path,
+    experiment: str,
+    *,
+    model: str,
+    pl: float,
+    ls: int,
+    seed: int,
+    metrics: dict | None,
+    dataset: str = "mnist",
+    alpha: float = 0.5,
+    gamma: float = 1.0,
+    metric: str = "triplet",
+) -> Path:
     """One run of the thesis's ``model`` as its experiment's grids make it (``loss=<head>``, its weight swept,
     ``dataset.labelled_percent``, ``loss.latent_dim``), the head's other values as its config records them."""
     head, grid = HEADS[model]
     schedule = "joint" if model in ("dml", "mvae_joint") else "alternate"
     weight = {} if model == "dml" else {"loss.gamma": gamma} if schedule == "joint" else {"loss.alpha": alpha}
-    params = {"dataset": dataset, "loss": head, **grid, **weight, "loss/metric": metric,
-              "dataset.labelled_percent": pl, "loss.latent_dim": ls, "seed": seed}  # fmt: skip
+    params = {
+        "dataset": dataset,
+        "loss": head,
+        **grid,
+        **weight,
+        "loss/metric": metric,
+        "dataset.labelled_percent": pl,
+        "loss.latent_dim": ls,
+        "seed": seed,
+    }
     loss = {
         "schedule": schedule,
         "alpha": alpha,
@@ -64,8 +88,16 @@ def test_table6_1_prints_ours_beside_the_thesis_with_spread_marks_and_claim_1(tm
                 dml = 0.9 if pl == 10 else 0.2600 + 0.001 * seed  # pl 0.01 lsdim 2: 0.2600..0.2630 vs 0.2618
                 run_of(tmp_path, "safir/table6_1", model="dml", pl=pl, ls=ls, seed=seed, metrics=knn(dml))
                 for alpha in (0.25, 0.5, 0.75, 1.0):
-                    run_of(tmp_path, "safir/table6_1", model="dml_ae", pl=pl, ls=ls, seed=seed, alpha=alpha,
-                           metrics=knn(0.5))  # fmt: skip
+                    run_of(
+                        tmp_path,
+                        "safir/table6_1",
+                        model="dml_ae",
+                        pl=pl,
+                        ls=ls,
+                        seed=seed,
+                        alpha=alpha,
+                        metrics=knn(0.5),
+                    )
     runs, _ = load_runs(tmp_path, "safir/table6_1")
     table = safir.table6_1(runs, tmp_path)
     assert table.header[:5] == ["pl%", "Model", "α", "acc ls2 (paper)", "acc ls2 (ours)"]
@@ -81,9 +113,7 @@ def test_table6_1_prints_ours_beside_the_thesis_with_spread_marks_and_claim_1(tm
     # DML's 0.9 against it, neither varying: a certain difference.
     with warnings.catch_warnings():  # scipy warns of precision loss on the autoencoder's equal values
         warnings.simplefilter("ignore", RuntimeWarning)
-        few = stats.ttest_ind(
-            [0.5] * 4, [0.26 + 0.001 * s for s in range(4)], equal_var=False, alternative="greater"
-        )
+        few = stats.ttest_ind([0.5] * 4, [0.26 + 0.001 * s for s in range(4)], equal_var=False, alternative="greater")
     assert claim.verdict == "holds" and claim.holds is True
     assert claim.detail.startswith(
         f"Welch's t over seeds, one-sided, α = 0.05; difference (p): pl 0.01 lsdim 2 +0.2385 ({p_text(few.pvalue)}); "
@@ -106,17 +136,23 @@ def test_digits_tables_map_the_label_counts_to_the_thesis_rows_without_marks(tmp
     for pl in (0.48, 4.8, 10):
         for ls in (2, 10):
             dml = 0.9 if pl == 10 else 0.6
-            run_of(tmp_path, "safir/digits6_1", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(dml),
-                   dataset="digits")  # fmt: skip
+            run_of(tmp_path, "safir/digits6_1", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(dml), dataset="digits")
             for alpha in (0.25, 0.5, 0.75, 1.0):
-                run_of(tmp_path, "safir/digits6_1", model="dml_ae", pl=pl, ls=ls, seed=0, alpha=alpha,
-                       metrics=knn(0.7), dataset="digits")  # fmt: skip
+                run_of(
+                    tmp_path,
+                    "safir/digits6_1",
+                    model="dml_ae",
+                    pl=pl,
+                    ls=ls,
+                    seed=0,
+                    alpha=alpha,
+                    metrics=knn(0.7),
+                    dataset="digits",
+                )
     runs, _ = load_runs(tmp_path, "safir/digits6_1")
     table = safir.digits6_1(runs, tmp_path)
     assert [r[0] for r in table.rows[::5]] == ["0.48 (as 0.01)", "4.8 (as 0.1)", "10 (as 10)"]
-    assert (
-        table.rows[5][3] == "0.4256" and table.rows[5][4] == "0.6000 ± 0.0000"
-    )  # MNIST's pl 0.1 beside ours
+    assert table.rows[5][3] == "0.4256" and table.rows[5][4] == "0.6000 ± 0.0000"  # MNIST's pl 0.1 beside ours
     assert table.claims[0].verdict == "holds on one seed"  # one seed per cell: the means, no test
     assert "on digits" in table.title
 
@@ -126,11 +162,11 @@ def test_table6_3_checks_that_the_priors_fall_to_chance(tmp_path):
         for ls in (2, 4):
             run_of(tmp_path, "safir/table6_3", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(0.6))
             for alpha in (0.33, 0.66, 1.0):
-                run_of(tmp_path, "safir/table6_3", model="dml_unit", pl=pl, ls=ls, seed=0, alpha=alpha,
-                       metrics=knn(0.11))  # fmt: skip
+                run_of(
+                    tmp_path, "safir/table6_3", model="dml_unit", pl=pl, ls=ls, seed=0, alpha=alpha, metrics=knn(0.11)
+                )
                 gmm = 0.45 if (pl, ls, alpha) == (10, 4, 0.33) else 0.12  # one GMM cell well above chance
-                run_of(tmp_path, "safir/table6_3", model="dml_gmm", pl=pl, ls=ls, seed=0, alpha=alpha,
-                       metrics=knn(gmm))  # fmt: skip
+                run_of(tmp_path, "safir/table6_3", model="dml_gmm", pl=pl, ls=ls, seed=0, alpha=alpha, metrics=knn(gmm))
     runs, _ = load_runs(tmp_path, "safir/table6_3")
     table = safir.table6_3(runs, tmp_path)
     assert len(table.rows) == 3 * 7
@@ -147,15 +183,40 @@ def test_table6_5_per_metric_loss_and_claim_3(tmp_path):
         for pl in (0.01, 10):
             for ls in (2, 10):
                 for metric in ("triplet", "supcon", "center"):
-                    run_of(tmp_path, "safir/table6_5", model="dml", pl=pl, ls=ls, seed=0, metrics=knn(0.5),
-                           dataset=dataset, metric=metric)  # fmt: skip
+                    run_of(
+                        tmp_path,
+                        "safir/table6_5",
+                        model="dml",
+                        pl=pl,
+                        ls=ls,
+                        seed=0,
+                        metrics=knn(0.5),
+                        dataset=dataset,
+                        metric=metric,
+                    )
                     for alpha in (0.25, 0.5, 0.75, 1.0):
-                        run_of(tmp_path, "safir/table6_5", model="mvae", pl=pl, ls=ls, seed=0, alpha=alpha,
-                               metrics=knn(0.1), dataset=dataset, metric=metric)  # fmt: skip
+                        run_of(
+                            tmp_path,
+                            "safir/table6_5",
+                            model="mvae",
+                            pl=pl,
+                            ls=ls,
+                            seed=0,
+                            alpha=alpha,
+                            metrics=knn(0.1),
+                            dataset=dataset,
+                            metric=metric,
+                        )
     runs, _ = load_runs(tmp_path, "safir/table6_5")
     table = safir.table6_5(runs, tmp_path)
-    assert table.header[5:] == ["Triplet (paper)", "Triplet (ours)", "Supervised (SupCon) (paper)",
-                                "Supervised (SupCon) (ours)", "Center (paper)", "Center (ours)"]  # fmt: skip
+    assert table.header[5:] == [
+        "Triplet (paper)",
+        "Triplet (ours)",
+        "Supervised (SupCon) (paper)",
+        "Supervised (SupCon) (ours)",
+        "Center (paper)",
+        "Center (ours)",
+    ]
     assert len(table.rows) == 2 * 2 * 2 * 5
     assert table.rows[0][:7] == ["MNIST", "0.01", "2", "DML", "–", "0.2603", "0.5000 ± 0.0000 ✗"]
     assert table.rows[1][9] == "0.1001"  # MNIST pl 0.01 lsdim 2, center, MVAE α 0.25
@@ -171,11 +232,27 @@ def test_table6_6_percent_columns_and_the_joint_training_claims(tmp_path):
         probes = {"test/linear/acc": 0.9, "test/rf/acc": 0.9, "test/knn/acc": 0.9}
         run_of(tmp_path, "safir/table6_6", model="dml", pl=100, ls=ls, seed=0, metrics=probes)
         for gamma, acc in ((0.0, 0.6), (2.0, 0.8), (5.0, 0.8), (10.0, 0.8)):
-            run_of(tmp_path, "safir/table6_6", model="mvae_joint", pl=100, ls=ls, seed=0, gamma=gamma,
-                   metrics={k: acc for k in probes})  # fmt: skip
+            run_of(
+                tmp_path,
+                "safir/table6_6",
+                model="mvae_joint",
+                pl=100,
+                ls=ls,
+                seed=0,
+                gamma=gamma,
+                metrics={k: acc for k in probes},
+            )
         alternate = 0.85 if ls == 5 else 0.2  # beats joint at lsdim 5
-        run_of(tmp_path, "safir/table6_6", model="mvae", pl=100, ls=ls, seed=0, alpha=0.5,
-               metrics={k: alternate for k in probes})  # fmt: skip
+        run_of(
+            tmp_path,
+            "safir/table6_6",
+            model="mvae",
+            pl=100,
+            ls=ls,
+            seed=0,
+            alpha=0.5,
+            metrics={k: alternate for k in probes},
+        )
     runs, _ = load_runs(tmp_path, "safir/table6_6")
     table = safir.table6_6(runs, tmp_path)
     assert table.rows[0][:5] == ["2", "MVAE (joint)", "0", "57.8", "60.0 ± 0.0 ✗"]
@@ -208,8 +285,17 @@ def test_fig6_2_draws_both_latent_spaces_with_the_prior_components(tmp_path):
     for model, scale in (("dml_unit", 0.5), ("dml_gmm", 2.0)):
         xy = (rng.normal(size=(50, 2)) * scale).astype(np.float32)
         arrays = {"latent_test_raw.npz": {"xy": xy, "labels": rng.integers(0, 3, 50)}}
-        path = run_of(tmp_path, "safir/fig6_2", model=model, pl=10, ls=2, seed=0, alpha=0.33, metrics=knn(0.3),
-                      dataset="organamnist")  # fmt: skip
+        path = run_of(
+            tmp_path,
+            "safir/fig6_2",
+            model=model,
+            pl=10,
+            ls=2,
+            seed=0,
+            alpha=0.33,
+            metrics=knn(0.3),
+            dataset="organamnist",
+        )
         np.savez(path / "latent_test_raw.npz", **arrays["latent_test_raw.npz"])
     runs, _ = load_runs(tmp_path, "safir/fig6_2")
     table = safir.fig6_2(runs, tmp_path / "tables")

@@ -16,8 +16,13 @@ def test_a_table_from_a_stacked_grid_is_the_single_run_table(train, make_tables,
     tables = {}
     for launcher in ("basic", "stacked"):
         outputs = tmp_path / launcher
-        result = train("-m", "experiment=corel/digits_table2", "debug=smoke", f"hydra/launcher={launcher}",
-                       f"paths.output_dir={outputs}")  # fmt: skip
+        result = train(
+            "-m",
+            "experiment=corel/digits_table2",
+            "debug=smoke",
+            f"hydra/launcher={launcher}",
+            f"paths.output_dir={outputs}",
+        )
         assert result.code == 0, result.err
         assert ("stacked: 2 cells as one model (seed vary)" in result.out) == (launcher == "stacked")
         code, out, err = make_tables("corel/digits_table2", "--outputs", str(outputs), "--mode", "smoke")
@@ -29,10 +34,21 @@ def test_a_table_from_a_stacked_grid_is_the_single_run_table(train, make_tables,
 def test_fig8_leaves_stacked_runs_out_and_says_so(tmp_path) -> None:
     for model in ("ae1", "tae1"):
         for seed in range(2):
-            params = {"dataset": "parallel_lines", "loss": model, "optimizer.lr": 0.01, "seed": seed,
-                      "protocol.task": "clustering"}  # fmt: skip
-            run = write_run(tmp_path, "csrl/autoencoders", params, {"test/ari": 0.5}, timing={"epoch_s": 0.5},
-                            config=csrl_task("clustering"))  # fmt: skip
+            params = {
+                "dataset": "parallel_lines",
+                "loss": model,
+                "optimizer.lr": 0.01,
+                "seed": seed,
+                "protocol.task": "clustering",
+            }
+            run = write_run(
+                tmp_path,
+                "csrl/autoencoders",
+                params,
+                {"test/ari": 0.5},
+                timing={"epoch_s": 0.5},
+                config=csrl_task("clustering"),
+            )
             if seed == 1:  # trained stacked: its epoch time is its stack's
                 payload = json.loads((run / "metrics.json").read_text())
                 payload["stacked"] = {
@@ -47,6 +63,4 @@ def test_fig8_leaves_stacked_runs_out_and_says_so(tmp_path) -> None:
     table = csrl.fig8(runs, tmp_path / "tables")
     text = table.markdown()
     assert "| parallel lines | ms per epoch | 500.00 ± 0.00 |" in text  # the one single run of each model
-    assert any(
-        n.startswith("2 runs trained stacked (hydra/launcher=stacked) are left out") for n in table.notes
-    )
+    assert any(n.startswith("2 runs trained stacked (hydra/launcher=stacked) are left out") for n in table.notes)

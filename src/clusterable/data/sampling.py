@@ -65,9 +65,11 @@ class Sampler:
         if not is_int(self.images_per_class) or self.images_per_class < 1:
             raise ValueError(f"images_per_class must be an integer >= 1, got {self.images_per_class!r}")
         if self.kind == "random":
-            raise ValueError(f"images_per_class={self.images_per_class} is used by class-balanced batches only; "
-                             "set dataset.sampler.kind=class_balanced, or leave images_per_class null for random "
-                             "batches")  # fmt: skip
+            raise ValueError(
+                f"images_per_class={self.images_per_class} is used by class-balanced batches only; "
+                "set dataset.sampler.kind=class_balanced, or leave images_per_class null for random "
+                "batches"
+            )
 
     @property
     def class_balanced(self) -> bool:
@@ -145,11 +147,7 @@ class ClassBalancedBatches:
             )
         if batches_per_epoch is None:
             batches_per_epoch = max(1, len(labels) // batch_size)
-        if (
-            isinstance(batches_per_epoch, bool)
-            or not isinstance(batches_per_epoch, int)
-            or batches_per_epoch < 1
-        ):
+        if isinstance(batches_per_epoch, bool) or not isinstance(batches_per_epoch, int) or batches_per_epoch < 1:
             raise ValueError(f"batches_per_epoch must be a positive integer, got {batches_per_epoch!r}")
         self.batch_size, self.images_per_class, self.batches = batch_size, m, batches_per_epoch
         self.rng = np.random.RandomState(seed % 2**32)

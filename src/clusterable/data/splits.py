@@ -24,9 +24,7 @@ class SplitsWithNotes(dict):
 SPLITS = ("train", "val", "test")
 
 
-def split_off(
-    split: Split, fraction_or_count: float, seed: int, stratify: bool = True
-) -> tuple[Split, Split]:
+def split_off(split: Split, fraction_or_count: float, seed: int, stratify: bool = True) -> tuple[Split, Split]:
     """Split ``split`` into (rest, held_out), seeded and (by default) stratified by label.
 
     ``fraction_or_count`` < 1 is a fraction of the samples, otherwise a count.

@@ -169,15 +169,11 @@ class ClusterMetrics:
         if self.num_threads is not None and self.num_threads < 1:
             raise ValueError(f"num_threads must be >= 1 or null, got {self.num_threads}")
         if self.kmeans_backend not in KMEANS_BACKENDS:
-            raise ValueError(
-                f"kmeans_backend must be one of {list(KMEANS_BACKENDS)}, got {self.kmeans_backend!r}"
-            )
+            raise ValueError(f"kmeans_backend must be one of {list(KMEANS_BACKENDS)}, got {self.kmeans_backend!r}")
         if not isinstance(self.l2_normalize, bool):
             raise ValueError(f"l2_normalize must be true or false, got {self.l2_normalize!r}")
         if not isinstance(self.key_prefix, str) or any(c.isspace() for c in self.key_prefix):
-            raise ValueError(
-                f"key_prefix must be a string without spaces (e.g. 'l2/'), got {self.key_prefix!r}"
-            )
+            raise ValueError(f"key_prefix must be a string without spaces (e.g. 'l2/'), got {self.key_prefix!r}")
         # A tuple: the config's list arrives as an OmegaConf ListConfig, and a frozen evaluator holds no list.
         object.__setattr__(self, "methods", tuple(str(m) for m in methods))
 
@@ -224,9 +220,7 @@ class ClusterMetrics:
             raise ValueError("labels must mark at least one sample as labelled (>= 0); all are -1")
         k = len(np.unique(y)) if self.num_clusters is None else int(self.num_clusters)
         if not 1 <= k <= len(y):
-            raise ValueError(
-                f"num_clusters must be in [1, {len(y)}] (the number of labelled samples), got {k}"
-            )
+            raise ValueError(f"num_clusters must be in [1, {len(y)}] (the number of labelled samples), got {k}")
 
         # One seeded sample shared by every method, so their silhouettes are computed on the same points.
         size = len(y) if self.silhouette_sample is None else min(len(y), self.silhouette_sample)
@@ -238,9 +232,17 @@ class ClusterMetrics:
             np.fill_diagonal(distances, 0.0)
             for method in methods:
                 pred = _fit_predict(
-                    method, x, k, seed, self.kmeans_n_init, self.gmm_covariance_type, self.gmm_n_init,
-                    self.gmm_max_iter, backend, x_torch if method == "sc" else x_kmeans_torch,
-                )  # fmt: skip
+                    method,
+                    x,
+                    k,
+                    seed,
+                    self.kmeans_n_init,
+                    self.gmm_covariance_type,
+                    self.gmm_n_init,
+                    self.gmm_max_iter,
+                    backend,
+                    x_torch if method == "sc" else x_kmeans_torch,
+                )
                 out[f"{method}/acc"] = hungarian_accuracy(y, pred)
                 out[f"{method}/ari"] = float(metrics.adjusted_rand_score(y, pred))
                 out[f"{method}/nmi"] = float(metrics.normalized_mutual_info_score(y, pred))

@@ -196,18 +196,12 @@ def plot_latents(axes, mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray)
         for i, c in enumerate(classes):
             pts = mu[mine & (labels == c)]
             ax.scatter(pts[:, 0], pts[:, 1], s=5, color=cmap(i), label=str(c))
-        ax.set(
-            xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=f"cluster {j} ({int(mine.sum())} pts)"
-        )
+        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=f"cluster {j} ({int(mine.sum())} pts)")
         ax.tick_params(labelsize="x-small")
-    axes[-1].legend(
-        title="class", fontsize="x-small", markerscale=2, loc="center left", bbox_to_anchor=(1.01, 0.5)
-    )
+    axes[-1].legend(title="class", fontsize="x-small", markerscale=2, loc="center left", bbox_to_anchor=(1.01, 0.5))
 
 
-def draw_latents(
-    mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray, num_clusters: int, title: str
-) -> Figure:
+def draw_latents(mu: np.ndarray, clusters: np.ndarray, labels: np.ndarray, num_clusters: int, title: str) -> Figure:
     """``plot_latents`` on a new figure with one panel per cluster."""
     fig = _figure(3.2 * num_clusters, 3.5)
     plot_latents(fig.subplots(1, num_clusters, squeeze=False)[0], mu, clusters, labels)
@@ -245,9 +239,7 @@ class TVAELatents:
     def __call__(self, embeddings: Tensor, labels: Tensor, context: EvalContext) -> dict[str, float]:
         head = context.head
         if not isinstance(head, ClusterSpecificVAE):
-            raise ValueError(
-                f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}"
-            )
+            raise ValueError(f"the tvae_latents evaluator needs the TVAE head (loss=tvae), got {type(head).__name__}")
         mu, y = to_numpy(embeddings), to_numpy(labels).astype(np.int64).ravel()
         clusters = to_numpy(head.assign(context.encoder_output))
         out = {"tvae/purity": purity(clusters, y)}
@@ -389,9 +381,7 @@ class ElasticPairs:
 
         head = context.head
         if not isinstance(head, TensorizedContrastive):
-            raise ValueError(
-                f"the elastic_pairs evaluator needs the TCL head (loss=tcl), got {type(head).__name__}"
-            )
+            raise ValueError(f"the elastic_pairs evaluator needs the TCL head (loss=tcl), got {type(head).__name__}")
         alpha = head.alpha if self.alpha is None else float(self.alpha)
         sigma = head.sigma if self.sigma is None else float(self.sigma)
         inputs = context.inputs

@@ -121,9 +121,7 @@ class _Nearest:
             before, low = self.assignment[chunk], self.low[chunk]
             before_pos = position[before]
             own_moved = before_pos >= 0
-            own = torch.where(
-                own_moved, p.gather(1, before_pos.clamp(min=0)[:, None]).squeeze(1), self.own[chunk]
-            )
+            own = torch.where(own_moved, p.gather(1, before_pos.clamp(min=0)[:, None]).squeeze(1), self.own[chunk])
             best_moved, best_pos = p.min(dim=1)  # the lowest index among ties: ``moved`` is ascending
             take = (best_moved < own) | ((best_moved == own) & (moved[best_pos] < before))
             after = torch.where(take, moved[best_pos], before)

@@ -27,9 +27,7 @@ METHODS = ("pca", "tsne")
 _MAX_LEGEND = 20
 
 
-def project(
-    x: np.ndarray, method: str, seed: int, perplexity: float = 30.0
-) -> tuple[np.ndarray, dict[str, float]]:
+def project(x: np.ndarray, method: str, seed: int, perplexity: float = 30.0) -> tuple[np.ndarray, dict[str, float]]:
     """(n, 2) coordinates of the (n, D) rows of ``x`` and the projection's scalar metrics."""
     if method == "pca":
         pca = PCA(n_components=2, random_state=seed).fit(x)
@@ -54,9 +52,7 @@ def draw(xy: np.ndarray, labels: np.ndarray, title: str) -> Figure:
         for i, c in enumerate(classes):
             ax.scatter(*xy[labels == c].T, s=4, color=cmap(i), label=str(c))
         # Outside the axes, so that it never hides points.
-        ax.legend(
-            markerscale=3, fontsize="small", title="class", loc="center left", bbox_to_anchor=(1.01, 0.5)
-        )
+        ax.legend(markerscale=3, fontsize="small", title="class", loc="center left", bbox_to_anchor=(1.01, 0.5))
     else:
         points = ax.scatter(*xy[~unlabelled].T, s=4, c=labels[~unlabelled], cmap="viridis")
         fig.colorbar(points, ax=ax, label="class")
@@ -135,9 +131,7 @@ class LatentPlot:
             stem = Path(self.filename).stem if self.filename else f"latent_{stage}_{method}"
             run_dir = Path(context.run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            title = {"raw": "2-D embeddings", "pca": "PCA", "tsne": "t-SNE"}[
-                method
-            ] + f" of {stage} embeddings"
+            title = {"raw": "2-D embeddings", "pca": "PCA", "tsne": "t-SNE"}[method] + f" of {stage} embeddings"
             draw(xy, y, title).savefig(run_dir / f"{stem}.png")
             np.savez(run_dir / f"{stem}.npz", xy=xy.astype(np.float32), labels=y)
         return scalars

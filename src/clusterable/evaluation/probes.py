@@ -139,9 +139,7 @@ class Probes:
         classifiers, mlp_hidden = self.classifiers, self.mlp_hidden
         unknown = isinstance(classifiers, str) or any(c not in CLASSIFIERS for c in classifiers)
         if unknown or len(classifiers) == 0:
-            raise ValueError(
-                f"classifiers must be a non-empty subset of {list(CLASSIFIERS)}, got {classifiers!r}"
-            )
+            raise ValueError(f"classifiers must be a non-empty subset of {list(CLASSIFIERS)}, got {classifiers!r}")
         if len(set(classifiers)) != len(classifiers):
             raise ValueError(f"classifiers must not name a classifier twice, got {list(classifiers)}")
         for name, value in (
@@ -215,9 +213,7 @@ class Probes:
             return dict.fromkeys(names, float("nan"))
 
         classes = np.unique(train_y)
-        scaled = (
-            _standardized(train_x, x) if self.standardize and any(c in SCALED for c in classifiers) else None
-        )
+        scaled = _standardized(train_x, x) if self.standardize and any(c in SCALED for c in classifiers) else None
         out: dict[str, float] = {}
         with threadpool_limits(limits=self.num_threads):
             for name in classifiers:
@@ -226,9 +222,16 @@ class Probes:
                 else:
                     fit_x, test_x = scaled if scaled is not None and name in SCALED else (train_x, x)
                     clf = _classifier(
-                        name, context.seed, self.knn_neighbors, self.rf_trees, self.rf_max_depth,
-                        self.mlp_hidden, self.mlp_max_iter, self.linear_max_iter, self.num_threads,
-                    )  # fmt: skip
+                        name,
+                        context.seed,
+                        self.knn_neighbors,
+                        self.rf_trees,
+                        self.rf_max_depth,
+                        self.mlp_hidden,
+                        self.mlp_max_iter,
+                        self.linear_max_iter,
+                        self.num_threads,
+                    )
                     with warnings.catch_warnings():
                         if name == "mlp":  # it stops at mlp_max_iter epochs by design; errors still raise
                             warnings.simplefilter("ignore", ConvergenceWarning)

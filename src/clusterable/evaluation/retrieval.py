@@ -54,8 +54,10 @@ def _query_gallery(split: dict[str, Tensor], n: int) -> tuple[Tensor, Tensor] | 
     for name, mask in zip(("is_query", "is_gallery"), masks, strict=True):
         if mask is None:
             other = "is_gallery" if name == "is_query" else "is_query"
-            raise ValueError(f"split {name} is missing: query/gallery mode needs both is_query and is_gallery, "
-                             f"the split has only {other}")  # fmt: skip
+            raise ValueError(
+                f"split {name} is missing: query/gallery mode needs both is_query and is_gallery, "
+                f"the split has only {other}"
+            )
         mask = to_tensor(mask)
         if mask.dtype != torch.bool or tuple(mask.shape) != (n,):
             raise ValueError(
@@ -542,9 +544,7 @@ class RetrievalMetrics:
         if not bool(torch.isfinite(x_used).all()):
             raise ValueError("embeddings must be finite; they contain NaN or inf (did training diverge?)")
         if "l2" in distances and not bool(torch.isfinite((x_used * x_used).sum(dim=1)).all()):
-            raise ValueError(
-                "embeddings are too large for float32 squared distances (a squared norm overflows)"
-            )
+            raise ValueError("embeddings are too large for float32 squared distances (a squared norm overflows)")
         del x_used
 
         # R of every query: the gallery items of its class, minus itself when it is in the gallery.
@@ -563,9 +563,7 @@ class RetrievalMetrics:
         all_vs_all = split_masks is None
         keep_self = self.self_match == "drop_first"
         for distance in distances:
-            feats = (
-                F.normalize(x, dim=1) if distance == "cos" else _spectral(x, used) if distance == "sc" else x
-            )
+            feats = F.normalize(x, dim=1) if distance == "cos" else _spectral(x, used) if distance == "sc" else x
             # The search runs on the gallery rows (and the query rows in query/gallery mode) only.
             if all_vs_all:
                 rows = feats if len(gallery) == len(feats) else feats[gallery]

@@ -109,9 +109,7 @@ def evaluate(
     stages = list(stages)
     for stage in stages:
         if stage not in data.splits:
-            raise ValueError(
-                f"eval_stages: no split named {stage!r}; the dataset has: {', '.join(data.splits)}"
-            )
+            raise ValueError(f"eval_stages: no split named {stage!r}; the dataset has: {', '.join(data.splits)}")
     module.eval()  # the evaluators call the head (logits, assign, reconstruct) as a trained model
     represented = {stage: represent(module, data, stage) for stage in dict.fromkeys(["train", *stages])}
     if keep is not None and run_dir is not None:
@@ -143,9 +141,7 @@ def score(
     train_labels = train["labels"]
     # The labels `dataset.labelled_percent` hid from training, for evaluators that score with every label.
     train_all_labels = (
-        data.all_labels("train").to(train_labels.device)
-        if isinstance(data, PartiallyLabelled)
-        else train_labels
+        data.all_labels("train").to(train_labels.device) if isinstance(data, PartiallyLabelled) else train_labels
     )
     by_evaluator: dict[str, dict[str, float]] = {}
     for stage in stages:
@@ -164,12 +160,7 @@ def score(
         for name, scores in _call_each(evaluators, rep, split["labels"], context, failures).items():
             by_evaluator.setdefault(name, {}).update(scores)
     failed = failures or {}
-    return {
-        key: value
-        for name, scores in by_evaluator.items()
-        if name not in failed
-        for key, value in scores.items()
-    }
+    return {key: value for name, scores in by_evaluator.items() if name not in failed for key, value in scores.items()}
 
 
 def check_splits(
@@ -249,10 +240,7 @@ def _call_each(
         if failures is not None and name in failures:
             continue
         try:
-            scores = {
-                f"{context.stage}/{key}": float(value)
-                for key, value in fn(embeddings, labels, context).items()
-            }
+            scores = {f"{context.stage}/{key}": float(value) for key, value in fn(embeddings, labels, context).items()}
             claimed = dict(owner)  # its keys are claimed once it has scored them all
             for key in scores:
                 _claim_key(claimed, key.removeprefix(f"{context.stage}/"), name)
@@ -291,7 +279,10 @@ def in_float32(embeddings: torch.Tensor, context: EvalContext) -> tuple[torch.Te
 
     head = copy.deepcopy(context.head).float()
     context = dataclasses.replace(
-        context, head=head, encoder_output=wide(context.encoder_output),
-        train_embeddings=wide(context.train_embeddings), split={k: wide(v) for k, v in context.split.items()},
-    )  # fmt: skip
+        context,
+        head=head,
+        encoder_output=wide(context.encoder_output),
+        train_embeddings=wide(context.train_embeddings),
+        split={k: wide(v) for k, v in context.split.items()},
+    )
     return wide(embeddings), context

@@ -38,12 +38,11 @@ def save(
     arrays: dict[str, np.ndarray] = {}
     left_out = []
     for stage, (encoder_output, representation, labels) in splits.items():
-        if (
-            representation.numel() + (0 if encoder_output is representation else encoder_output.numel())
-            > MAX_VALUES
-        ):
-            left_out.append(f"representations: split {stage!r} not kept ({representation.numel():,} values, more "
-                            f"than {MAX_VALUES:,})")  # fmt: skip
+        if representation.numel() + (0 if encoder_output is representation else encoder_output.numel()) > MAX_VALUES:
+            left_out.append(
+                f"representations: split {stage!r} not kept ({representation.numel():,} values, more "
+                f"than {MAX_VALUES:,})"
+            )
             continue
         arrays[f"{stage}/representation"] = _stored(representation, dtype)
         if encoder_output is not representation:
@@ -58,9 +57,7 @@ def save(
     return left_out
 
 
-def load(
-    run_dir: Path, device: torch.device | str = "cpu"
-) -> dict[str, tuple[Tensor, Tensor, Tensor]] | None:
+def load(run_dir: Path, device: torch.device | str = "cpu") -> dict[str, tuple[Tensor, Tensor, Tensor]] | None:
     """The splits ``save`` kept (split -> (encoder output, representation, labels)) in float32 on ``device``, or
     None when the run kept none. A file that cannot be read raises ``ValueError`` naming it."""
     path = Path(run_dir) / FILE
@@ -70,8 +67,9 @@ def load(
         with np.load(path) as data:
             arrays = {key: data[key] for key in data.files}
     except (OSError, ValueError, EOFError) as e:
-        raise ValueError(f"{path} cannot be read ({str(e).splitlines()[0]}): re-score from the checkpoint by "
-                         "removing it") from None  # fmt: skip
+        raise ValueError(
+            f"{path} cannot be read ({str(e).splitlines()[0]}): re-score from the checkpoint by removing it"
+        ) from None
     out = {}
     for key in arrays:
         stage, _, name = key.rpartition("/")
@@ -79,8 +77,9 @@ def load(
             continue
         representation = torch.as_tensor(arrays[key].astype(np.float32), device=device)
         encoder = arrays.get(f"{stage}/encoder_output")
-        encoder_output = representation if encoder is None else torch.as_tensor(encoder.astype(np.float32),
-                                                                                 device=device)  # fmt: skip
+        encoder_output = (
+            representation if encoder is None else torch.as_tensor(encoder.astype(np.float32), device=device)
+        )
         out[stage] = (
             encoder_output,
             representation,

@@ -40,9 +40,7 @@ class AttractRepelHead(nn.Module):
 
     loss_parts = ("loss", "attract", "repel")
 
-    def __init__(
-        self, num_classes: int, embedding_dim: int, lr: float | None = None, train_class_vectors: bool = True
-    ):
+    def __init__(self, num_classes: int, embedding_dim: int, lr: float | None = None, train_class_vectors: bool = True):
         super().__init__()
         self.num_classes = int(checks.at_least("num_classes", num_classes, 2))
         self.embedding_dim = int(checks.at_least("embedding_dim", embedding_dim, 1))

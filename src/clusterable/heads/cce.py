@@ -37,9 +37,7 @@ class CCELoss(AttractRepelHead):
         bias: (K,) initialised to zero (the authors' code: at random, see above).
     """
 
-    def __init__(
-        self, num_classes: int, embedding_dim: int, lr: float | None = None, train_class_vectors: bool = True
-    ):
+    def __init__(self, num_classes: int, embedding_dim: int, lr: float | None = None, train_class_vectors: bool = True):
         super().__init__(num_classes, embedding_dim, lr, train_class_vectors)
         self.bias = nn.Parameter(torch.zeros(self.num_classes))
 

@@ -60,9 +60,7 @@ class ClusterState(nn.Module):
     def require(self) -> ClusterState:
         """``self``, once ``init_kmeanspp`` has run; a clear error before (a head used before training)."""
         if not self.initialised:
-            raise RuntimeError(
-                "the cluster assignment is empty: call init_clusters(...) on the training split first"
-            )
+            raise RuntimeError("the cluster assignment is empty: call init_clusters(...) on the training split first")
         return self
 
     @torch.no_grad()
@@ -74,12 +72,8 @@ class ClusterState(nn.Module):
             self.centres = torch.zeros(1, x.shape[1], dtype=x.dtype, device=x.device)
             return
         if not self.num_clusters <= n:
-            raise ValueError(
-                f"num_clusters ({self.num_clusters}) must not exceed the number of samples ({n})"
-            )
-        seeds, _ = kmeans_plusplus(
-            x.detach().cpu().double().numpy(), self.num_clusters, random_state=self.seed
-        )
+            raise ValueError(f"num_clusters ({self.num_clusters}) must not exceed the number of samples ({n})")
+        seeds, _ = kmeans_plusplus(x.detach().cpu().double().numpy(), self.num_clusters, random_state=self.seed)
         seeds = torch.as_tensor(seeds, dtype=x.dtype, device=x.device)
         self.assignment = torch.cdist(x, seeds).argmin(dim=1)
         self.centres = self.cluster_means(x, self.assignment, seeds)
@@ -101,9 +95,7 @@ class ClusterState(nn.Module):
             self.centres = self.cluster_means(x, new, self.centres)
         return changed
 
-    def cluster_means(
-        self, x: torch.Tensor, assignment: torch.Tensor, fallback: torch.Tensor
-    ) -> torch.Tensor:
+    def cluster_means(self, x: torch.Tensor, assignment: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
         """(C, d) mean of the points of each cluster; an empty cluster keeps its ``fallback`` centre."""
         c = self.num_clusters
         sums = torch.zeros(c, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, assignment, x)
@@ -177,9 +169,7 @@ class ClusterSpecificHead(nn.Module):
     @torch.no_grad()
     def update_clusters(self, embeddings: Tensor, **split: Any) -> None:
         """Lloyd step on the whole training split: ``S_i = argmin_j l_j(x_i)``, centres = members' means."""
-        self.state.lloyd_step(
-            self.cluster_losses(embeddings, **split), self.cluster_points(embeddings, **split)
-        )
+        self.state.lloyd_step(self.cluster_losses(embeddings, **split), self.cluster_points(embeddings, **split))
 
     @torch.no_grad()
     def assign(self, embeddings: Tensor, **split: Any) -> Tensor:

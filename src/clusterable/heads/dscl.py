@@ -162,9 +162,7 @@ class DSCL(nn.Module):
     def forward(self, embeddings: Tensor, labels: Tensor, **batch: Any) -> dict[str, Tensor]:
         """embeddings (n, d), labels (n,) -> {"loss": (k - tr(C F F^+)) / 2, "dscl": k - tr(C F F^+)}."""
         if bool((labels < 0).any()):
-            raise BatchError(
-                "loss=dscl needs every row of the batch labelled; this batch has rows labelled -1"
-            )
+            raise BatchError("loss=dscl needs every row of the batch labelled; this batch has rows labelled -1")
         f = embeddings.to(torch.promote_types(embeddings.dtype, self.compute_dtype))
         trace, k, fallback = spectral_trace(f, labels)
         if k < 2:
@@ -180,8 +178,9 @@ class DSCL(nn.Module):
                 "dataset.drop_last=true, or loss.require_d_le_k=false)"
             )
         if fallback and not self._warned:
-            log.warning("loss=dscl: F was rank-deficient (Cholesky of F^T F failed); using the SVD pseudo-inverse "
-                        "(logged once)")  # fmt: skip
+            log.warning(
+                "loss=dscl: F was rank-deficient (Cholesky of F^T F failed); using the SVD pseudo-inverse (logged once)"
+            )
             self._warned = True
         dscl = (k - trace).to(embeddings.dtype)
         return {"loss": dscl / 2, "dscl": dscl.detach()}

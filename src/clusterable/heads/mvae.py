@@ -138,9 +138,7 @@ class MVAE(SemiSupervisedHead):
         per-row KL; L_U = recon + kl_weight * kl) for embeddings (N, D), labels (N,) (-1 = unlabelled), the batch's
         ``inputs`` (N, *input_shape) (or ``targets``) and the run's ``encoder``."""
         if encoder is None:
-            raise ValueError(
-                "MVAE embeds its pseudo-inputs through the run's encoder: call it with encoder=..."
-            )
+            raise ValueError("MVAE embeds its pseudo-inputs through the run's encoder: call it with encoder=...")
         x = flat_target(inputs, targets, self.input_dim)
         mu, logvar = self.posterior(embeddings)
         z = reparameterise(mu, logvar) if self.training else mu

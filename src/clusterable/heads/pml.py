@@ -113,9 +113,7 @@ def build_pml(name: str, factory: Callable[..., nn.Module], framework: dict[str,
             if key not in accepted:
                 close = difflib.get_close_matches(key, public, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
-                raise ValueError(
-                    f"{name}.{key} is not an option of {title}{hint}; accepted: {', '.join(public)}"
-                )
+                raise ValueError(f"{name}.{key} is not an option of {title}{hint}; accepted: {', '.join(public)}")
             expected = _wrong_type(value, accepted[key])
             if expected is not None:
                 raise ValueError(f"{name}.{key} must be {expected}, got {value!r}")

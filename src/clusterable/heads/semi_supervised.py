@@ -52,9 +52,7 @@ def build_metric(metric: Callable[..., nn.Module], num_classes: int, embedding_d
     except ValueError as e:  # a range error of the metric's own options: name it under `metric`
         raise ValueError(f"metric.{e}") from None
     if not isinstance(head, nn.Module):
-        raise ContractError(
-            f"metric: {type(head).__name__} is not an nn.Module (its parameters would not train)"
-        )
+        raise ContractError(f"metric: {type(head).__name__} is not an nn.Module (its parameters would not train)")
     require(head, Head, "metric")
     if isinstance(head, OwnLearningRate) and head.lr is not None:
         raise ValueError(
@@ -64,9 +62,7 @@ def build_metric(metric: Callable[..., nn.Module], num_classes: int, embedding_d
     return head
 
 
-def decoder_mlp(
-    latent_dim: int, hidden: Sequence[int], input_dim: int, negative_slope: float
-) -> nn.Sequential:
+def decoder_mlp(latent_dim: int, hidden: Sequence[int], input_dim: int, negative_slope: float) -> nn.Sequential:
     """The decoder: z (N, d) -> [Linear -> LeakyReLU] per width of ``hidden`` -> Linear -> sigmoid -> (N, d_in).
 
     The sigmoid keeps the output in (0, 1): the inputs it reconstructs are pixels in [0, 1].

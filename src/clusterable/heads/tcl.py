@@ -39,9 +39,7 @@ def elastic_displacement(
     if sigma > 0:
         k = int(8 * sigma + 1)
         k += 1 - k % 2
-        k = min(
-            k, 2 * min(height, width) - 1
-        )  # reflect padding needs pad < size; torchvision would fail here
+        k = min(k, 2 * min(height, width) - 1)  # reflect padding needs pad < size; torchvision would fail here
         d = TF.gaussian_blur(d, [k, k], [sigma, sigma])
     d = d * alpha / torch.tensor([width, height], dtype=d.dtype).view(1, 2, 1, 1)
     return d.permute(0, 2, 3, 1)
@@ -59,9 +57,7 @@ def apply_displacement(images: torch.Tensor, displacement: torch.Tensor) -> torc
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
-def elastic(
-    images: torch.Tensor, alpha: float, sigma: float, generator: torch.Generator | None = None
-) -> torch.Tensor:
+def elastic(images: torch.Tensor, alpha: float, sigma: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """torchvision's elastic transformation with an independent field per image; ``images`` (N, C, H, W)."""
     n, _, h, w = images.shape
     return apply_displacement(images, elastic_displacement(n, h, w, alpha, sigma, generator))
@@ -216,9 +212,7 @@ class TensorizedContrastive(ClusterSpecificHead):
                 "(the training module passes it) to embed the elastic positives; got none"
             )
         if inputs is None:
-            raise ValueError(
-                "TensorizedContrastive needs the batch 'inputs' to draw the elastic positives; got none"
-            )
+            raise ValueError("TensorizedContrastive needs the batch 'inputs' to draw the elastic positives; got none")
         cluster = self.batch_clusters(embeddings, index)
         # Where an anchor's unsupervised negative may come from: another cluster; for the standard model (one
         # cluster) any other sample of the batch.
@@ -237,9 +231,7 @@ class TensorizedContrastive(ClusterSpecificHead):
             if not has_partner.all():
                 h_pos = torch.where(has_partner.unsqueeze(1), h_pos, encoder(self._augment(inputs)))
             other_class = (labels.unsqueeze(1) != labels.unsqueeze(0)) & labelled.unsqueeze(0)
-            negative, has_negative = random_partner(
-                torch.where(labelled.unsqueeze(1), other_class, other_cluster)
-            )
+            negative, has_negative = random_partner(torch.where(labelled.unsqueeze(1), other_class, other_cluster))
         return self.pair_loss(embeddings, h_pos, cluster, negative, has_negative)
 
     # ---- clustering-head contract (ClusterSpecificHead), with the assignment rule's directions --------------
@@ -267,9 +259,7 @@ class TensorizedContrastive(ClusterSpecificHead):
         """The assignment loss ``l_j(x_i) = <z_j(x_i), m-_j - m+_j>`` (N, C) for encoder features (N, D)."""
         return self._loss_from(self._project_all(embeddings))
 
-    def cluster_points(
-        self, embeddings: torch.Tensor, inputs: torch.Tensor | None = None, **split
-    ) -> torch.Tensor:
+    def cluster_points(self, embeddings: torch.Tensor, inputs: torch.Tensor | None = None, **split) -> torch.Tensor:
         """The flattened ``inputs`` (the authors seed k-means++ on the pixels), or ``embeddings`` when the split
         has no inputs."""
         return embeddings if inputs is None else inputs.flatten(1).to(embeddings.dtype)

@@ -95,9 +95,7 @@ class TensorizedAE(ClusterSpecificHead):
         """
         return h @ w if w.dim() == 2 else torch.bmm(h.unsqueeze(1), w[cluster]).squeeze(1)
 
-    def own_cluster(
-        self, x: torch.Tensor, cluster: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def own_cluster(self, x: torch.Tensor, cluster: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Each point under its own cluster only: ``z`` (N, 1), ``AE_s(x - c_s)`` (N, d) and ``c_s`` (N, d).
 
         ``x`` (N, d), ``cluster`` (N,) long. Costs one centred copy of ``x`` and the small per-cluster slices.
@@ -139,9 +137,7 @@ class TensorizedAE(ClusterSpecificHead):
         return mse.T, z.pow(2).sum(dim=2).T, z
 
     @staticmethod
-    def _shared_output_sse(
-        h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, c: torch.Tensor
-    ) -> torch.Tensor:
+    def _shared_output_sse(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """``||h_j w - (t - c_j)||^2`` (C, N) for activations ``h`` (C, N, m), shared ``w`` (m, d), targets ``t``
         (N, d) and centres ``c`` (C, d), without forming any (C, N, d) tensor.
 
@@ -186,17 +182,13 @@ class TensorizedAE(ClusterSpecificHead):
 
     # ---- clustering-head contract (ClusterSpecificHead): scored and centred on the targets ------------------
 
-    def cluster_points(
-        self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split
-    ) -> torch.Tensor:
+    def cluster_points(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split) -> torch.Tensor:
         """The targets (N, d) (the clean points when de-noising, else the inputs): the authors seed k-means++
         and compute the centres on them."""
         return embeddings.flatten(1) if targets is None else targets.flatten(1)
 
     @torch.no_grad()
-    def cluster_losses(
-        self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split
-    ) -> torch.Tensor:
+    def cluster_losses(self, embeddings: torch.Tensor, targets: torch.Tensor | None = None, **split) -> torch.Tensor:
         """``l_j(x_i, t_i)`` (N, C), the Lloyd step's and eq. 2's criterion."""
         return self.per_cluster_loss(embeddings, targets)
 

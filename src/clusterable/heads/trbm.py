@@ -165,11 +165,7 @@ class TensorizedRBM(ClusterSpecificHead):
         cluster = self.batch_clusters(v, index)
         v_data = _bernoulli(v, None) if self.binarize else v
         v_model = self.gibbs(v_data, cluster)
-        energies = (
-            self._free_energy(torch.cat([v_data, v_model]))
-            .gather(1, cluster.repeat(2).unsqueeze(1))
-            .squeeze(1)
-        )
+        energies = self._free_energy(torch.cat([v_data, v_model])).gather(1, cluster.repeat(2).unsqueeze(1)).squeeze(1)
         fe_data, fe_model = energies.chunk(2)
         with torch.no_grad():
             recon = (self.visible_probs(self.hidden_probs(v, cluster), cluster) - v).pow(2).sum(1).mean()

@@ -37,9 +37,7 @@ RECONS: tuple[str, ...] = get_args(Recon)
 def _mlp(widths: Sequence[int], slope: float, act_first: bool) -> nn.Sequential:
     layers: list[nn.Module] = []
     for a, b in zip(widths[:-1], widths[1:], strict=True):
-        layers += (
-            [nn.LeakyReLU(slope), nn.Linear(a, b)] if act_first else [nn.Linear(a, b), nn.LeakyReLU(slope)]
-        )
+        layers += [nn.LeakyReLU(slope), nn.Linear(a, b)] if act_first else [nn.Linear(a, b), nn.LeakyReLU(slope)]
     return nn.Sequential(*layers)
 
 

@@ -85,9 +85,7 @@ class TensorizedConvVAE(ClusterSpecificVAE):
         for k in reversed(range(len(channels))):
             (h_out, w_out), (h_in, w_in) = sizes[k], sizes[k + 1]
             padding = (h_out - 2 * h_in + 1, w_out - 2 * w_in + 1)  # 1 for an even side, 0 for an odd one
-            decoder.append(
-                nn.ConvTranspose2d(widths[k + 1], widths[k], 3, stride=2, padding=1, output_padding=padding)
-            )
+            decoder.append(nn.ConvTranspose2d(widths[k + 1], widths[k], 3, stride=2, padding=1, output_padding=padding))
             if k > 0:
                 decoder.append(nn.ReLU())
         self.decoder = nn.Sequential(*decoder)  # f_Theta

@@ -116,8 +116,7 @@ def _read_weights(arch: str) -> dict[str, Tensor]:
             return torch.load(path, map_location="cpu", weights_only=True, encoding="latin1")
     except (RuntimeError, OSError, EOFError, pickle.UnpicklingError, UnicodeDecodeError) as e:
         raise ValueError(
-            f"weights='imagenet': cannot read {path} ({_load_error(e)}); download {family.url} into "
-            f"{path.parent} again"
+            f"weights='imagenet': cannot read {path} ({_load_error(e)}); download {family.url} into {path.parent} again"
         ) from None
 
 
@@ -146,9 +145,7 @@ def _load(net: nn.Module, state: dict[str, Tensor], arch: str) -> None:
     try:
         net.load_state_dict(state, strict=True)
     except RuntimeError as e:
-        raise ValueError(
-            f"weights='imagenet': {weight_file(arch)} does not fit {arch} ({_first_line(e)})"
-        ) from None
+        raise ValueError(f"weights='imagenet': {weight_file(arch)} does not fit {arch} ({_first_line(e)})") from None
 
 
 def _bn_inception_state(state: dict[str, Tensor], net: nn.Module) -> dict[str, Tensor]:
@@ -372,9 +369,7 @@ class BNInceptionEncoder(PretrainedBackbone):
         out_dim: int | None = None,
         feature_norm: bool = False,
     ):
-        super().__init__(
-            "bninception", input_shape, weights, frozen_batchnorm, pooling, out_dim, feature_norm
-        )
+        super().__init__("bninception", input_shape, weights, frozen_batchnorm, pooling, out_dim, feature_norm)
 
 
 ENCODERS = {"resnet50": ResNet50, "googlenet": GoogLeNet, "bninception": BNInceptionEncoder}

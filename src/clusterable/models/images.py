@@ -28,9 +28,7 @@ def image_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
         side = math.isqrt(shape[0])
         if len(shape) == 1 and side * side == shape[0]:
             return (1, side, side)
-    raise ValueError(
-        f"input_shape must be [C, H, W], [H, W] or [d] with d a perfect square, got {list(shape)}"
-    )
+    raise ValueError(f"input_shape must be [C, H, W], [H, W] or [d] with d a perfect square, got {list(shape)}")
 
 
 def as_images(inputs: Tensor) -> Tensor:
@@ -39,7 +37,6 @@ def as_images(inputs: Tensor) -> Tensor:
         shape = image_shape(inputs.shape[1:])
     except ValueError:
         raise ValueError(
-            "inputs must be images (N, C, H, W), (N, H, W) or flat squares (N, s*s), "
-            f"got {tuple(inputs.shape)}"
+            f"inputs must be images (N, C, H, W), (N, H, W) or flat squares (N, s*s), got {tuple(inputs.shape)}"
         ) from None
     return inputs.reshape(inputs.shape[0], *shape)

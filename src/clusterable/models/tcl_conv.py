@@ -47,9 +47,7 @@ class TCLConv(nn.Module):
         for c in channels:
             side_h, side_w = (side_h - kernel_size + 1) // 2, (side_w - kernel_size + 1) // 2
             if min(side_h, side_w) < 1:
-                raise ValueError(
-                    f"input_shape {list(input_shape)} is too small for {len(channels)} conv blocks"
-                )
+                raise ValueError(f"input_shape {list(input_shape)} is too small for {len(channels)} conv blocks")
             blocks += [
                 nn.Conv2d(c_in, c, kernel_size),
                 nn.BatchNorm2d(c),

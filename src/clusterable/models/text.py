@@ -43,14 +43,10 @@ class _WordVectors(nn.Module):
             got = list(word_vectors.shape) if isinstance(word_vectors, Tensor) else kind
             raise ValueError(f"word_vectors must be a (vocabulary, dimension) float tensor, got {got}")
         if len(word_vectors) <= PAD_ID + 1 or word_vectors.shape[1] < 1:
-            raise ValueError(
-                f"word_vectors must hold PAD, UNK and a dimension >= 1, got {list(word_vectors.shape)}"
-            )
+            raise ValueError(f"word_vectors must hold PAD, UNK and a dimension >= 1, got {list(word_vectors.shape)}")
         shape = checks.widths("input_shape", input_shape)
         if len(shape) != 1:
-            raise ValueError(
-                f"input_shape must be [L], the length of a text dataset's documents, got {shape}"
-            )
+            raise ValueError(f"input_shape must be [L], the length of a text dataset's documents, got {shape}")
         # A copy: the datamodule's tensor stays as it is; padding is zeros whatever the reader gave it.
         vectors = word_vectors.detach().to(torch.float32).clone()
         vectors[PAD_ID] = 0.0
@@ -70,9 +66,7 @@ class _WordVectors(nn.Module):
     ) -> None:
         # The vectors are not in the checkpoint (persistent=False); their digest is, and must be this model's.
         saved = state_dict.get(prefix + "word_vectors_digest")
-        if saved is not None and not torch.allclose(
-            saved.to(self.word_vectors_digest), self.word_vectors_digest
-        ):
+        if saved is not None and not torch.allclose(saved.to(self.word_vectors_digest), self.word_vectors_digest):
             errors.append(
                 f"{type(self).__name__}: the checkpoint was trained on other word vectors (shape, sums) "
                 f"{saved.tolist()} than this model's {self.word_vectors_digest.tolist()}"

@@ -51,9 +51,15 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
         payload = new_payload(cfg, ctx)
         if not ctx.single and (changed := hydra_callbacks.config_files_changed()) is not None:
             payload["config"] = OmegaConf.to_container(cfg, resolve=False)
-            return finish(ctx, payload, f"the config files changed after this sweep started ({changed}): one "
-                          "sweep never mixes two versions of its configs; run the command again for the cells "
-                          "left (finished ones are kept)", rank_zero, write=False)  # fmt: skip
+            return finish(
+                ctx,
+                payload,
+                f"the config files changed after this sweep started ({changed}): one "
+                "sweep never mixes two versions of its configs; run the command again for the cells "
+                "left (finished ones are kept)",
+                rank_zero,
+                write=False,
+            )
         try:  # resolved once: nothing below resolves an interpolation again
             payload["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
@@ -85,13 +91,12 @@ def drop_unselected_settings(config: dict[str, Any], overrides: Sequence[str]) -
     evaluators = config.get("evaluator")
     if not isinstance(evaluators, dict):
         return []
-    typed = {
-        o.lstrip("+~").split("=")[0].split(".")[1]
-        for o in overrides
-        if o.lstrip("+~").startswith("evaluator.")
-    }
-    left = [name for name, node in evaluators.items()
-            if isinstance(node, dict) and "_target_" not in node and name not in typed]  # fmt: skip
+    typed = {o.lstrip("+~").split("=")[0].split(".")[1] for o in overrides if o.lstrip("+~").startswith("evaluator.")}
+    left = [
+        name
+        for name, node in evaluators.items()
+        if isinstance(node, dict) and "_target_" not in node and name not in typed
+    ]
     for name in left:
         del evaluators[name]
     return [f"evaluator.{name}" for name in left]
@@ -112,8 +117,10 @@ def missing_key(e: Exception, cfg: DictConfig) -> str | None:
         if not isinstance(node, dict) or part not in node:
             where = ".".join(parts[:i]) or "the config"
             have = ", ".join(map(str, node)) if isinstance(node, dict) else "no keys"
-            return (f"{where} has no key {part!r} (it has: {have}): the experiment's settings do not cover this "
-                    "choice; pick one it covers, or set the value on the command line")  # fmt: skip
+            return (
+                f"{where} has no key {part!r} (it has: {have}): the experiment's settings do not cover this "
+                "choice; pick one it covers, or set the value on the command line"
+            )
         node = node[part]
     return None
 
@@ -153,10 +160,22 @@ def _train_and_evaluate(
 
     timing, diverged = training.fit(trainer, parts, timer)
     payload["timing"].update(timing)
-    outcome = Outcome(steps=trainer.global_step, last_train=trainer.callback_metrics, diverged=diverged,
-                      has_best=bool(checkpoint.monitor and checkpoint.best_model_path))  # fmt: skip
-    conclude(cfg, ctx, payload, parts, outcome, lambda: training.restore_best(checkpoint, trainer, parts.module),
-             loggers, rank_zero)  # fmt: skip
+    outcome = Outcome(
+        steps=trainer.global_step,
+        last_train=trainer.callback_metrics,
+        diverged=diverged,
+        has_best=bool(checkpoint.monitor and checkpoint.best_model_path),
+    )
+    conclude(
+        cfg,
+        ctx,
+        payload,
+        parts,
+        outcome,
+        lambda: training.restore_best(checkpoint, trainer, parts.module),
+        loggers,
+        rank_zero,
+    )
 
 
 def _is_rank_zero() -> bool:

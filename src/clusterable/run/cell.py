@@ -99,9 +99,7 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
             release_cell(ctx.run_dir)
             if previous["status"] == PARTIAL:
                 return _kept_partial(ctx, previous)
-            print(
-                f"skip {ctx.run_dir}: metrics.json says {previous['status']} and its config is the one asked for"
-            )
+            print(f"skip {ctx.run_dir}: metrics.json says {previous['status']} and its config is the one asked for")
             hydra_callbacks.record_outcome(ctx.run_dir, "skipped", None)
             return previous
         shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
@@ -119,11 +117,11 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
 def _kept_partial(ctx: RunContext, previous: dict[str, Any]) -> dict[str, Any]:
     """A partial run of the config asked for, kept: one line saying how to finish it, counted ``partial`` (not
     ``skipped``: the sweep still ends non-zero until it is finished)."""
-    failed = (
-        ", ".join(f"evaluator.{name}" for name in previous.get("evaluators_failed") or {}) or "an evaluator"
+    failed = ", ".join(f"evaluator.{name}" for name in previous.get("evaluators_failed") or {}) or "an evaluator"
+    print(
+        f"partial {ctx.run_dir}: its training finished and {failed} failed; not trained again: "
+        f"clusterable-eval {ctx.run_dir} re-runs the failed evaluators from what it kept"
     )
-    print(f"partial {ctx.run_dir}: its training finished and {failed} failed; not trained again: "
-          f"clusterable-eval {ctx.run_dir} re-runs the failed evaluators from what it kept")  # fmt: skip
     hydra_callbacks.record_outcome(ctx.run_dir, PARTIAL, previous.get("error"))
     if ctx.single:
         hydra_callbacks.exit_status["code"] = 1

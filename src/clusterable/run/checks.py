@@ -49,10 +49,26 @@ TOP_LEVEL = {
 
 # Which way a monitored metric improves, by its name (a segment of the key, before any ``@k``): the metrics the
 # module and the evaluators log. ``train/<part>`` are the parts of the loss the head minimises.
-MAXIMISED = frozenset({
-    "acc", "accuracy", "recall", "precision", "map", "r_precision", "nmi", "ami", "ari", "v_measure", "silhouette",
-    "homogeneity", "completeness", "purity", "f1", "auc",
-})  # fmt: skip
+MAXIMISED = frozenset(
+    {
+        "acc",
+        "accuracy",
+        "recall",
+        "precision",
+        "map",
+        "r_precision",
+        "nmi",
+        "ami",
+        "ari",
+        "v_measure",
+        "silhouette",
+        "homogeneity",
+        "completeness",
+        "purity",
+        "f1",
+        "auc",
+    }
+)
 MINIMISED = frozenset({"loss", "mse", "mae", "rmse", "error", "nll", "kl", "recon"})
 
 
@@ -82,15 +98,19 @@ def check_monitor_mode(cfg: DictConfig) -> None:
         return  # null: the last epoch is tested (the mode is not used); another type is refused by its check
     direction = monitor_direction(monitor)
     if mode is None and direction is None:  # a null set by hand for a known metric is the type check's
-        raise ConfigError(f"checkpoint.mode: which way checkpoint.monitor={monitor} improves is not known (it is not "
-                          "a loss, an accuracy, a recall, an NMI, ...); set checkpoint.mode=max or "
-                          "checkpoint.mode=min")  # fmt: skip
+        raise ConfigError(
+            f"checkpoint.mode: which way checkpoint.monitor={monitor} improves is not known (it is not "
+            "a loss, an accuracy, a recall, an NMI, ...); set checkpoint.mode=max or "
+            "checkpoint.mode=min"
+        )
     # A value other than min and max is the type check's to refuse.
     if direction is not None and mode in ("min", "max") and mode != direction:
         kind = "minimised" if direction == "min" else "maximised"
-        raise ConfigError(f"checkpoint.mode={mode} with checkpoint.monitor={monitor}, which is {kind}: the "
-                          f"checkpoint would keep its worst epoch; set checkpoint.mode={direction}, or leave "
-                          "checkpoint.mode out (it follows the monitor)")  # fmt: skip
+        raise ConfigError(
+            f"checkpoint.mode={mode} with checkpoint.monitor={monitor}, which is {kind}: the "
+            f"checkpoint would keep its worst epoch; set checkpoint.mode={direction}, or leave "
+            "checkpoint.mode out (it follows the monitor)"
+        )
 
 
 def top_level_keys() -> list[str]:
@@ -106,16 +126,15 @@ def check_config(cfg: DictConfig, mode: str) -> None:
         if key not in accepted:
             close = difflib.get_close_matches(str(key), accepted, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(
-                f"{key} is not a top-level key of the config{hint}; accepted: {', '.join(accepted)}"
-            )
+            raise ConfigError(f"{key} is not a top-level key of the config{hint}; accepted: {', '.join(accepted)}")
     # Before the types: a monitor of unknown direction resolves checkpoint.mode to null, which they would refuse.
     check_monitor_mode(cfg)
     for key, hint in TOP_LEVEL.items():
         check_value(key, _select(cfg, key), hint)
     if cfg.mode != mode:
-        raise ConfigError(f"mode is derived from the run (data source, debug group, limits): {mode}, "
-                          f"not {cfg.mode}; do not set it")  # fmt: skip
+        raise ConfigError(
+            f"mode is derived from the run (data source, debug group, limits): {mode}, not {cfg.mode}; do not set it"
+        )
     if not 0 <= cfg.seed < 2**32:
         raise ConfigError(f"seed must be an integer in [0, 2^32), got {cfg.seed}")
     if not cfg.divergence_limit > 0:
@@ -139,8 +158,10 @@ def check_config(cfg: DictConfig, mode: str) -> None:
     configured = list(cfg.get("evaluator") or {})
     for name in cfg.validation_evaluators:
         if name not in configured:
-            raise ConfigError(f"validation_evaluators: no evaluator named {name!r} in this run; it has: "
-                              f"{', '.join(configured) or 'none'}")  # fmt: skip
+            raise ConfigError(
+                f"validation_evaluators: no evaluator named {name!r} in this run; it has: "
+                f"{', '.join(configured) or 'none'}"
+            )
 
 
 def check_precision(cfg: DictConfig) -> None:
@@ -158,8 +179,10 @@ def check_precision(cfg: DictConfig) -> None:
 
     precision = str(cfg.trainer.get("precision", "32-true"))
     if precision.startswith("transformer-engine") and importlib.util.find_spec("transformer_engine") is None:
-        raise ConfigError(f"trainer.precision={precision} needs NVIDIA's transformer_engine package (and a GPU), "
-                          "which is not installed; use bf16-mixed or bf16-true")  # fmt: skip
+        raise ConfigError(
+            f"trainer.precision={precision} needs NVIDIA's transformer_engine package (and a GPU), "
+            "which is not installed; use bf16-mixed or bf16-true"
+        )
     if precision != "16-true":
         return
     parameter = inspect.signature(target_of(cfg.optimizer, "optimizer")).parameters.get("eps")
@@ -168,9 +191,11 @@ def check_precision(cfg: DictConfig) -> None:
     eps = cfg.optimizer.get("eps", parameter.default)
     if isinstance(eps, int | float) and eps > 0 and float(torch.tensor(eps, dtype=torch.float16)) == 0.0:
         key = "optimizer.eps" if "eps" in cfg.optimizer else "+optimizer.eps"
-        raise ConfigError(f"trainer.precision=16-true keeps the optimizer's state in float16, where its eps={eps:g} "
-                          f"is 0: its first step divides by zero and the loss turns NaN; set {key}=1e-4 or use "
-                          "trainer.precision=bf16-true or bf16-mixed")  # fmt: skip
+        raise ConfigError(
+            f"trainer.precision=16-true keeps the optimizer's state in float16, where its eps={eps:g} "
+            f"is 0: its first step divides by zero and the loss turns NaN; set {key}=1e-4 or use "
+            "trainer.precision=bf16-true or bf16-mixed"
+        )
 
 
 def _select(cfg: DictConfig, key: str) -> Any:

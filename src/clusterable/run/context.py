@@ -49,11 +49,7 @@ class RunContext:
         """From Hydra's config node (``HydraConfig.get()``, or ``cfg.hydra`` of a config composed with
         ``return_hydra_config=True``); ``run_dir`` defaults to its ``runtime.output_dir``; ``optimized_metric``
         (the task config's) is the run's ``objective`` when Hydra's sweeper is a search (Optuna's)."""
-        choices = {
-            k: v
-            for k, v in OmegaConf.to_container(hydra.runtime.choices).items()
-            if not k.startswith("hydra/")
-        }
+        choices = {k: v for k, v in OmegaConf.to_container(hydra.runtime.choices).items() if not k.startswith("hydra/")}
         launcher = hydra.get("launcher") or {}
         jobs = 1
         if "joblib" in str(launcher.get("_target_", "")):

@@ -63,19 +63,22 @@ def encoder_arguments(cfg: DictConfig, ctx: RunContext, datamodule: Any) -> dict
     params = inspect.signature(target_of(cfg.model, "model")).parameters
     model, dataset = ctx.choices.get("model"), ctx.choices.get("dataset")
     needed = [
-        name for name, p in params.items()
-        if p.default is inspect.Parameter.empty and name not in cfg.model and name != "input_shape"
+        name
+        for name, p in params.items()
+        if p.default is inspect.Parameter.empty
+        and name not in cfg.model
+        and name != "input_shape"
         and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]  # fmt: skip
+    ]
     for name in needed:
         if name not in given:
-            raise ConfigError(
-                f"model {model} needs {name} from its dataset, which dataset {dataset} does not give"
-            )
+            raise ConfigError(f"model {model} needs {name} from its dataset, which dataset {dataset} does not give")
     for name in given:
         if name not in params:
-            raise ConfigError(f"model {model} does not take the {name} that dataset {dataset} feeds its encoder "
-                              f"(it could not read its inputs): choose a model that takes {name}")  # fmt: skip
+            raise ConfigError(
+                f"model {model} does not take the {name} that dataset {dataset} feeds its encoder "
+                f"(it could not read its inputs): choose a model that takes {name}"
+            )
     return given
 
 
@@ -99,9 +102,12 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     require(encoder, Encoder, f"model={ctx.choices.get('model')}")
     check_owns_network(cfg, ctx, encoder, datamodule.input_shape)
     head = build(
-        cfg.loss, "loss", num_classes=datamodule.num_classes, embedding_dim=encoder.embedding_dim,
+        cfg.loss,
+        "loss",
+        num_classes=datamodule.num_classes,
+        embedding_dim=encoder.embedding_dim,
         input_shape=datamodule.input_shape,
-    )  # fmt: skip
+    )
     require(head, Head, f"loss={ctx.choices.get('loss')}")
     require_batch_size(head, cfg.dataset.get("batch_size"), f"loss={ctx.choices.get('loss')}")
     evaluators = {
@@ -113,12 +119,17 @@ def build_parts(cfg: DictConfig, ctx: RunContext) -> Parts:
     check_distinct_keys(evaluators)  # two evaluators returning one key would overwrite each other's numbers
     check_splits(evaluators, datamodule, cfg.eval_stages, cfg.validation_evaluators)  # ks against the gallery
     module = RepresentationModule(
-        encoder, head, build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL), cfg.divergence_limit,
+        encoder,
+        head,
+        build(cfg.optimizer, "optimizer", call_args=OPTIMIZER_CALL),
+        cfg.divergence_limit,
         cfg.optimizer_steps,
         scheduler=build(cfg.scheduler, "scheduler", call_args=SCHEDULER_CALL) if cfg.get("scheduler") else None,
-        weight_decay_on=cfg.weight_decay_on, channels_last=cfg.channels_last,
-        class_disjoint=datamodule.class_disjoint, trainable=cfg.trainable,
-    )  # fmt: skip
+        weight_decay_on=cfg.weight_decay_on,
+        channels_last=cfg.channels_last,
+        class_disjoint=datamodule.class_disjoint,
+        trainable=cfg.trainable,
+    )
     validation = ValidationMetrics({name: evaluators[name] for name in cfg.validation_evaluators})
     notes = datamodule.notes if isinstance(datamodule, HasDataNotes) else None
     return Parts(datamodule, encoder, head, evaluators, module, validation, notes)
@@ -144,22 +155,24 @@ def check_owns_network(cfg: DictConfig, ctx: RunContext, encoder: Any, input_sha
 
 def validates(cfg: DictConfig, parts: Parts) -> bool:
     """Whether the run has a validation loop (a non-empty val split, ``trainer.limit_val_batches`` not 0)."""
-    return (
-        cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(parts.datamodule.splits["val"]["labels"]) > 0
-    )
+    return cfg.trainer.get("limit_val_batches", 1.0) != 0 and len(parts.datamodule.splits["val"]["labels"]) > 0
 
 
 def check_monitor(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
     """``checkpoint.monitor`` must name a metric the run logs (or be null: the last epoch), checked before training."""
     monitor, has_val = cfg.checkpoint.monitor, validates(cfg, parts)
     if cfg.validation_evaluators and not has_val:
-        raise ConfigError("validation_evaluators need a validation loop, but this run has none (an empty val "
-                          "split or trainer.limit_val_batches=0)")  # fmt: skip
+        raise ConfigError(
+            "validation_evaluators need a validation loop, but this run has none (an empty val "
+            "split or trainer.limit_val_batches=0)"
+        )
     logged = parts.module.logged_keys(has_val) + (parts.validation.logged_keys() if has_val else [])
     if monitor is not None and monitor not in logged and not (has_val and parts.validation.may_log(monitor)):
-        raise ConfigError(f"checkpoint.monitor: {monitor!r} is never logged by this run "
-                          f"(loss={ctx.choices.get('loss')}); it logs {', '.join(logged)}, or use null for the "
-                          "last epoch")  # fmt: skip
+        raise ConfigError(
+            f"checkpoint.monitor: {monitor!r} is never logged by this run "
+            f"(loss={ctx.choices.get('loss')}); it logs {', '.join(logged)}, or use null for the "
+            "last epoch"
+        )
 
 
 def recorded_keys(cfg: DictConfig, parts: Parts) -> tuple[list[str], list[str]]:
@@ -194,14 +207,20 @@ def check_objective(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
     keys, open_stages = recorded_keys(cfg, parts)
     if ctx.objective in keys or ctx.objective.split("/")[0] in open_stages:
         return
-    raise ConfigError(f"optimized_metric: {ctx.objective!r} is never recorded by this run "
-                      f"(loss={ctx.choices.get('loss')}); it records {', '.join(keys)}")  # fmt: skip
+    raise ConfigError(
+        f"optimized_metric: {ctx.objective!r} is never recorded by this run "
+        f"(loss={ctx.choices.get('loss')}); it records {', '.join(keys)}"
+    )
 
 
 # The loggers an extra of the package installs (pyproject.toml's optional dependencies): class name -> (module,
 # extra). Lightning builds them without the module and fails when the run first logs, after the data is loaded.
-LOGGER_EXTRAS = {"WandbLogger": ("wandb", "wandb"), "MLFlowLogger": ("mlflow", None),
-                 "CometLogger": ("comet_ml", None), "NeptuneLogger": ("neptune", None)}  # fmt: skip
+LOGGER_EXTRAS = {
+    "WandbLogger": ("wandb", "wandb"),
+    "MLFlowLogger": ("mlflow", None),
+    "CometLogger": ("comet_ml", None),
+    "NeptuneLogger": ("neptune", None),
+}
 
 
 def check_logger_extras(cfg: DictConfig) -> None:
@@ -216,8 +235,7 @@ def check_logger_extras(cfg: DictConfig) -> None:
             continue
         module, extra = needed
         install = f"pip install 'clusterable[{extra}]'" if extra else f"pip install {module}"
-        raise ConfigError(f"logger.{name} needs the {module} module, which is not installed: {install} (or "
-                          "logger=csv)")  # fmt: skip
+        raise ConfigError(f"logger.{name} needs the {module} module, which is not installed: {install} (or logger=csv)")
 
 
 def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list) -> Any:
@@ -225,6 +243,4 @@ def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list
     that the record closes them whatever happens) and callbacks, writing below ``run_dir``."""
     for name, node in (cfg.logger or {}).items():
         loggers.append(build(node, f"logger.{name}"))
-    return build(
-        cfg.trainer, "trainer", logger=loggers or False, callbacks=callbacks, default_root_dir=str(run_dir)
-    )
+    return build(cfg.trainer, "trainer", logger=loggers or False, callbacks=callbacks, default_root_dir=str(run_dir))

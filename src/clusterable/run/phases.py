@@ -87,9 +87,7 @@ def conclude(
         payload["status"] = "ok"
         return
     payload["best_epoch"] = keep_best()
-    payload["metrics"], failures, payload["timing"]["eval_s"] = training.evaluate(
-        cfg, ctx, parts, outcome.last_train
-    )
+    payload["metrics"], failures, payload["timing"]["eval_s"] = training.evaluate(cfg, ctx, parts, outcome.last_train)
     for lg in loggers:
         lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=outcome.steps)  # not NaN
     if failures:  # recorded partial, with the other evaluators' metrics (and the divergence, if any)

@@ -38,10 +38,19 @@ def new_payload(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
     """The record of a run that has not finished yet (status ``failed`` until it does)."""
     prov = provenance(cfg, ctx.choices.get("debug"))
     return {
-        "status": "failed", "error": None, "overrides": list(ctx.overrides), "choices": dict(ctx.choices),
-        "seed": cfg.get("seed"), "experiment": cfg.get("name"), "mode": run_mode(prov), "provenance": prov,
-        "code": code_version(), "metrics": {}, "best_epoch": None, "timing": {},
-    }  # fmt: skip
+        "status": "failed",
+        "error": None,
+        "overrides": list(ctx.overrides),
+        "choices": dict(ctx.choices),
+        "seed": cfg.get("seed"),
+        "experiment": cfg.get("name"),
+        "mode": run_mode(prov),
+        "provenance": prov,
+        "code": code_version(),
+        "metrics": {},
+        "best_epoch": None,
+        "timing": {},
+    }
 
 
 class EvaluationIncomplete(Exception):
@@ -79,8 +88,10 @@ def incomplete_error(failed: dict[str, dict[str, Any]]) -> str:
     others = ", ".join(f"evaluator.{name}" for name in list(failed)[1:])
     more = f" ({others} failed too)" if others else ""
     which = "evaluator" if len(errors) == 1 else "evaluators"
-    return (f"{errors[0]}{more}; training finished and the other evaluators' metrics are kept: "
-            f"clusterable-eval <run dir> re-runs the failed {which} without training")  # fmt: skip
+    return (
+        f"{errors[0]}{more}; training finished and the other evaluators' metrics are kept: "
+        f"clusterable-eval <run dir> re-runs the failed {which} without training"
+    )
 
 
 def evaluators_finished(payload: dict[str, Any], names: list[str]) -> None:
@@ -117,9 +128,7 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
         yield loggers
     except EvaluationIncomplete as e:  # trained and evaluated, but not by every evaluator
         error, status = e.record(ctx.run_dir, payload, rank_zero), PARTIAL
-    except (
-        DivergedError
-    ) as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
+    except DivergedError as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
         payload["failed_epoch"] = e.epoch
         error, status = str(e), "diverged" if e.expected or payload["metrics"] else "failed"
     except input_errors() as e:
@@ -130,8 +139,10 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
         with interrupts.shielded():
             finish(ctx, payload, "interrupted", rank_zero, loggers)
             if rank_zero:
-                print(f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
+                    file=sys.stderr,
+                )
         raise KeyboardInterrupt from None
     except Exception as e:  # a bug rather than bad input: the traceback goes to a file and a sweep goes on
         if is_write_error(e):  # a full disk or an unwritable file, not a bug: one line naming the file
@@ -178,8 +189,9 @@ def finish(
             raise
         payload.update(status="failed", error=payload["error"] or write_error(e))
     # An interrupted cell is counted apart in the sweep's summary (it is redone by the same command).
-    hydra_callbacks.record_outcome(ctx.run_dir, "interrupted" if error == "interrupted" else payload["status"],
-                                   payload["error"])  # fmt: skip
+    hydra_callbacks.record_outcome(
+        ctx.run_dir, "interrupted" if error == "interrupted" else payload["status"], payload["error"]
+    )
     release_cell(ctx.run_dir)  # recorded: another process may reuse or redo the cell now
     if error != "interrupted":
         print_summary(ctx.run_dir, payload, ctx.single)

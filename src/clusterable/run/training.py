@@ -43,8 +43,10 @@ def cpu_threads(cfg: DictConfig, ctx: RunContext) -> int:
         busy = busy_elsewhere()
         if busy is not None and busy >= 0.5:
             threads = max(1, cores - round(busy))
-            print(f"torch_threads: {threads} of {cores} cores (other processes keep {busy:.1f} busy; "
-                  "torch_threads=N sets it)")  # fmt: skip
+            print(
+                f"torch_threads: {threads} of {cores} cores (other processes keep {busy:.1f} busy; "
+                "torch_threads=N sets it)"
+            )
     if threads is not None:
         torch.set_num_threads(int(threads))
     return torch.get_num_threads()
@@ -82,9 +84,12 @@ def checkpoint_callback(cfg: DictConfig, run_dir: Path) -> Any:
             dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode
         )
     return AtomicCheckpoint(
-        dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=cfg.checkpoint.mode,
+        dirpath=run_dir / "checkpoints",
+        filename="best",
+        monitor=monitor,
+        mode=cfg.checkpoint.mode,
         save_top_k=1 if monitor else 0,
-    )  # fmt: skip
+    )
 
 
 def fit(trainer: Any, parts: Parts, timer: Any) -> tuple[dict[str, float | None], Any]:
@@ -104,10 +109,12 @@ def fit(trainer: Any, parts: Parts, timer: Any) -> tuple[dict[str, float | None]
         diverged = e
     lloyd = next((c for c in trainer.callbacks if isinstance(c, ClusterUpdates)), None)
     return {
-        "fit_s": time.perf_counter() - start, "epoch_s": timer.mean_epoch_s, "steps": module.steps_taken,
+        "fit_s": time.perf_counter() - start,
+        "epoch_s": timer.mean_epoch_s,
+        "steps": module.steps_taken,
         "step_s": timer.train_s / module.steps_taken if module.steps_taken else None,
         "lloyd_s": lloyd.mean_s if lloyd is not None else None,
-    }, diverged  # fmt: skip
+    }, diverged
 
 
 def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
@@ -127,8 +134,10 @@ def restore_best(checkpoint: Any, trainer: Any, module: Any) -> int | None:
             state = torch.load(path, map_location=module.device, weights_only=True)
         except pickle.UnpicklingError as e:
             found = str(e).split("WeightsUnpickler error:")[-1].strip().split(". ")[0]
-            raise RuntimeError(f"checkpoint {path} holds more than tensors and plain values ({found}); it was "
-                               "not loaded, since unpickling it could run code from it") from None  # fmt: skip
+            raise RuntimeError(
+                f"checkpoint {path} holds more than tensors and plain values ({found}); it was "
+                "not loaded, since unpickling it could run code from it"
+            ) from None
         module.load_state_dict(state["state_dict"])
         # The untrained network, kept by checkpoint.rule=boudiaf when no epoch beat it: no epoch at all.
         return int(state["epoch"]) if state.get("global_step", 1) > 0 else None
@@ -149,9 +158,15 @@ def evaluate(
     keep = cfg.get("save_representations", "float16")
     failures: dict[str, Any] = {}
     metrics = run_evaluators(
-        parts.module, parts.datamodule, parts.evaluators, cfg.eval_stages, ctx.run_dir, cfg.seed,
-        keep=None if keep in (None, "none") else keep, failures=failures,
-    )  # fmt: skip
+        parts.module,
+        parts.datamodule,
+        parts.evaluators,
+        cfg.eval_stages,
+        ctx.run_dir,
+        cfg.seed,
+        keep=None if keep in (None, "none") else keep,
+        failures=failures,
+    )
     metrics["model/params"] = count_parameters(parts.encoder, parts.head)
     metrics.update({k: float(v) for k, v in last_train.items() if k.startswith("train/")})
     return metrics, failures, time.perf_counter() - start

@@ -40,10 +40,7 @@ class StackedSplit:
                 self.shared.add(key)
             else:
                 self.tensors[key] = torch.stack(
-                    [
-                        s[key].to(device, dtype) if s[key].is_floating_point() else s[key].to(device)
-                        for s in splits
-                    ]
+                    [s[key].to(device, dtype) if s[key].is_floating_point() else s[key].to(device) for s in splits]
                 )
         self.size = len(first["labels"])
 
@@ -59,9 +56,7 @@ class StackedSplit:
         out = []
         for start in range(0, self.size, size):
             stop = min(start + size, self.size)
-            batch = {
-                k: (v[start:stop] if k in self.shared else v[:, start:stop]) for k, v in self.tensors.items()
-            }
+            batch = {k: (v[start:stop] if k in self.shared else v[:, start:stop]) for k, v in self.tensors.items()}
             index = torch.arange(start, stop, device=batch["labels"].device)
             batch["index"] = index
             out.append((batch, self.shared | {"index"}))
@@ -81,9 +76,7 @@ class Settings:
     validates: bool
     class_disjoint: bool
     eval_batch_size: int
-    step: str = (
-        "eager"  # eager | compiled | graphed (compiled and replayed as a CUDA graph): stacked.speed decides
-    )
+    step: str = "eager"  # eager | compiled | graphed (compiled and replayed as a CUDA graph): stacked.speed decides
 
 
 @dataclass
@@ -221,9 +214,7 @@ def _train_epoch(
                 if step is steps.eager_step:
                     raise
                 reason = f"{type(e).__name__}: {e}".splitlines()[0][:160]
-                print(
-                    f"stacked: the {settings.step} step failed in epoch {epoch} ({reason}); eager from here"
-                )
+                print(f"stacked: the {settings.step} step failed in epoch {epoch} ({reason}); eager from here")
                 step, settings.step = steps.eager_step, "eager"
                 out = step(stack, optimizer, batch, epoch, alive, dead)
             for key, value in out.items():
@@ -247,9 +238,7 @@ def _check_divergence(
         record = state.records[i]
         record.steps += count
         values = {k: v[i] for k, v in means.items()}
-        error = epoch_divergence(
-            stack.modules[i].head, values, record.history, epoch, settings.divergence_limit
-        )
+        error = epoch_divergence(stack.modules[i].head, values, record.history, epoch, settings.divergence_limit)
         if error is not None:
             record.diverged, state.alive[i] = error, False
         else:
@@ -273,9 +262,7 @@ def _keep_best(
         state.records[i].best_epoch, state.records[i].best_step = epoch, state.steps
 
 
-def _keep_where(
-    best: dict[str, Tensor], current: dict[str, Tensor], better: Tensor, shared: set = frozenset()
-):
+def _keep_where(best: dict[str, Tensor], current: dict[str, Tensor], better: Tensor, shared: set = frozenset()):
     for key, value in current.items():
         if key in shared:
             continue

@@ -40,24 +40,42 @@ NO_EFFECT = "no effect"  # it changes nothing a run trains or records here (disp
 # reach a stacked run unclassified: an option missing here makes a cell run alone, by its single run.
 Rule = str | tuple[Callable[[Any], bool], str]
 TOP_LEVEL_RULES: dict[str, Rule] = {
-    "seed": HONOURED, "name": NO_EFFECT, "mode": NO_EFFECT, "eval_stages": HONOURED, "optimized_metric": HONOURED,
-    "divergence_limit": HONOURED, "torch_threads": HONOURED, "optimizer_steps": HONOURED,
-    "weight_decay_on": HONOURED, "tuned_lambda_fallback": HONOURED, "tuned_lambda_from": HONOURED,
-    "tuned_lambda_partial": HONOURED, "save_representations": HONOURED, "checkpoint.monitor": HONOURED,
+    "seed": HONOURED,
+    "name": NO_EFFECT,
+    "mode": NO_EFFECT,
+    "eval_stages": HONOURED,
+    "optimized_metric": HONOURED,
+    "divergence_limit": HONOURED,
+    "torch_threads": HONOURED,
+    "optimizer_steps": HONOURED,
+    "weight_decay_on": HONOURED,
+    "tuned_lambda_fallback": HONOURED,
+    "tuned_lambda_from": HONOURED,
+    "tuned_lambda_partial": HONOURED,
+    "save_representations": HONOURED,
+    "checkpoint.monitor": HONOURED,
     "checkpoint.mode": HONOURED,
-    "paths.data_dir": HONOURED, "paths.output_dir": HONOURED, "protocol": HONOURED,
+    "paths.data_dir": HONOURED,
+    "paths.output_dir": HONOURED,
+    "protocol": HONOURED,
     "validation_evaluators": (lambda v: not v, "validation evaluators"),
     "channels_last": (_left(False), "channels_last"),
     "trainable": (_left("all"), "trainable=embedding_layer"),
     "checkpoint.rule": (_left(None), "checkpoint.rule"),
     # the groups: the dataset is checked below (in memory only), the loss by the probe step (vmap), the optimizer by
     # the stacked optimizer (Adam, AdamW, SGD)
-    "dataset": HONOURED, "model": HONOURED, "loss": HONOURED, "optimizer": HONOURED, "evaluator": HONOURED,
-    "logger": HONOURED, "trainer": HONOURED,
+    "dataset": HONOURED,
+    "model": HONOURED,
+    "loss": HONOURED,
+    "optimizer": HONOURED,
+    "evaluator": HONOURED,
+    "logger": HONOURED,
+    "trainer": HONOURED,
     "scheduler": (_left(None), "a learning-rate schedule"),
-}  # fmt: skip
+}
 TRAINER_RULES: dict[str, Rule] = {
-    "accelerator": HONOURED, "max_epochs": HONOURED,
+    "accelerator": HONOURED,
+    "max_epochs": HONOURED,
     "devices": (lambda v: str(v) in ("1", "auto"), "several devices"),
     "strategy": (_left("auto", None), "a distributed strategy"),
     "num_nodes": (_left(1, None), "several nodes"),
@@ -84,12 +102,20 @@ TRAINER_RULES: dict[str, Rule] = {
     "sync_batchnorm": (_left(False), "trainer.sync_batchnorm"),
     "reload_dataloaders_every_n_epochs": (_left(0), "trainer.reload_dataloaders_every_n_epochs"),
     "logger": (_left(None), "a Trainer logger (the logger group is honoured)"),
-    "num_sanity_val_steps": NO_EFFECT, "log_every_n_steps": NO_EFFECT, "enable_checkpointing": NO_EFFECT,
-    "enable_progress_bar": NO_EFFECT, "enable_model_summary": NO_EFFECT, "inference_mode": NO_EFFECT,
-    "use_distributed_sampler": NO_EFFECT, "barebones": NO_EFFECT, "default_root_dir": NO_EFFECT,
-    "limit_test_batches": NO_EFFECT, "limit_predict_batches": NO_EFFECT, "enable_autolog_hparams": NO_EFFECT,
+    "num_sanity_val_steps": NO_EFFECT,
+    "log_every_n_steps": NO_EFFECT,
+    "enable_checkpointing": NO_EFFECT,
+    "enable_progress_bar": NO_EFFECT,
+    "enable_model_summary": NO_EFFECT,
+    "inference_mode": NO_EFFECT,
+    "use_distributed_sampler": NO_EFFECT,
+    "barebones": NO_EFFECT,
+    "default_root_dir": NO_EFFECT,
+    "limit_test_batches": NO_EFFECT,
+    "limit_predict_batches": NO_EFFECT,
+    "enable_autolog_hparams": NO_EFFECT,
     "model_registry": NO_EFFECT,
-}  # fmt: skip
+}
 
 
 def why_not_stackable(config: dict[str, Any]) -> str | None:
@@ -112,9 +138,7 @@ def why_not_stackable(config: dict[str, Any]) -> str | None:
         if option == "_target_":
             continue
         rule = TRAINER_RULES.get(option)
-        reason = (
-            f"trainer.{option} (the stacked loop does not know it)" if rule is None else _refused(rule, value)
-        )
+        reason = f"trainer.{option} (the stacked loop does not know it)" if rule is None else _refused(rule, value)
         if reason is not None:
             return f"{reason} has no stacked version"
     try:

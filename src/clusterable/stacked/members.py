@@ -72,10 +72,11 @@ class StackedMembers:
         self.buffers: dict[str, Tensor] = {}
         self.restack()
         self.scalars = {
-            name: torch.tensor([float(getattr(m.head, name)) for m in self.modules], dtype=self.dtype,
-                               device=self.device)
+            name: torch.tensor(
+                [float(getattr(m.head, name)) for m in self.modules], dtype=self.dtype, device=self.device
+            )
             for name in self.scalar_names
-        }  # fmt: skip
+        }
         self._check_scalars()
 
     @property
@@ -97,8 +98,9 @@ class StackedMembers:
             if name.startswith("_") or name in self.scalar_names or not isinstance(value, int | float | str):
                 continue
             if any(vars(m.head).get(name) != value for m in self.modules[1:]):
-                raise NotStackable(f"the members' heads differ in {name}, which "
-                                   f"{type(self.modules[0].head).__name__} does not stack")  # fmt: skip
+                raise NotStackable(
+                    f"the members' heads differ in {name}, which {type(self.modules[0].head).__name__} does not stack"
+                )
 
     def restack(self, buffers_only: bool = False) -> None:
         """(Re)build the stacked tensors from the members' modules (after their cluster state changed)."""
@@ -202,9 +204,7 @@ class StackedMembers:
         return self._vmapped(batch, set(shared), epoch, train=True, params=params, buffers=buffers)
 
     @torch.no_grad()
-    def validation_outputs(
-        self, batch: dict[str, Tensor], epoch: int, shared: set[str] = frozenset()
-    ) -> dict:
+    def validation_outputs(self, batch: dict[str, Tensor], epoch: int, shared: set[str] = frozenset()) -> dict:
         """Evaluation-mode outputs per member, as the single run's ``validation_step`` computes them:
         ``encoder_output`` (M, B, D), the ``logits`` (M, B, K) of a classifying head and the ``loss`` (M,) of a
         head whose loss is defined on new points."""

@@ -99,12 +99,9 @@ class StackedOptimizer:
         self.freeze(dead)
         self.steps += 1
         for group in self.groups:
-            live = [
-                (p, state) for p, state in zip(group.params, group.state, strict=True) if p.grad is not None
-            ]
+            live = [(p, state) for p, state in zip(group.params, group.state, strict=True) if p.grad is not None]
             if live:
-                self._update([p for p, _ in live], [p.grad for p, _ in live], [st for _, st in live], group,
-                             self.steps)  # fmt: skip
+                self._update([p for p, _ in live], [p.grad for p, _ in live], [st for _, st in live], group, self.steps)
         self.restore(dead)
 
     def advance(self) -> Tensor:
@@ -158,8 +155,9 @@ class StackedOptimizer:
             state["momentum_buffer"] = torch.zeros_like(p)
 
     @torch.no_grad()
-    def _update(self, params: list[Tensor], grads: list[Tensor], states: list[dict], group: Group,
-                count: int | Tensor) -> None:  # fmt: skip
+    def _update(
+        self, params: list[Tensor], grads: list[Tensor], states: list[dict], group: Group, count: int | Tensor
+    ) -> None:
         if self.kind == "sgd":
             for p, grad, state in zip(params, grads, states, strict=True):
                 shape = (-1,) + (1,) * (p.dim() - 1)
@@ -180,9 +178,7 @@ class StackedOptimizer:
         if group.decays:
             decays = [group.weight_decay.view(shape) for shape in shapes]
             if self.kind == "adamw":
-                torch._foreach_mul_(
-                    params, [1 - group.lr.view(sh) * d for sh, d in zip(shapes, decays, strict=True)]
-                )
+                torch._foreach_mul_(params, [1 - group.lr.view(sh) * d for sh, d in zip(shapes, decays, strict=True)])
             else:
                 grads = torch._foreach_add(grads, torch._foreach_mul(params, decays))
         for p, state in zip(params, states, strict=True):
@@ -204,8 +200,9 @@ class StackedOptimizer:
             torch._foreach_mul_(update, [-group.lr.view(shape) / bias_correction1 for shape in shapes])
             torch._foreach_add_(params, update)
 
-    def _sgd(self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor,
-             count: int | Tensor) -> None:  # fmt: skip
+    def _sgd(
+        self, p: Tensor, grad: Tensor, state: dict, group: Group, lr: Tensor, decay: Tensor, count: int | Tensor
+    ) -> None:
         """torch's ``_single_tensor_sgd``, op for op; the momentum buffer starts as the first gradient."""
         momentum, dampening = self.options["momentum"], self.options["dampening"]
         if group.decays:
@@ -263,9 +260,7 @@ def from_optimizers(
         raise NotStackable("the members use different optimizers")
     kind = kinds.pop()
     shared = _shared_options(kind, optimizers)
-    group_of = [
-        {id(p): g for g, group in enumerate(o.param_groups) for p in group["params"]} for o in optimizers
-    ]
+    group_of = [{id(p): g for g, group in enumerate(o.param_groups) for p in group["params"]} for o in optimizers]
     by_group: dict[int, list[str]] = {}
     for name in params:
         indices = {own.get(id(member[name])) for own, member in zip(group_of, members, strict=True)}
@@ -275,8 +270,7 @@ def from_optimizers(
     first = next(iter(params.values()))
 
     def per_member(key: str, g: int) -> Tensor:
-        return torch.tensor([float(o.param_groups[g][key]) for o in optimizers], dtype=first.dtype,
-                            device=first.device)  # fmt: skip
+        return torch.tensor([float(o.param_groups[g][key]) for o in optimizers], dtype=first.dtype, device=first.device)
 
     groups = [
         Group([params[n] for n in names], per_member("lr", g), per_member("weight_decay", g), names)

@@ -101,35 +101,50 @@ class StepTimes:
 
     def line(self) -> str:
         """One line with both timings and both projections."""
-        return (f"a step of {self.members} stacked members takes {self.step_s * 1e3:.2f} ms against "
-                f"{self.members} x {self.single_s * 1e3:.2f} ms one by one (+{STEP_OVERHEAD_S * 1e3:.1f} ms "
-                f"Lightning's loop): {self.steps} steps project to "
-                f"{self.stacked_total_s:.0f} s stacked, {self.one_by_one_total_s:.0f} s one by one")  # fmt: skip
+        return (
+            f"a step of {self.members} stacked members takes {self.step_s * 1e3:.2f} ms against "
+            f"{self.members} x {self.single_s * 1e3:.2f} ms one by one (+{STEP_OVERHEAD_S * 1e3:.1f} ms "
+            f"Lightning's loop): {self.steps} steps project to "
+            f"{self.stacked_total_s:.0f} s stacked, {self.one_by_one_total_s:.0f} s one by one"
+        )
 
     def compile_line(self) -> str | None:
         """Which step trains and why, where a compile was tried or asked for."""
         if self.compiled:
-            return (f"compiled step: {self.compiled_s * 1e3:.2f} ms against {self.stacked_s * 1e3:.2f} ms eager "
-                    f"(compiling took {self.compile_s:.1f} s)")  # fmt: skip
+            return (
+                f"compiled step: {self.compiled_s * 1e3:.2f} ms against {self.stacked_s * 1e3:.2f} ms eager "
+                f"(compiling took {self.compile_s:.1f} s)"
+            )
         if self.compiled_s is not None:
-            return (f"eager step: {self.stacked_s * 1e3:.2f} ms, the compiled one {self.compiled_s * 1e3:.2f} ms "
-                    f"is not faster")  # fmt: skip
+            return (
+                f"eager step: {self.stacked_s * 1e3:.2f} ms, the compiled one {self.compiled_s * 1e3:.2f} ms "
+                f"is not faster"
+            )
         return self.compile_note
 
     def as_record(self) -> dict[str, Any]:
-        return {"stacked_step_ms": self.stacked_s * 1e3, "single_step_ms": self.single_s * 1e3,
-                "steps": self.steps, "projected_stacked_s": self.stacked_total_s,
-                "projected_one_by_one_s": self.one_by_one_total_s, "compiled": self.compiled,
-                "compiled_step_ms": None if self.compiled_s is None else self.compiled_s * 1e3,
-                "compile_s": self.compile_s, "compile_note": self.compile_note}  # fmt: skip
+        return {
+            "stacked_step_ms": self.stacked_s * 1e3,
+            "single_step_ms": self.single_s * 1e3,
+            "steps": self.steps,
+            "projected_stacked_s": self.stacked_total_s,
+            "projected_one_by_one_s": self.one_by_one_total_s,
+            "compiled": self.compiled,
+            "compiled_step_ms": None if self.compiled_s is None else self.compiled_s * 1e3,
+            "compile_s": self.compile_s,
+            "compile_note": self.compile_note,
+        }
 
 
 def worth_timing(bound_s: float, speed_check: bool, compile: bool | str) -> bool:
     """Whether to time the group's steps, given ``bound_s``, an upper bound on its stacked training (its steps at
     the probe step's time, a first call): stacking cannot lose by more than ``TOLERANCE_S`` when the whole stacked
     training takes less, and a compile is not worth it under ``compile_worth_s()``; ``compile=True`` always times."""
-    return (speed_check and bound_s > TOLERANCE_S) or compile is True or (compile == "auto" and
-                                                                          bound_s > compile_worth_s())  # fmt: skip
+    return (
+        (speed_check and bound_s > TOLERANCE_S)
+        or compile is True
+        or (compile == "auto" and bound_s > compile_worth_s())
+    )
 
 
 def compile_worth_s() -> float:
@@ -178,37 +193,41 @@ def time_steps(
 
     with _restored(stack, optimizer):
         try:
-            times = StepTimes(_best_of(stacked_step, stack.device), _best_of(single_step, stack.device),
-                              stack.size, steps)  # fmt: skip
+            times = StepTimes(
+                _best_of(stacked_step, stack.device), _best_of(single_step, stack.device), stack.size, steps
+            )
         except BatchError:
             return None
     shape = _shape(stack, module, batch)
     compute_bound = times.single_s > COMPUTE_BOUND_S
     if compile is True or (
-        compile == "auto"
-        and (shape in _COMPILED or (times.stacked_total_s > compile_worth_s() and not compute_bound))
+        compile == "auto" and (shape in _COMPILED or (times.stacked_total_s > compile_worth_s() and not compute_bound))
     ):
         with _restored(stack, optimizer):
-            _time_compiled(
-                times, lambda: stacked_step(forms.train_step(forms.step_kind(stack.device))), stack.device
-            )
+            _time_compiled(times, lambda: stacked_step(forms.train_step(forms.step_kind(stack.device))), stack.device)
         if times.compiled_s is not None:
             _COMPILED.add(shape)
     elif compile == "auto" and compute_bound:
-        times.compile_note = (f"eager step: a single step takes {times.single_s * 1e3:.1f} ms, compute-bound: "
-                              f"a compile does not pay")  # fmt: skip
+        times.compile_note = (
+            f"eager step: a single step takes {times.single_s * 1e3:.1f} ms, compute-bound: a compile does not pay"
+        )
     elif compile == "auto":
-        times.compile_note = (f"eager step: the training is projected at {times.stacked_total_s:.0f} s, too short "
-                              f"to pay for a compile")  # fmt: skip
+        times.compile_note = (
+            f"eager step: the training is projected at {times.stacked_total_s:.0f} s, too short to pay for a compile"
+        )
     return times
 
 
 def _shape(stack: Any, module: Any, batch: dict[str, torch.Tensor]) -> tuple:
     """What a compiled graph is specialised on: the architecture, the stacked parameters' and the batch's shapes and
     dtypes, the device."""
-    return (type(module.encoder).__qualname__, type(module.head).__qualname__, str(stack.device),
-            tuple((k, tuple(v.shape), str(v.dtype)) for k, v in stack.params.items()),
-            tuple((k, tuple(v.shape), str(v.dtype)) for k, v in batch.items()))  # fmt: skip
+    return (
+        type(module.encoder).__qualname__,
+        type(module.head).__qualname__,
+        str(stack.device),
+        tuple((k, tuple(v.shape), str(v.dtype)) for k, v in stack.params.items()),
+        tuple((k, tuple(v.shape), str(v.dtype)) for k, v in batch.items()),
+    )
 
 
 def _time_compiled(times: StepTimes, step: Callable[[], None], device: torch.device) -> None:

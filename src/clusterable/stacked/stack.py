@@ -86,8 +86,11 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         rows, probe_s = _probe(stack, splits[0], built)
         steps = _steps(built, settings, splits[0])
         timed = speed.worth_timing(probe_s * steps, speed_check, compile)
-        times = speed.time_steps(stack, optimizer, splits[0], built[0].parts.module, rows, steps, compile) if timed \
-            else None  # fmt: skip
+        times = (
+            speed.time_steps(stack, optimizer, splits[0], built[0].parts.module, rows, steps, compile)
+            if timed
+            else None
+        )
         if speed_check:
             speed.check(times)
         if times is not None and times.compiled:
@@ -99,12 +102,17 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         _record_all(built, e)
         return []
     group = {
-        "members": len(built), "index": None, "cells": [m.name for m in built],
-        "varies": _varying(built), "device": str(stack.device),
+        "members": len(built),
+        "index": None,
+        "cells": [m.name for m in built],
+        "varies": _varying(built),
+        "device": str(stack.device),
         "speed": times.as_record() if times is not None else None,
-    }  # fmt: skip
-    print(f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
-          f"{settings.max_epochs} epochs on {stack.device}")  # fmt: skip
+    }
+    print(
+        f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
+        f"{settings.max_epochs} epochs on {stack.device}"
+    )
     if times is not None:
         print(f"stacked: {times.line()}")
         if times.compile_line() is not None:
@@ -119,13 +127,18 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         payload = member.cell.payload
         payload["stacked"] = {**group, "index": i}
         payload["timing"].update(
-            fit_s=timing.fit_s, epoch_s=sum(timing.epochs) / len(timing.epochs) if timing.epochs else None,
-            steps=records[i].steps, step_s=timing.train_s / records[i].steps if records[i].steps else None,
+            fit_s=timing.fit_s,
+            epoch_s=sum(timing.epochs) / len(timing.epochs) if timing.epochs else None,
+            steps=records[i].steps,
+            step_s=timing.train_s / records[i].steps if records[i].steps else None,
             lloyd_s=sum(timing.lloyd) / len(timing.lloyd) if timing.lloyd else None,
-        )  # fmt: skip
+        )
         try:
-            _record(member, None, lambda m=member, i=i: _finish_member(m, i, stack, records[i], best_params,
-                                                                        best_buffers, settings))  # fmt: skip
+            _record(
+                member,
+                None,
+                lambda m=member, i=i: _finish_member(m, i, stack, records[i], best_params, best_buffers, settings),
+            )
         except KeyboardInterrupt:
             _record_interrupted(built[i + 1 :])
     return []
@@ -246,17 +259,19 @@ def _assemble(members: Sequence[Member]) -> tuple[Any, Any, Any]:
     stack = StackedMembers(modules)
     # Each member's optimizer as its single run builds it: the stack takes its kind, options and per-member lr
     # and weight decay from them, never from the raw config.
-    optimizer = from_optimizers(
-        stack.params, stack.member_parameters(), [m.build_optimizer() for m in modules]
-    )
+    optimizer = from_optimizers(stack.params, stack.member_parameters(), [m.build_optimizer() for m in modules])
     datamodule = members[0].parts.datamodule
     settings = Settings(
-        max_epochs=int(cfg.trainer.max_epochs), divergence_limit=float(cfg.divergence_limit),
+        max_epochs=int(cfg.trainer.max_epochs),
+        divergence_limit=float(cfg.divergence_limit),
         max_batches=_batch_count(cfg.trainer.get("limit_train_batches", 1.0)),
-        per_sample=cfg.optimizer_steps == "per_sample", monitor=cfg.checkpoint.monitor, mode=cfg.checkpoint.mode,
-        validates=validates(cfg, members[0].parts), class_disjoint=bool(datamodule.class_disjoint),
+        per_sample=cfg.optimizer_steps == "per_sample",
+        monitor=cfg.checkpoint.monitor,
+        mode=cfg.checkpoint.mode,
+        validates=validates(cfg, members[0].parts),
+        class_disjoint=bool(datamodule.class_disjoint),
         eval_batch_size=int(datamodule.eval_batch_size),
-    )  # fmt: skip
+    )
     return stack, optimizer, settings
 
 
@@ -326,14 +341,17 @@ def _fit(members, stack, settings, optimizer, splits, progress: bool):
 
         def report(epoch: int, alive: int) -> None:
             if (epoch + 1) % every == 0 or epoch + 1 == settings.max_epochs:
-                print(f"stacked: epoch {epoch + 1}/{settings.max_epochs}, {alive}/{len(members)} members "
-                      f"training, {time.perf_counter() - started:.0f} s")  # fmt: skip
+                print(
+                    f"stacked: epoch {epoch + 1}/{settings.max_epochs}, {alive}/{len(members)} members "
+                    f"training, {time.perf_counter() - started:.0f} s"
+                )
 
     return fit.fit(stack, optimizer, loaders, *splits, datamodules, settings, report)
 
 
-def _finish_member(member: Member, index: int, stack: Any, record: Any, best_params: dict, best_buffers: dict,
-                   settings: Any) -> None:  # fmt: skip
+def _finish_member(
+    member: Member, index: int, stack: Any, record: Any, best_params: dict, best_buffers: dict, settings: Any
+) -> None:
     """Member ``index`` concludes as a single run does (``run.phases.conclude``): its best epoch restored into its
     own module, checkpointed and its epochs logged (``keep_best``), then evaluated and recorded."""
     from clusterable.run.phases import Outcome, conclude
@@ -349,18 +367,19 @@ def _finish_member(member: Member, index: int, stack: Any, record: Any, best_par
         module = stack.unstack_into(index, best_params, best_buffers)
         for lg in member.loggers:
             for row in record.rows:
-                lg.log_metrics(
-                    {k: v for k, v in row.items() if k != "step" and not _nan(v)}, step=row["step"]
-                )
+                lg.log_metrics({k: v for k, v in row.items() if k != "step" and not _nan(v)}, step=row["step"])
         if has_best:
-            state = {"epoch": record.best_epoch, "global_step": record.best_step, "state_dict": module.state_dict(),
-                     "pytorch-lightning_version": L.__version__, "stacked": payload["stacked"]}  # fmt: skip
+            state = {
+                "epoch": record.best_epoch,
+                "global_step": record.best_step,
+                "state_dict": module.state_dict(),
+                "pytorch-lightning_version": L.__version__,
+                "stacked": payload["stacked"],
+            }
             save_checkpoint(state, Path(ctx.run_dir) / "checkpoints" / "best.ckpt")
         return record.best_epoch
 
-    outcome = Outcome(
-        steps=record.steps, last_train=record.last_train, has_best=has_best, diverged=record.diverged
-    )
+    outcome = Outcome(steps=record.steps, last_train=record.last_train, has_best=has_best, diverged=record.diverged)
     conclude(cfg, ctx, payload, member.parts, outcome, keep_best, member.loggers)
 
 

@@ -123,8 +123,7 @@ def compiled_train_step(graphed: bool = False) -> Step:
 
 
 def _updated_in_place(stack: StackedMembers, optimizer: StackedOptimizer, count: Tensor) -> list[Tensor]:
-    states = [t for group in optimizer.groups for state in group.state for t in state.values()
-              if isinstance(t, Tensor)]  # fmt: skip
+    states = [t for group in optimizer.groups for state in group.state for t in state.values() if isinstance(t, Tensor)]
     return [*stack.params.values(), *stack.buffers.values(), *states, count]
 
 

@@ -14,8 +14,7 @@ from clusterable.tables.report import Cell, Run, Table, cells, check
 
 PAPER = "boudiaf"  # tables/published/boudiaf.yaml
 SOURCES = {"table4": "boudiaf/table4"}
-DATASETS = {"cub200": "CUB-200-2011", "cars196": "Cars-196", "sop": "Stanford Online Products",
-            "inshop": "In-Shop"}  # fmt: skip
+DATASETS = {"cub200": "CUB-200-2011", "cars196": "Cars-196", "sop": "Stanford Online Products", "inshop": "In-Shop"}
 DISTANCES = {"l2": "ℓ2", "cos": "cos"}
 
 
@@ -40,16 +39,16 @@ def table4(runs: list[Run], out_dir: Path) -> Table:
         for method, dist, arch, *values in _published_rows(dataset):
             own = method == "Cross-Entropy"
             label = f"{method} (paper)" if own else f"{method} (cited)"
-            rows.append([dname, label, DISTANCES[dist], arch, *[_percent(v) for v in values],
-                         *[""] * (width - len(values))])  # fmt: skip
+            rows.append(
+                [dname, label, DISTANCES[dist], arch, *[_percent(v) for v in values], *[""] * (width - len(values))]
+            )
         selected = [r for r in runs if r.get("dataset") == dataset]
         arch = _architecture(selected)
         for dist in DISTANCES:
             by_k = {k: cells(selected, (), f"test/recall@{k}/{dist}").get((), Cell()) for k in ks[dataset]}
             ours[(dataset, dist)] = by_k
             texts = [_recall_text(selected, by_k[k], f"test/recall@{k}/{dist}") for k in ks[dataset]]
-            rows.append([dname, "Cross-Entropy (ours)", DISTANCES[dist], arch, *texts,
-                         *[""] * (width - len(texts))])  # fmt: skip
+            rows.append([dname, "Cross-Entropy (ours)", DISTANCES[dist], arch, *texts, *[""] * (width - len(texts))])
 
     def r1(dataset: str, dist: str) -> Cell:
         return ours[(dataset, dist)][1]
@@ -57,21 +56,37 @@ def table4(runs: list[Run], out_dir: Path) -> Table:
     def best_cited(dataset: str) -> float:
         """The best cited method's R@1 as a fraction (the paper prints %): the number our seeds are tested against
         (the one-sample t of ``check``)."""
-        return (
-            max(v[0] for m, _, _, *v in _published_rows(dataset) if m != "Cross-Entropy" and v[0] is not None)
-            / 100
-        )
+        return max(v[0] for m, _, _, *v in _published_rows(dataset) if m != "Cross-Entropy" and v[0] is not None) / 100
 
     claims = [
-        check("CE evaluated with cosine at least matches CE with ℓ2 on every dataset (R@1)",
-              ((DATASETS[d], r1(d, "cos"), r1(d, "l2")) for d in DATASETS), ge, scale=100, digits=1),
-        check("CE's R@1 is at least the best cited pairwise method's on CUB, SOP and In-Shop",
-              ((DATASETS[d], r1(d, "cos"), best_cited(d)) for d in ("cub200", "sop", "inshop")), ge, scale=100,
-              digits=1),
-        check("CE's R@1 is within a point of the best cited method's on Cars",
-              [(f"{DATASETS['cars196']} vs the best cited − 1 point", r1("cars196", "cos"),
-                best_cited("cars196") - 0.01)], ge, scale=100, digits=1),
-    ]  # fmt: skip
+        check(
+            "CE evaluated with cosine at least matches CE with ℓ2 on every dataset (R@1)",
+            ((DATASETS[d], r1(d, "cos"), r1(d, "l2")) for d in DATASETS),
+            ge,
+            scale=100,
+            digits=1,
+        ),
+        check(
+            "CE's R@1 is at least the best cited pairwise method's on CUB, SOP and In-Shop",
+            ((DATASETS[d], r1(d, "cos"), best_cited(d)) for d in ("cub200", "sop", "inshop")),
+            ge,
+            scale=100,
+            digits=1,
+        ),
+        check(
+            "CE's R@1 is within a point of the best cited method's on Cars",
+            [
+                (
+                    f"{DATASETS['cars196']} vs the best cited − 1 point",
+                    r1("cars196", "cos"),
+                    best_cited("cars196") - 0.01,
+                )
+            ],
+            ge,
+            scale=100,
+            digits=1,
+        ),
+    ]
     notes = [
         "K1..K6 are the Recall@K columns at the Ks of each dataset's 'Ks' row (CUB/Cars 1-32, SOP 1-1000, "
         "In-Shop 1-50).",

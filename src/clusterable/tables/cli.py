@@ -63,19 +63,27 @@ PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
 def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int:
     """The command line (``argv``: sys.argv[1:] if None); ``train``: the training command its messages name.
     Returns the exit status."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
     # The folder the training command writes to: $CLUSTERABLE_OUTPUTS when set (src/clusterable/conf/train.yaml,
     # paths.output_dir), else outputs.
-    parser.add_argument("--outputs", default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
-                        help="folder of the multirun directories ($CLUSTERABLE_OUTPUTS, else outputs)")  # fmt: skip
-    parser.add_argument("--mode", choices=("auto", "full", "smoke"), default="auto",
-                        help="which runs: full, smoke (fake data or few batches), auto: full if any")  # fmt: skip
-    parser.add_argument("--pool-code-versions", action="store_true",
-                        help="let runs of different code versions (git commit, dirty flag, package hash) share a "
-                             "cell; the table names the versions (without it such a cell is refused)")  # fmt: skip
+    parser.add_argument(
+        "--outputs",
+        default=os.environ.get("CLUSTERABLE_OUTPUTS") or "outputs",
+        help="folder of the multirun directories ($CLUSTERABLE_OUTPUTS, else outputs)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("auto", "full", "smoke"),
+        default="auto",
+        help="which runs: full, smoke (fake data or few batches), auto: full if any",
+    )
+    parser.add_argument(
+        "--pool-code-versions",
+        action="store_true",
+        help="let runs of different code versions (git commit, dirty flag, package hash) share a "
+        "cell; the table names the versions (without it such a cell is refused)",
+    )
     args = parser.parse_args(argv)
 
     paper, _, name = args.table.partition("/")
@@ -90,8 +98,9 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
     except NoRuns as err:
-        print(f"{err}; run first:\n" + "\n".join(f"  {train} -m experiment={e}" for e in err.experiments),
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{err}; run first:\n" + "\n".join(f"  {train} -m experiment={e}" for e in err.experiments), file=sys.stderr
+        )
         return 1
     table, runs, mode, out_dir = built
     paths = table.write(out_dir, f"{paper}_{name}")
@@ -144,9 +153,7 @@ def build(
     module = importlib.import_module(f"clusterable.tables.{paper}")
     runs, mode = load_runs(outputs, experiments, mode, pool_code=pool_code)
     if not runs:
-        raise NoRuns(
-            f"no runs of experiment {' + '.join(experiments)!r} under {outputs}/ (mode {mode})", experiments
-        )
+        raise NoRuns(f"no runs of experiment {' + '.join(experiments)!r} under {outputs}/ (mode {mode})", experiments)
     # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.
     out_dir = tables_dir(outputs, mode) if out_dir is None else out_dir
     # A cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written.

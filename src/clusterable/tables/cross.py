@@ -61,9 +61,7 @@ def fashion(runs: list[Run], out_dir: Path) -> Table:
     table = {key: cells(runs, ("loss",), key) for key in METRICS}
     columns = {}
     for key, (_, scale, digits) in METRICS.items():
-        shown = [
-            _cell(table, key, loss) if key != "test/acc" or loss in CLASSIFYING else None for loss in LOSSES
-        ]
+        shown = [_cell(table, key, loss) if key != "test/acc" or loss in CLASSIFYING else None for loss in LOSSES]
         columns[key] = ranked_column(shown, scale, digits)
     header = ["Loss", "Paper", *(h for h, _, _ in METRICS.values()), "seeds"]
     lams = lambda_cells(runs, ("loss",))
@@ -90,8 +88,14 @@ def fashion(runs: list[Run], out_dir: Path) -> Table:
         "difference and p).",
         *lambda_notes(runs),
     ]
-    table_out = Table("Every clustering loss on one recipe, Fashion-MNIST test split (mean ± std over seeds)",
-                      header, rows, notes, _claims(table), claims_of="the papers")  # fmt: skip
+    table_out = Table(
+        "Every clustering loss on one recipe, Fashion-MNIST test split (mean ± std over seeds)",
+        header,
+        rows,
+        notes,
+        _claims(table),
+        claims_of="the papers",
+    )
     table_out.figures.append(_tsne_figure(runs, table, out_dir))
     return table_out
 
@@ -104,11 +108,13 @@ def _recipe(runs: list[Run]) -> str:
         return "/".join(sorted(found)) or "?"
 
     encoder = [r for r in runs if r.get("loss") not in LATENT_HEADS]
-    return (f"One recipe for every loss: the FFNN of hidden widths {values('model.hidden', encoder)} (the last a "
-            f"linear embedding of {values('protocol.embedding_dim')}; Safir's heads make it their latent layer), "
-            f"{values('optimizer')} at lr {values('optimizer.lr')}, {values('trainer.max_epochs')} epochs of "
-            f"{values('dataset.batch_size')}-row batches, the last epoch evaluated; each loss keeps its own paper's "
-            "settings (src/clusterable/conf/loss/).")  # fmt: skip
+    return (
+        f"One recipe for every loss: the FFNN of hidden widths {values('model.hidden', encoder)} (the last a "
+        f"linear embedding of {values('protocol.embedding_dim')}; Safir's heads make it their latent layer), "
+        f"{values('optimizer')} at lr {values('optimizer.lr')}, {values('trainer.max_epochs')} epochs of "
+        f"{values('dataset.batch_size')}-row batches, the last epoch evaluated; each loss keeps its own paper's "
+        "settings (src/clusterable/conf/loss/)."
+    )
 
 
 def _cell(table: dict[str, dict[tuple[str, ...], Cell]], key: str, loss: str) -> Cell:
@@ -130,23 +136,22 @@ def _claims(table: dict[str, dict[tuple[str, ...], Cell]]) -> list[Claim]:
             [(f"vs {LOSSES[o][0]}", _cell(table, r1, "ce"), _cell(table, r1, o)) for o in PAIRWISE],
             ge,
             **unit(r1),
-        ),  # fmt: skip
+        ),
         check(
-            "COREL (Kenyon-Dean et al. 2019, Table 4): Cosine- and Gaussian-COREL's k-means accuracy above "
-            "CCE's",
+            "COREL (Kenyon-Dean et al. 2019, Table 4): Cosine- and Gaussian-COREL's k-means accuracy above CCE's",
             [
                 (LOSSES[c][0], _cell(table, acc, c), _cell(table, acc, "cce"))
                 for c in ("cosine_corel", "gaussian_corel")
             ],
             gt,
             **unit(acc),
-        ),  # fmt: skip
+        ),
         check(
             "DSCL (Law et al. 2017): its NMI above a softmax classifier's (CCE)",
             [("vs CCE", _cell(table, nmi, "dscl"), _cell(table, nmi, "cce"))],
             gt,
             **unit(nmi),
-        ),  # fmt: skip
+        ),
     ]
 
 

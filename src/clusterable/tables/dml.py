@@ -65,5 +65,6 @@ def losses(runs: list[Run], out_dir: Path) -> Table:
         "R@1 and MAP@R with cosine similarity on the test classes (never seen in training); NMI of k-means with "
         "k = number of test classes. The last epoch is evaluated (no model selection).",
     ]
-    return Table("Deep metric learning: every loss on one recipe (mean ± std over seeds, %)", header, rows,
-                 notes, claims)  # fmt: skip
+    return Table(
+        "Deep metric learning: every loss on one recipe (mean ± std over seeds, %)", header, rows, notes, claims
+    )

@@ -20,17 +20,30 @@ from clusterable.tables.report import Cell, Claim, Run, Table, cells, check
 PAPER = "dscl"  # tables/published/dscl.yaml
 SOURCES = {"table1": "dscl/table1", "table2": "dscl/table2", "table3": "dscl/table3", "digits": "dscl/digits"}
 DATASETS = {"table1": "cub200", "table2": "cars196", "table3": "sop", "digits": "digits_zeroshot"}
-NAMES = {"cub200": "CUB-200-2011", "cars196": "Cars196", "sop": "Stanford Online Products",
-         "digits_zeroshot": "digits (0-4 train, 5-9 test)"}  # fmt: skip
+NAMES = {
+    "cub200": "CUB-200-2011",
+    "cars196": "Cars196",
+    "sop": "Stanford Online Products",
+    "digits_zeroshot": "digits (0-4 train, 5-9 test)",
+}
 DIGITS_KS = [1, 2, 4, 8]
 # Our row names (``row_of``; the dscl_row=<row> presets) and how the table prints them.
-ROWS = {"vanilla": "Vanilla network", "softmax": "Softmax regression", "end_to_end": "DSCL end-to-end",
-        "last_layer": "DSCL last layer"}  # fmt: skip
+ROWS = {
+    "vanilla": "Vanilla network",
+    "softmax": "Softmax regression",
+    "end_to_end": "DSCL end-to-end",
+    "last_layer": "DSCL last layer",
+}
 DSCL_ROWS = ("end_to_end", "last_layer")
 SC = {True: "with SC", False: "without SC"}
 # Backbone (model.arch, as model=inception resolves it, else the end of model._target_) -> the name printed.
-ARCHITECTURES = {"GoogLeNet": "GoogLeNet", "BNInceptionEncoder": "BN-Inception", "FFNN": "FFNN",
-                 "googlenet": "GoogLeNet", "bninception": "BN-Inception"}  # fmt: skip
+ARCHITECTURES = {
+    "GoogLeNet": "GoogLeNet",
+    "BNInceptionEncoder": "BN-Inception",
+    "FFNN": "FFNN",
+    "googlenet": "GoogLeNet",
+    "bninception": "BN-Inception",
+}
 PAPER_ARCH = "BN-Inception (ImageNet)"
 
 
@@ -88,11 +101,7 @@ def _table(name: str, runs: list[Run]) -> Table:
     by_row, others = _of_dataset(runs, dataset)
     selected = [r for row in ROWS for r in by_row[row]]
     keys = {sc: [nmi_key(sc), *[recall_key(k, sc) for k in ks]] for sc in SC}
-    ours = {
-        (row, sc): [cells(by_row[row], (), key).get((), Cell()) for key in keys[sc]]
-        for row in ROWS
-        for sc in SC
-    }
+    ours = {(row, sc): [cells(by_row[row], (), key).get((), Cell()) for key in keys[sc]] for row in ROWS for sc in SC}
 
     header = ["Method", "SC", "Arch", "NMI", *[f"R@{k}" for k in ks]]
     rows: list[list[str]] = []
@@ -104,13 +113,8 @@ def _table(name: str, runs: list[Run]) -> Table:
         for sc, sc_label in SC.items():
             paper = [e for e in pub if e.get("row") == row and e.get("sc") == sc]
             for entry in paper:
-                rows.append(
-                    [f"{label} (paper)", sc_label, PAPER_ARCH, *[_number(v) for v in entry["values"]]]
-                )
-            texts = [
-                _cell_text(by_row[row], cell, key)
-                for cell, key in zip(ours[(row, sc)], keys[sc], strict=True)
-            ]
+                rows.append([f"{label} (paper)", sc_label, PAPER_ARCH, *[_number(v) for v in entry["values"]]])
+            texts = [_cell_text(by_row[row], cell, key) for cell, key in zip(ours[(row, sc)], keys[sc], strict=True)]
             rows.append([f"{label} (ours)", sc_label, arch, *texts])
 
     claims = _claims(name, ours)
@@ -137,23 +141,42 @@ def _claims(name: str, ours: dict[tuple[str, bool], list[Cell]]) -> list[Claim]:
         return [(f"{where}, NMI", nmi(a, sc), nmi(b, sc)), (f"{where}, R@1", r1(a, sc), r1(b, sc))]
 
     dscl_vs = {
-        base: [p for row in DSCL_ROWS for sc in SC for p in both(row, base, sc)]
-        for base in ("softmax", "vanilla")
+        base: [p for row in DSCL_ROWS for sc in SC for p in both(row, base, sc)] for base in ("softmax", "vanilla")
     }
     claims = [
-        check("DSCL beats softmax regression on NMI and R@1 (both DSCL rows, with SC and without)",
-              dscl_vs["softmax"], gt, scale=100),
-        check("For DSCL, spectral clustering (Algorithm 2) beats k-means on NMI",
-              [(ROWS[row], nmi(row, True), nmi(row, False)) for row in DSCL_ROWS], gt, scale=100),
-    ]  # fmt: skip
+        check(
+            "DSCL beats softmax regression on NMI and R@1 (both DSCL rows, with SC and without)",
+            dscl_vs["softmax"],
+            gt,
+            scale=100,
+        ),
+        check(
+            "For DSCL, spectral clustering (Algorithm 2) beats k-means on NMI",
+            [(ROWS[row], nmi(row, True), nmi(row, False)) for row in DSCL_ROWS],
+            gt,
+            scale=100,
+        ),
+    ]
     # The paper claims last-layer fine-tuning wins on Birds and Cars only (small training sets, where learning
     # every layer overfits); on Products it reports the opposite.
     if name in ("table1", "table2"):
         last_vs_end = both("last_layer", "end_to_end", True)
-        claims.append(check("Fine-tuning only the last layer beats end-to-end fine-tuning on NMI and R@1 (with SC)",
-                            last_vs_end, gt, scale=100))  # fmt: skip
-    claims.append(check("Fine-tuning with DSCL beats the vanilla network on NMI and R@1 (both DSCL rows, with SC "
-                        "and without)", dscl_vs["vanilla"], gt, scale=100))  # fmt: skip
+        claims.append(
+            check(
+                "Fine-tuning only the last layer beats end-to-end fine-tuning on NMI and R@1 (with SC)",
+                last_vs_end,
+                gt,
+                scale=100,
+            )
+        )
+    claims.append(
+        check(
+            "Fine-tuning with DSCL beats the vanilla network on NMI and R@1 (both DSCL rows, with SC and without)",
+            dscl_vs["vanilla"],
+            gt,
+            scale=100,
+        )
+    )
     return claims
 
 

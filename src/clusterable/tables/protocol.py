@@ -61,9 +61,7 @@ def deviations(runs: Sequence[Run], experiment: str) -> dict[tuple[str, str, str
     return out
 
 
-def _values(
-    compose, omegaconf, experiment: str, overrides: tuple[str, ...], swept: set[str]
-) -> dict[str, Any]:
+def _values(compose, omegaconf, experiment: str, overrides: tuple[str, ...], swept: set[str]) -> dict[str, Any]:
     """The protocol's values of ``KEYS`` for one set of choices (keys it sweeps, or that do not resolve here,
     left out)."""
     try:

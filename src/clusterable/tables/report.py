@@ -135,11 +135,7 @@ class Run:
             return None
         kept = {k: v for k, v in self.leaves.items() if k == "seed" or not _pooled(k, ())}
         # the group options too (two options may build equal nodes); Hydra's own (the launcher) change nothing
-        chosen = {
-            k: as_text(v)
-            for k, v in (self.payload.get("choices") or {}).items()
-            if not k.startswith("hydra/")
-        }
+        chosen = {k: as_text(v) for k, v in (self.payload.get("choices") or {}).items() if not k.startswith("hydra/")}
         return json.dumps([self.payload.get("experiment"), self.mode, chosen, kept], sort_keys=True)
 
     @property
@@ -296,8 +292,10 @@ def copies_note(runs: Sequence[Run]) -> str:
     if not copies:
         return ""
     where = os.path.commonpath([str(p) for p in copies])
-    return (f"{len(copies)} run folder(s) hold the same run as another (the same config, seed, data and code: a "
-            f"copy, or a resume under another folder name) and are counted once ({where}).")  # fmt: skip
+    return (
+        f"{len(copies)} run folder(s) hold the same run as another (the same config, seed, data and code: a "
+        f"copy, or a resume under another folder name) and are counted once ({where})."
+    )
 
 
 def recorded_choices(path: Path, payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -328,9 +326,7 @@ def require_uniform(runs: Sequence[Run]) -> None:
             groups.setdefault(getattr(run, key), []).append(run)
         if len(groups) < 2:
             continue
-        counts = ", ".join(
-            f"{name}: {len(group)}" for name, group in sorted(groups.items(), key=lambda g: -len(g[1]))
-        )
+        counts = ", ".join(f"{name}: {len(group)}" for name, group in sorted(groups.items(), key=lambda g: -len(g[1])))
         # The runs to move: the fake (smoke) ones if any, else the smallest group.
         name = odd if odd in groups else min(groups, key=lambda g: len(groups[g]))
         where = os.path.commonpath([str(r.path) for r in groups[name]])
@@ -375,9 +371,7 @@ def config_differences(
     return out
 
 
-def _differences(
-    runs: Sequence[Run], axes: tuple[str, ...], metric: str | None
-) -> dict[str, dict[str, list[Run]]]:
+def _differences(runs: Sequence[Run], axes: tuple[str, ...], metric: str | None) -> dict[str, dict[str, list[Run]]]:
     """``config_differences`` of ``runs`` read as they stand for ``metric`` (``Run.leaves_for``)."""
     recorded = {id(r): r.leaves_for(metric) for r in runs if r.leaves}
     keys = sorted({k for leaves in recorded.values() for k in leaves if not _pooled(k, axes)})
@@ -413,12 +407,15 @@ def require_one_config(
     where = os.path.commonpath([str(r.path) for r in odd])
     if " of re-scored " in key:
         what = "were computed differently"
-        fix = (f"re-score every run of the cell with the same evaluator settings (clusterable.rescore ... "
-               f"--replace), or remove or move the runs you do not want ({where})")  # fmt: skip
+        fix = (
+            f"re-score every run of the cell with the same evaluator settings (clusterable.rescore ... "
+            f"--replace), or remove or move the runs you do not want ({where})"
+        )
     else:
         what = "differ in more than their seed"
-        fix = (f"remove or move the runs you do not want ({where}), or give them an output folder of their own "
-               "(--outputs)")  # fmt: skip
+        fix = (
+            f"remove or move the runs you do not want ({where}), or give them an output folder of their own (--outputs)"
+        )
     if any(k.startswith("code.") for k in diff):  # runs of two builds may share a cell only when asked to
         fix += ", or pool the code versions on purpose (--pool-code-versions: the table names them)"
     raise MixedConfigs(
@@ -440,17 +437,15 @@ def rescored_note(runs: Sequence[Run]) -> str:
         for metric in run.rescored:
             now = {k: v for k, v in run.leaves_for(metric).items() if _is_evaluator(k)}
             was = {k: v for k, v in run.leaves.items() if _is_evaluator(k)}
-            changed |= {
-                f"{k}={now[k]} (recorded: {was.get(k, 'unset')})" for k in now if now[k] != was.get(k)
-            }
+            changed |= {f"{k}={now[k]} (recorded: {was.get(k, 'unset')})" for k in now if now[k] != was.get(k)}
     settings = (
         f"with evaluator settings other than their recorded config's: {'; '.join(sorted(changed))}"
-        if changed else "with their recorded evaluator settings"
-    )  # fmt: skip
+        if changed
+        else "with their recorded evaluator settings"
+    )
     if changed and len(touched) < len(runs):  # each cell is one way (require_one_config), its rows may not be
         settings += f" (the other {len(runs) - len(touched)} runs made theirs with their recorded settings)"
-    return (f"{len(touched)} of {len(runs)} runs re-scored after training (clusterable.rescore): {named}, "
-            f"{settings}.")  # fmt: skip
+    return f"{len(touched)} of {len(runs)} runs re-scored after training (clusterable.rescore): {named}, {settings}."
 
 
 def seed_note(runs: Sequence[Run]) -> str:
@@ -593,9 +588,7 @@ class Claim:
             self.verdict = {True: HOLDS, False: DOES_NOT_HOLD, None: CANNOT_CHECK}[self.holds]
         expected = True if self.verdict == HOLDS else None if self.verdict == CANNOT_CHECK else False
         if self.holds is not expected:
-            raise ValueError(
-                f"a claim that reads {self.verdict!r} has holds={expected}, not holds={self.holds}"
-            )
+            raise ValueError(f"a claim that reads {self.verdict!r} has holds={expected}, not holds={self.holds}")
 
     def line(self) -> str:
         return f"- [{self.verdict}] {self.text}" + (f" ({self.detail})" if self.detail else "")
@@ -651,9 +644,7 @@ def _t_test(a: list[float], b: float | list[float], alternative: str) -> tuple[f
     return p, 1.0 - p  # t is continuous: the two one-sided p add up to 1
 
 
-def compare(
-    name: str, a: float | Cell, b: float | Cell, relation: Callable[[float, float], bool]
-) -> Comparison | None:
+def compare(name: str, a: float | Cell, b: float | Cell, relation: Callable[[float, float], bool]) -> Comparison | None:
     """``a`` against ``b`` for the claim ``relation(a, b)``; None when either has no number (a NaN, an empty cell).
 
     Two cells with at least two values each: Welch's t-test (Welch 1947) over their seeds, one-sided in the
@@ -722,14 +713,10 @@ def verdict_of(comparisons: Sequence[Comparison]) -> str:
     return f"{HOLDS} {ONE_SEED}" if f"{HOLDS} {ONE_SEED}" in outcomes else HOLDS
 
 
-def method_of(
-    comparisons: Sequence[Comparison], basis: str = "numbers compared as given, no seed test"
-) -> str:
+def method_of(comparisons: Sequence[Comparison], basis: str = "numbers compared as given, no seed test") -> str:
     """What judged ``comparisons``, as a claim's detail names it: the test(s) over seeds, "one seed: means
     compared, no test", and ``basis`` for plain numbers."""
-    kinds = [
-        t for t in ("welch", "one-sample", "one seed", "numbers") if any(c.test == t for c in comparisons)
-    ]
+    kinds = [t for t in ("welch", "one-sample", "one seed", "numbers") if any(c.test == t for c in comparisons)]
     return "; ".join(basis if t == "numbers" else _TESTS[t] for t in kinds)
 
 
@@ -742,11 +729,7 @@ def _entry(c: Comparison, scale: float, digits: int) -> str:
     said = f"{c.name} {_difference(scale * c.diff, digits)}"
     if c.test in ("welch", "one-sample"):
         # a reversal's own p is the opposite direction's
-        return (
-            f"{said} (reversed, {p_text(c.p_reverse)})"
-            if c.outcome == REVERSED
-            else f"{said} ({p_text(c.p)})"
-        )
+        return f"{said} (reversed, {p_text(c.p_reverse)})" if c.outcome == REVERSED else f"{said} ({p_text(c.p)})"
     fails = "" if c.outcome.startswith(HOLDS) else ", fails" if c.test == "one seed" else " (fails)"
     return f"{said} (one seed{fails})" if c.test == "one seed" else said + fails
 
@@ -814,9 +797,7 @@ class Table:
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         lines += [""] + [f"> {n}" for n in self.notes]
         if self.claims:
-            lines += ["", f"Claims of {self.claims_of}, checked on our numbers:"] + [
-                c.line() for c in self.claims
-            ]
+            lines += ["", f"Claims of {self.claims_of}, checked on our numbers:"] + [c.line() for c in self.claims]
         if self.figures:
             lines += [""] + [f"Figure: {p}" for p in self.figures]
         return "\n".join(lines)
@@ -827,9 +808,7 @@ class Table:
         cols = "l" * len(self.header)
         body = [" & ".join(escape(c) for c in self.header) + r" \\ \midrule"]
         body += [" & ".join(escape(c) for c in r) + r" \\" for r in self.rows]
-        return "\n".join(
-            [r"\begin{tabular}{" + cols + "}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"]
-        )
+        return "\n".join([r"\begin{tabular}{" + cols + "}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"])
 
     def csv(self) -> str:
         buf = io.StringIO()

@@ -53,8 +53,14 @@ MODEL_OF = {
     ("mvae", "alternate"): "mvae",
     ("mvae", "joint"): "mvae_joint",
 }
-MODELS = {"dml": "DML", "dml_ae": "DML autoencoder", "dml_unit": "DML + unit prior", "dml_gmm": "DML + GMM prior",
-          "mvae": "MVAE (alternate)", "mvae_joint": "MVAE (joint)"}  # fmt: skip
+MODELS = {
+    "dml": "DML",
+    "dml_ae": "DML autoencoder",
+    "dml_unit": "DML + unit prior",
+    "dml_gmm": "DML + GMM prior",
+    "mvae": "MVAE (alternate)",
+    "mvae_joint": "MVAE (joint)",
+}
 METRIC_LOSSES = {"triplet": "Triplet", "supcon": "Supervised (SupCon)", "center": "Center"}
 DATASETS = {"mnist": "MNIST", "organamnist": "OrganAMNIST", "digits": "digits"}
 # The thesis's shares of labels (pl%) and the digits ones that keep as many labels (6 and 60) or the same share.
@@ -100,11 +106,15 @@ def setting(run: Run) -> Setting | None:
     if model == "dml":
         weight = ""
     else:
-        weight = number(
-            run.get("loss.gamma") if run.get("loss.schedule") == "joint" else run.get("loss.alpha")
-        )
-    return Setting(str(run.get("dataset", "")), model, number(run.get("dataset.labelled_percent", 100)),
-                   int(latent_dim), weight, str(run.get("loss/metric", "")))  # fmt: skip
+        weight = number(run.get("loss.gamma") if run.get("loss.schedule") == "joint" else run.get("loss.alpha"))
+    return Setting(
+        str(run.get("dataset", "")),
+        model,
+        number(run.get("dataset.labelled_percent", 100)),
+        int(latent_dim),
+        weight,
+        str(run.get("loss/metric", "")),
+    )
 
 
 # The recorded keys a cell's ``Setting`` is read from: a cell's runs differ in them (and their seed) alone.
@@ -174,9 +184,7 @@ def chance(dataset: str) -> float:
 
 
 def footnotes(table: str) -> list[str]:
-    return [
-        f"Thesis, {f['where']}: {f['text']}" for f in published(PAPER)["footnotes"] if f["table"] == table
-    ]
+    return [f"Thesis, {f['where']}: {f['text']}" for f in published(PAPER)["footnotes"] if f["table"] == table]
 
 
 def _select(runs: list[Run], dataset: str) -> tuple[dict[Setting, list[Run]], list[str]]:
@@ -184,16 +192,21 @@ def _select(runs: list[Run], dataset: str) -> tuple[dict[Setting, list[Run]], li
     groups = grouped(runs)
     kept = {k: v for k, v in groups.items() if k.dataset == dataset}
     left = len(runs) - sum(len(v) for v in kept.values())
-    return kept, [
-        f"{left} of {len(runs)} runs left out: another dataset, or no thesis row recorded."
-    ] if left else []
+    return kept, [f"{left} of {len(runs)} runs left out: another dataset, or no thesis row recorded."] if left else []
 
 
 # ---- Tables 6.1-6.4 (and digits6_1, digits6_3): kNN accuracy and AMI per model, α, pl% and lsdim ---------------
 
 
-def _latent_table(runs: list[Run], *, pub_name: str, dataset: str, models: dict[str, tuple[str, ...]],
-                  lsdims: tuple[int, ...], title: str) -> tuple[Table, dict[Setting, list[Run]]]:  # fmt: skip
+def _latent_table(
+    runs: list[Run],
+    *,
+    pub_name: str,
+    dataset: str,
+    models: dict[str, tuple[str, ...]],
+    lsdims: tuple[int, ...],
+    title: str,
+) -> tuple[Table, dict[Setting, list[Run]]]:
     digits = dataset == "digits"
     pub = published(PAPER)[pub_name]
     groups, notes = _select(runs, dataset)
@@ -209,11 +222,7 @@ def _latent_table(runs: list[Run], *, pub_name: str, dataset: str, models: dict[
                 row = [f"{pl} (as {pub_pl})" if digits else pl, MODELS[model], weight or "–"]
                 for ls in lsdims:
                     cell = groups.get(Setting(dataset, model, pl, ls, weight, "triplet"), [])
-                    pair = (
-                        lookup(pub, model, pub_pl, ls)
-                        if not weight
-                        else lookup(pub, model, pub_pl, weight, ls)
-                    )
+                    pair = lookup(pub, model, pub_pl, ls) if not weight else lookup(pub, model, pub_pl, weight, ls)
                     for i, key in enumerate((ACC, AMI)):
                         paper = None if pair is None else float(pair[i])
                         row += [paper_text(paper), Ours.of(cell, key).text(paper, mark=not digits)]
@@ -244,11 +253,7 @@ def _seed_cell(groups: dict[Setting, list[Run]], keys: list[Setting], metric: st
     for key in keys:
         runs = [r for r in groups.get(key, []) if r.ok]
         per.append(
-            {
-                as_text(r.get("seed")): v
-                for r in runs
-                if (v := r.metric(metric)) is not None and not math.isnan(v)
-            }
+            {as_text(r.get("seed")): v for r in runs if (v := r.metric(metric)) is not None and not math.isnan(v)}
         )
     if not per or not all(per):
         return Cell()
@@ -256,15 +261,17 @@ def _seed_cell(groups: dict[Setting, list[Run]], keys: list[Setting], metric: st
     return Cell([float(np.mean([p[s] for p in per])) for s in seeds])
 
 
-def _claim_reconstruction(groups: dict[Setting, list[Run]], dataset: str, pls: tuple[str, ...],
-                          lsdims: tuple[int, ...]) -> Claim:  # fmt: skip
+def _claim_reconstruction(
+    groups: dict[Setting, list[Run]], dataset: str, pls: tuple[str, ...], lsdims: tuple[int, ...]
+) -> Claim:
     """Claim 1 (§6.2): with few labels (6 or 60) the DML autoencoder (mean over its α values) beats DML on kNN
     accuracy; with 10% of the labels DML wins."""
     pairs = []
     for pl in pls:
         for ls in lsdims:
-            ae = _seed_cell(groups, [Setting(dataset, "dml_ae", pl, ls, a, "triplet") for a in ("0.25", "0.5", "0.75",
-                                                                                                "1")])  # fmt: skip
+            ae = _seed_cell(
+                groups, [Setting(dataset, "dml_ae", pl, ls, a, "triplet") for a in ("0.25", "0.5", "0.75", "1")]
+            )
             dml = _seed_cell(groups, [Setting(dataset, "dml", pl, ls, "", "triplet")])
             where = f"pl {pl} lsdim {ls}"
             pairs.append((where, dml, ae) if pl == pls[-1] else (where, ae, dml))
@@ -277,16 +284,23 @@ def _claim_reconstruction(groups: dict[Setting, list[Run]], dataset: str, pls: t
     )
 
 
-def _claim_priors(groups: dict[Setting, list[Run]], dataset: str, pls: tuple[str, ...],
-                  lsdims: tuple[int, ...]) -> Claim:  # fmt: skip
+def _claim_priors(
+    groups: dict[Setting, list[Run]], dataset: str, pls: tuple[str, ...], lsdims: tuple[int, ...]
+) -> Claim:
     """Claim 2 (§6.3): DML with a unit or GMM prior falls to chance level: each cell's kNN accuracies against
     chance plus ``CHANCE_MARGIN`` (the one-sample t over seeds, ``report.check``)."""
     level = chance(dataset) + CHANCE_MARGIN
     pairs = [
-        (f"{MODELS[model]} (pl {pl}, α {a}, lsdim {ls})",
-         _seed_cell(groups, [Setting(dataset, model, pl, ls, a, "triplet")]), level)
-        for model in ("dml_unit", "dml_gmm") for pl in pls for a in ("0.33", "0.66", "1") for ls in lsdims
-    ]  # fmt: skip
+        (
+            f"{MODELS[model]} (pl {pl}, α {a}, lsdim {ls})",
+            _seed_cell(groups, [Setting(dataset, model, pl, ls, a, "triplet")]),
+            level,
+        )
+        for model in ("dml_unit", "dml_gmm")
+        for pl in pls
+        for a in ("0.33", "0.66", "1")
+        for ls in lsdims
+    ]
     claim = check(
         f"DML with a unit or a GMM prior falls to chance level (kNN accuracy below 1/K + {CHANCE_MARGIN} = "
         f"{level:.3f}) in every cell",
@@ -327,12 +341,21 @@ def _ae_table(name: str, runs: list[Run], dataset: str) -> Table:
     title = f"Safir 2022, Table 6.{pub_name[-1]}: {where}, DML vs DML autoencoder, kNN accuracy / AMI"
     if dataset == "digits":
         title = "Safir 2022, Table 6.1 on digits (our analogue): DML vs DML autoencoder, kNN accuracy / AMI"
-    table, groups = _latent_table(runs, pub_name=pub_name, dataset=dataset, lsdims=(2, 10), title=title,
-                                  models={"dml": ("",), "dml_ae": ("0.25", "0.5", "0.75", "1")})  # fmt: skip
+    table, groups = _latent_table(
+        runs,
+        pub_name=pub_name,
+        dataset=dataset,
+        lsdims=(2, 10),
+        title=title,
+        models={"dml": ("",), "dml_ae": ("0.25", "0.5", "0.75", "1")},
+    )
     pls = tuple(DIGITS_PL) if dataset == "digits" else PL
     table.claims = [_claim_reconstruction(groups, dataset, pls, (2, 10))]
-    table.notes.insert(1, "α = 1 is the plain autoencoder: it never uses a label, so with the same seeds our α = 1 "
-                          "rows are the same at every pl%.")  # fmt: skip
+    table.notes.insert(
+        1,
+        "α = 1 is the plain autoencoder: it never uses a label, so with the same seeds our α = 1 "
+        "rows are the same at every pl%.",
+    )
     return table
 
 
@@ -353,13 +376,21 @@ def digits6_3(runs: list[Run], out_dir: Path) -> Table:
 
 def _prior_table(name: str, runs: list[Run], dataset: str) -> Table:
     pub_name = "table6_3" if dataset == "digits" else name
-    title = (f"Safir 2022, Table 6.{pub_name[-1]}: {DATASETS[dataset]}, DML vs DML + unit prior vs DML + GMM prior, "
-             "kNN accuracy / AMI")  # fmt: skip
+    title = (
+        f"Safir 2022, Table 6.{pub_name[-1]}: {DATASETS[dataset]}, DML vs DML + unit prior vs DML + GMM prior, "
+        "kNN accuracy / AMI"
+    )
     if dataset == "digits":
         title = "Safir 2022, Table 6.3 on digits (our analogue): DML vs DML + unit / GMM prior, kNN accuracy / AMI"
     alphas = ("0.33", "0.66", "1")
-    table, groups = _latent_table(runs, pub_name=pub_name, dataset=dataset, lsdims=(2, 4), title=title,
-                                  models={"dml": ("",), "dml_unit": alphas, "dml_gmm": alphas})  # fmt: skip
+    table, groups = _latent_table(
+        runs,
+        pub_name=pub_name,
+        dataset=dataset,
+        lsdims=(2, 4),
+        title=title,
+        models={"dml": ("",), "dml_unit": alphas, "dml_gmm": alphas},
+    )
     pls = tuple(DIGITS_PL) if dataset == "digits" else PL
     table.claims = [_claim_priors(groups, dataset, pls, (2, 4))]
     table.notes.append(f"Chance level: 1/K = {chance(dataset):.4f}.")
@@ -383,35 +414,50 @@ def table6_5(runs: list[Run], out_dir: Path) -> Table:
                 for model, weight in [("dml", ""), *[("mvae", a) for a in ("0.25", "0.5", "0.75", "1")]]:
                     row = [DATASETS[dataset], pl, str(ls), MODELS[model], weight or "–"]
                     for metric in METRIC_LOSSES:
-                        node = lookup(pub, dataset, pl, ls, metric, "dml") if model == "dml" else lookup(
-                            pub, dataset, pl, ls, metric, "mvae", weight)  # fmt: skip
+                        node = (
+                            lookup(pub, dataset, pl, ls, metric, "dml")
+                            if model == "dml"
+                            else lookup(pub, dataset, pl, ls, metric, "mvae", weight)
+                        )
                         ours = Ours.of(groups.get(Setting(dataset, model, pl, ls, weight, metric), []), ACC)
                         row += [paper_text(node), ours.text(node)]
-                        cells[model].append((f"{DATASETS[dataset]} (pl {pl}, lsdim {ls}, {metric}, α {weight})",
-                                             ours.mean, chance(dataset) + CHANCE_MARGIN))  # fmt: skip
+                        cells[model].append(
+                            (
+                                f"{DATASETS[dataset]} (pl {pl}, lsdim {ls}, {metric}, α {weight})",
+                                ours.mean,
+                                chance(dataset) + CHANCE_MARGIN,
+                            )
+                        )
                     rows.append(row)
     used = sum(len(v) for k, v in groups.items() if k.dataset in ("mnist", "organamnist"))
     notes = [_cell_note(False, "MNIST / OrganAMNIST")]
     if used < len(runs):
-        notes.append(
-            f"{len(runs) - used} of {len(runs)} runs left out: another dataset, or no thesis row recorded."
-        )
+        notes.append(f"{len(runs) - used} of {len(runs)} runs left out: another dataset, or no thesis row recorded.")
     notes += footnotes("table6_5")
-    return Table("Safir 2022, Table 6.5: kNN accuracy, DML vs MVAE (alternating schedule) per metric loss", header,
-                 rows, notes, [_claim_mvae(cells)])  # fmt: skip
+    return Table(
+        "Safir 2022, Table 6.5: kNN accuracy, DML vs MVAE (alternating schedule) per metric loss",
+        header,
+        rows,
+        notes,
+        [_claim_mvae(cells)],
+    )
 
 
 def _claim_mvae(cells: dict[str, list[tuple[str, float, float]]]) -> Claim:
     """Claim 3 (§6.4): MVAE under the alternating schedule rarely beats chance (at most a quarter of its cells) while
     DML almost always does (at least three quarters)."""
-    text = (f"MVAE (alternating schedule) rarely beats chance (kNN accuracy above 1/K + {CHANCE_MARGIN} in at most "
-            "1/4 of its cells) while DML almost always does (at least 3/4)")  # fmt: skip
+    text = (
+        f"MVAE (alternating schedule) rarely beats chance (kNN accuracy above 1/K + {CHANCE_MARGIN} in at most "
+        "1/4 of its cells) while DML almost always does (at least 3/4)"
+    )
     if any(math.isnan(acc) for model in cells.values() for _, acc, _ in model):
         return Claim(text, None, "numbers missing")
     above = {m: sum(acc > level for _, acc, level in c) for m, c in cells.items()}
     share = {m: above[m] / len(cells[m]) for m in cells}
-    detail = f"MVAE above chance in {above['mvae']} of {len(cells['mvae'])}, DML in {above['dml']} of " \
-             f"{len(cells['dml'])}; a count of cells by their mean, as the thesis counts: no seed test"  # fmt: skip
+    detail = (
+        f"MVAE above chance in {above['mvae']} of {len(cells['mvae'])}, DML in {above['dml']} of "
+        f"{len(cells['dml'])}; a count of cells by their mean, as the thesis counts: no seed test"
+    )
     return Claim(text, share["mvae"] <= 0.25 and share["dml"] >= 0.75, detail)
 
 
@@ -445,8 +491,11 @@ def _joint_table(runs: list[Run], dataset: str) -> Table:
             row = [str(ls), MODELS[model], weight or "–"]
             cell = groups.get(Setting(dataset, model, "100", ls, weight, "triplet"), [])
             for probe in PROBES:
-                paper = lookup(pub, ls, "mvae", weight, probe) if model == "mvae_joint" else (
-                    lookup(pub, ls, "dml", probe) if model == "dml" else None)  # fmt: skip
+                paper = (
+                    lookup(pub, ls, "mvae", weight, probe)
+                    if model == "mvae_joint"
+                    else (lookup(pub, ls, "dml", probe) if model == "dml" else None)
+                )
                 row += [
                     paper_text(paper, 1),
                     Ours.of(cell, f"test/{probe}/acc").text(paper, 100, 1, not digits),
@@ -460,22 +509,30 @@ def _joint_table(runs: list[Run], dataset: str) -> Table:
     ]
 
     def knn(model: str, weights: tuple[str, ...], ls: int) -> Cell:
-        return _seed_cell(
-            groups, [Setting(dataset, model, "100", ls, w, "triplet") for w in weights], "test/knn/acc"
-        )
+        return _seed_cell(groups, [Setting(dataset, model, "100", ls, w, "triplet") for w in weights], "test/knn/acc")
 
     claims = [
-        check("Joint training (mean over γ = 2, 5, 10) lifts MVAE's kNN accuracy above the alternating schedule's "
-              "at every lsdim", [(f"lsdim {ls}", knn("mvae_joint", ("2", "5", "10"), ls), knn("mvae", ("0.5",), ls))
-                                 for ls in (2, 5, 10)], gt, scale=100, digits=1),
-        check("The metric loss helps the VAE: joint MVAE with γ > 0 (mean over γ = 2, 5, 10) beats γ = 0 on kNN "
-              "accuracy at every lsdim", [(f"lsdim {ls}", knn("mvae_joint", ("2", "5", "10"), ls),
-                                           knn("mvae_joint", ("0",), ls)) for ls in (2, 5, 10)], gt,
-              scale=100, digits=1),
-    ]  # fmt: skip
-    title = (
-        "Safir 2022, Table 6.6: fully labelled MNIST, MVAE trained jointly (L_U + γ L_S) vs DML, accuracy (%)"
-    )
+        check(
+            "Joint training (mean over γ = 2, 5, 10) lifts MVAE's kNN accuracy above the alternating schedule's "
+            "at every lsdim",
+            [(f"lsdim {ls}", knn("mvae_joint", ("2", "5", "10"), ls), knn("mvae", ("0.5",), ls)) for ls in (2, 5, 10)],
+            gt,
+            scale=100,
+            digits=1,
+        ),
+        check(
+            "The metric loss helps the VAE: joint MVAE with γ > 0 (mean over γ = 2, 5, 10) beats γ = 0 on kNN "
+            "accuracy at every lsdim",
+            [
+                (f"lsdim {ls}", knn("mvae_joint", ("2", "5", "10"), ls), knn("mvae_joint", ("0",), ls))
+                for ls in (2, 5, 10)
+            ],
+            gt,
+            scale=100,
+            digits=1,
+        ),
+    ]
+    title = "Safir 2022, Table 6.6: fully labelled MNIST, MVAE trained jointly (L_U + γ L_S) vs DML, accuracy (%)"
     if digits:
         title = "Safir 2022, Table 6.6 on digits (our analogue): MVAE trained jointly vs DML, accuracy (%)"
     return Table(title, header, rows, notes, claims)
@@ -487,8 +544,12 @@ def _joint_table(runs: list[Run], dataset: str) -> Table:
 def fig6_2(runs: list[Run], out_dir: Path) -> Table:
     """Figure 6.2: the 2-D test latents of DML with a unit prior and with the GMM prior, components as circles."""
     plt = pyplot()
-    panels = [(k, r) for k, rs in sorted(grouped(runs).items(), key=lambda kv: kv[0].model, reverse=True)
-              for r in rs if r.ok and k.lsdim == 2]  # fmt: skip
+    panels = [
+        (k, r)
+        for k, rs in sorted(grouped(runs).items(), key=lambda kv: kv[0].model, reverse=True)
+        for r in rs
+        if r.ok and k.lsdim == 2
+    ]
     rows, figures = [], []
     if panels:
         fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 5), squeeze=False)
@@ -510,10 +571,19 @@ def fig6_2(runs: list[Run], out_dir: Path) -> Table:
             ax.set_aspect("equal", adjustable="datalim")
             ax.set_title(f"{MODELS[key.model]} (α {key.weight}, pl {key.pl}%, seed {run.get('seed')})")
             norm = float(np.linalg.norm(xy, axis=1).mean())
-            rows.append([MODELS[key.model], key.weight, key.pl, str(run.get("seed")),
-                         f"{run.metric(ACC) or math.nan:.4f}", f"{norm:.3f}"])  # fmt: skip
-        axes[0][-1].legend(markerscale=4, fontsize="small", title="class", loc="center left",
-                           bbox_to_anchor=(1.01, 0.5))  # fmt: skip
+            rows.append(
+                [
+                    MODELS[key.model],
+                    key.weight,
+                    key.pl,
+                    str(run.get("seed")),
+                    f"{run.metric(ACC) or math.nan:.4f}",
+                    f"{norm:.3f}",
+                ]
+            )
+        axes[0][-1].legend(
+            markerscale=4, fontsize="small", title="class", loc="center left", bbox_to_anchor=(1.01, 0.5)
+        )
         fig.tight_layout()
         figures.append(save_figure(fig, out_dir, "safir_fig6_2"))
     notes = [
@@ -526,8 +596,13 @@ def fig6_2(runs: list[Run], out_dir: Path) -> Table:
     if not panels:
         notes.append("No finished runs with a 2-D latent space.")
     header = ["Model", "α", "pl%", "seed", "kNN acc", "mean |z| (test)"]
-    return Table("Safir 2022, Figure 6.2: 2-D latent spaces of DML with a unit prior and with a GMM prior", header,
-                 rows, notes, figures=figures)  # fmt: skip
+    return Table(
+        "Safir 2022, Figure 6.2: 2-D latent spaces of DML with a unit prior and with a GMM prior",
+        header,
+        rows,
+        notes,
+        figures=figures,
+    )
 
 
 def recon_curve(run: Run) -> list[tuple[int, float]]:
@@ -549,20 +624,35 @@ def fig6_3(runs: list[Run], out_dir: Path) -> Table:
             tail = np.asarray(values[-max(2, len(values) // 4) :])
             change = float(np.max(np.abs(np.diff(tail)) / np.abs(tail[:-1]))) if len(tail) > 1 else math.nan
             unsettled.append((f"seed {seed}", change, 0.01))
-            rows.append([str(seed), f"{values[0]:.4g}", f"{values[-1]:.4g}", f"{min(values):.4g}",
-                         f"{100 * change:.2f}"])  # fmt: skip
+            rows.append(
+                [str(seed), f"{values[0]:.4g}", f"{values[-1]:.4g}", f"{min(values):.4g}", f"{100 * change:.2f}"]
+            )
         ax.set_xlabel("epoch (1-based: odd epochs include the metric loss)")
         ax.set_ylabel("reconstruction loss (train/recon)")
         ax.legend()
         fig.tight_layout()
         figures.append(save_figure(fig, out_dir, "safir_fig6_3"))
     header = ["seed", "first epoch", "last epoch", "lowest", "largest change, last quarter (%)"]
-    text = ("The reconstruction loss of MVAE does not settle under the alternating schedule (it still moves by more "
-            "than 1% between consecutive epochs in the last quarter of training)")  # fmt: skip
-    claims = [check(text, unsettled, gt, digits=4, basis="each run's largest relative change between consecutive "
-                    "epochs of the last quarter against 0.01 (1%): one run's curve each, no seed test")]  # fmt: skip
-    notes = ["From each run's csv/metrics.csv (logger=csv)."] + (
-        [] if curves else ["No finished runs with a CSV log."]
+    text = (
+        "The reconstruction loss of MVAE does not settle under the alternating schedule (it still moves by more "
+        "than 1% between consecutive epochs in the last quarter of training)"
     )
-    return Table("Safir 2022, Figure 6.3: reconstruction loss of MVAE per epoch (alternating schedule)", header, rows,
-                 notes, claims, figures)  # fmt: skip
+    claims = [
+        check(
+            text,
+            unsettled,
+            gt,
+            digits=4,
+            basis="each run's largest relative change between consecutive "
+            "epochs of the last quarter against 0.01 (1%): one run's curve each, no seed test",
+        )
+    ]
+    notes = ["From each run's csv/metrics.csv (logger=csv)."] + ([] if curves else ["No finished runs with a CSV log."])
+    return Table(
+        "Safir 2022, Figure 6.3: reconstruction loss of MVAE per epoch (alternating schedule)",
+        header,
+        rows,
+        notes,
+        claims,
+        figures,
+    )

@@ -51,8 +51,10 @@ class JoblibLauncher(joblib_launcher.JoblibLauncher):
         joblib_cfg = dict(self.joblib)
         joblib_cfg["backend"] = "loky"  # as Hydra's: the threading backend is incompatible with Hydra
         process_joblib_cfg(joblib_cfg)
-        log.info(f"Joblib.Parallel({','.join(f'{k}={v}' for k, v in joblib_cfg.items())}) is launching "
-                 f"{len(job_overrides)} jobs")  # fmt: skip
+        log.info(
+            f"Joblib.Parallel({','.join(f'{k}={v}' for k, v in joblib_cfg.items())}) is launching "
+            f"{len(job_overrides)} jobs"
+        )
         log.info(f"Launching jobs, sweep output dir : {sweep_dir}")
         for idx, overrides in enumerate(job_overrides):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")

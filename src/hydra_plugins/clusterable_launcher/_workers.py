@@ -115,9 +115,7 @@ def run_jobs(
     previous = {signum: signal.signal(signum, on_ctrl_c) for signum in interrupts.INTERRUPTS}
     records = os.environ.get(RECORDS_ENV)
     try:
-        results = Parallel(**parallel)(
-            delayed(in_worker)(str(folder), records, job, *args) for args in job_args
-        )
+        results = Parallel(**parallel)(delayed(in_worker)(str(folder), records, job, *args) for args in job_args)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

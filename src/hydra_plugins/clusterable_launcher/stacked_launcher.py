@@ -71,20 +71,16 @@ class StackedLauncher(Launcher):
         """Keep Hydra's context; the options are checked here, before any cell runs (one line, exit 2)."""
         members = self.max_members
         if isinstance(members, bool) or not isinstance(members, int) or members < 1:
-            raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got "
-                                   f"{members!r}")  # fmt: skip
+            raise CommandLineError(f"hydra.launcher.max_members must be a number of cells (1 or more), got {members!r}")
         jobs = self.n_jobs
         if jobs != "auto" and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-            raise CommandLineError(f"hydra.launcher.n_jobs must be a number of groups trained at once (1 or more) "
-                                   f"or auto, got {jobs!r}")  # fmt: skip
+            raise CommandLineError(
+                f"hydra.launcher.n_jobs must be a number of groups trained at once (1 or more) or auto, got {jobs!r}"
+            )
         if not isinstance(self.speed_check, bool):
-            raise CommandLineError(
-                f"hydra.launcher.speed_check must be true or false, got {self.speed_check!r}"
-            )
+            raise CommandLineError(f"hydra.launcher.speed_check must be true or false, got {self.speed_check!r}")
         if not (isinstance(self.compile, bool) or self.compile == "auto"):
-            raise CommandLineError(
-                f"hydra.launcher.compile must be auto, true or false, got {self.compile!r}"
-            )
+            raise CommandLineError(f"hydra.launcher.compile must be auto, true or false, got {self.compile!r}")
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
@@ -112,10 +108,15 @@ class StackedLauncher(Launcher):
         if jobs > 1 and len(groups) > 1:
             auto = " (hydra.launcher.n_jobs=auto: a group a core)" if self.n_jobs == "auto" else ""
             print(f"stacked: {len(groups)} groups, {min(jobs, len(groups))} at a time{auto}")
-            done = run_jobs(Path(str(self.config.hydra.sweep.dir)), {"n_jobs": jobs, "backend": "loky"},
-                            _group_in_worker, [(self._options(), self.hydra_context, self.config,
-                                                self.task_function, Singleton.get_state(), g)
-                                               for g in group_configs])  # fmt: skip
+            done = run_jobs(
+                Path(str(self.config.hydra.sweep.dir)),
+                {"n_jobs": jobs, "backend": "loky"},
+                _group_in_worker,
+                [
+                    (self._options(), self.hydra_context, self.config, self.task_function, Singleton.get_state(), g)
+                    for g in group_configs
+                ],
+            )
         else:
             done = [self.run_group(g) for g in group_configs]
         runs: list[JobReturn | None] = [None] * len(configs)
@@ -149,8 +150,13 @@ class StackedLauncher(Launcher):
 
     def _single(self, sweep_config: DictConfig) -> JobReturn:
         """The cell as Hydra's basic launcher runs it."""
-        return run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
-                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")  # fmt: skip
+        return run_job(
+            hydra_context=self.hydra_context,
+            task_function=self.task_function,
+            config=sweep_config,
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
 
     def _stack(self, sweep_configs: list[DictConfig]) -> dict[int, JobReturn]:
         """Prepare each cell in its job (run dir, ``.hydra``, log), train those that need it as one stack."""
@@ -159,24 +165,25 @@ class StackedLauncher(Launcher):
         from clusterable.stacked.stack import record_unfinished
 
         def prepare_job(cfg: DictConfig) -> Any:
-            return prepare(
-                cfg, RunContext.from_hydra(HydraConfig.get(), optimized_metric=cfg.get("optimized_metric"))
-            )
+            return prepare(cfg, RunContext.from_hydra(HydraConfig.get(), optimized_metric=cfg.get("optimized_metric")))
 
         returns: dict[int, JobReturn] = {}
         pending: dict[int, Prepared] = {}
         try:
             for i, sweep_config in enumerate(sweep_configs):
-                ret = run_job(hydra_context=self.hydra_context, task_function=prepare_job, config=sweep_config,
-                              job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")  # fmt: skip
+                ret = run_job(
+                    hydra_context=self.hydra_context,
+                    task_function=prepare_job,
+                    config=sweep_config,
+                    job_dir_key="hydra.sweep.dir",
+                    job_subdir_key="hydra.sweep.subdir",
+                )
                 returns[i] = ret
                 if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
                     pending[i] = ret.return_value
                     ret.return_value = None
                 elif ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
-                    ret.return_value = _recorded_metric(
-                        ret.return_value
-                    )  # a finished run reused, as train.py
+                    ret.return_value = _recorded_metric(ret.return_value)  # a finished run reused, as train.py
             self._train(pending, sweep_configs, returns)
         except BaseException as e:
             # A full disk (Hydra's files of the next cell), Ctrl-C or SIGTERM, a bug outside the members' records:
@@ -255,15 +262,19 @@ def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
         output_dir = os.path.abspath(Path(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir)))
         with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):  # as run_job sets it
             config.hydra.runtime.output_dir = output_dir
-        choices = {k: v for k, v in OmegaConf.to_container(config.hydra.runtime.choices).items()
-                   if not k.startswith("hydra/")}  # fmt: skip
+        choices = {
+            k: v for k, v in OmegaConf.to_container(config.hydra.runtime.choices).items() if not k.startswith("hydra/")
+        }
         with resolvers.group_choices(choices), resolvers.collect_notes():
             out: dict[str, Any] = {}
             for key in config:
                 if key != "hydra":
                     value = config[key]  # a container as it is, a value resolved
-                    out[str(key)] = (OmegaConf.to_container(value, resolve=True, throw_on_missing=True)
-                                     if isinstance(value, Container) else value)  # fmt: skip
+                    out[str(key)] = (
+                        OmegaConf.to_container(value, resolve=True, throw_on_missing=True)
+                        if isinstance(value, Container)
+                        else value
+                    )
             return out
     except Exception:
         return None

@@ -68,12 +68,16 @@ def checked_grids(grids: Any) -> Grids:
         if grid is None:
             continue
         if not isinstance(grid, Mapping) or not grid:
-            raise ValueError(f"hydra.sweeper.grids.{name} must be a non-empty {{key: values}} mapping "
-                             f"(e.g. {{dataset: 'mnist,fashion_mnist'}}), got {grid!r}")  # fmt: skip
+            raise ValueError(
+                f"hydra.sweeper.grids.{name} must be a non-empty {{key: values}} mapping "
+                f"(e.g. {{dataset: 'mnist,fashion_mnist'}}), got {grid!r}"
+            )
         for key, values in grid.items():
             if values is None or isinstance(values, Mapping | Sequence) and not isinstance(values, str):
-                raise ValueError(f"hydra.sweeper.grids.{name}.{key} must be a value or a comma-separated sweep "
-                                 f"such as 'a,b', got {values!r}{_quote_hint(key, values)}")  # fmt: skip
+                raise ValueError(
+                    f"hydra.sweeper.grids.{name}.{key} must be a value or a comma-separated sweep "
+                    f"such as 'a,b', got {values!r}{_quote_hint(key, values)}"
+                )
         out[str(name)] = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in grid.items()}
     return out
 
@@ -93,9 +97,7 @@ def _quote_hint(key: Any, values: Any) -> str:
 
 def _key(override: Override) -> str:
     """The key an override sets, without its ``+`` / ``++`` / ``~`` prefix (so that ``+x=1`` replaces ``x=0``)."""
-    return (
-        override.key_or_group if override.package is None else f"{override.key_or_group}@{override.package}"
-    )
+    return override.key_or_group if override.package is None else f"{override.key_or_group}@{override.package}"
 
 
 # One swept key: the key as the cell writes it (``+x`` keeps its prefix) and its values, as Hydra's basic sweeper
@@ -140,9 +142,7 @@ def expand(
     command line replaces it everywhere, its values routed to the grids that hold them (``_route``). Without
     grids: the one product of ``params`` and ``command_line``, as Hydra's basic sweeper makes it."""
     if not grids:
-        return [
-            cell for batch in BasicSweeper.split_arguments([*params, *command_line], None) for cell in batch
-        ]
+        return [cell for batch in BasicSweeper.split_arguments([*params, *command_line], None) for cell in batch]
     shared, given = _axes(params), _axes(command_line)
     parsed = [_axes(parser.parse_overrides([f"{k}={v}" for k, v in grid.items()])) for grid in grids.values()]
     cells: dict[frozenset[str], list[str]] = {}
@@ -159,9 +159,7 @@ def expand(
 class CellSweeper(BasicSweeper):
     """``BasicSweeper`` over a union of grids that launches only the cells of each batch that compose."""
 
-    def __init__(
-        self, max_batch_size: int | None, params: dict[str, str] | None = None, grids: Any = None
-    ) -> None:
+    def __init__(self, max_batch_size: int | None, params: dict[str, str] | None = None, grids: Any = None) -> None:
         super().__init__(max_batch_size, params)
         self.grids = checked_grids(grids)
         self._command_line: list[str] = []
@@ -217,9 +215,7 @@ class CellSweeper(BasicSweeper):
                 # In a later batch (the cells before it ran) this cell fails alone.
                 cell = ",".join(overrides)
                 if not self._launched:
-                    raise CommandLineError(
-                        f"{outside} (cell {cell}; the whole sweep is refused: no cell ran)"
-                    )
+                    raise CommandLineError(f"{outside} (cell {cell}; the whole sweep is refused: no cell ran)")
                 print(f"failed: {cell}: {outside}")
                 record_outcome(Path(str(self.config.hydra.sweep.dir)), "failed", outside, cell=cell)
                 continue

@@ -56,14 +56,12 @@ def distributions(search_space: Any) -> dict[str, Any]:
         import optuna
     except ImportError:
         raise CommandLineError(MISSING_EXTRA) from None
-    space = (
-        OmegaConf.to_container(search_space, resolve=True)
-        if isinstance(search_space, DictConfig)
-        else search_space
-    )
+    space = OmegaConf.to_container(search_space, resolve=True) if isinstance(search_space, DictConfig) else search_space
     if not isinstance(space, Mapping) or not space:
-        raise CommandLineError("hydra.sweeper.search_space must map config keys to their ranges, e.g. "
-                               "{loss.lam: {type: float, low: 0.05, high: 1.0}}")  # fmt: skip
+        raise CommandLineError(
+            "hydra.sweeper.search_space must map config keys to their ranges, e.g. "
+            "{loss.lam: {type: float, low: 0.05, high: 1.0}}"
+        )
     out = {}
     for key, spec in space.items():
         where = f"hydra.sweeper.search_space.{key}"
@@ -72,20 +70,18 @@ def distributions(search_space: Any) -> dict[str, Any]:
         kind = spec["type"]
         allowed = {"type", "choices"} if kind == "categorical" else {"type", "low", "high", "log", "step"}
         if unknown := sorted(set(spec) - allowed):
-            raise CommandLineError(
-                f"{where}: {unknown[0]} is not an option of a {kind} range ({', '.join(allowed)})"
-            )
+            raise CommandLineError(f"{where}: {unknown[0]} is not an option of a {kind} range ({', '.join(allowed)})")
         try:
             if kind == "categorical":
                 out[key] = optuna.distributions.CategoricalDistribution(list(spec["choices"]))
             elif kind == "float":
-                out[key] = optuna.distributions.FloatDistribution(float(spec["low"]), float(spec["high"]),
-                                                                  log=bool(spec.get("log", False)),
-                                                                  step=spec.get("step"))  # fmt: skip
+                out[key] = optuna.distributions.FloatDistribution(
+                    float(spec["low"]), float(spec["high"]), log=bool(spec.get("log", False)), step=spec.get("step")
+                )
             else:
-                out[key] = optuna.distributions.IntDistribution(int(spec["low"]), int(spec["high"]),
-                                                                log=bool(spec.get("log", False)),
-                                                                step=int(spec.get("step", 1)))  # fmt: skip
+                out[key] = optuna.distributions.IntDistribution(
+                    int(spec["low"]), int(spec["high"]), log=bool(spec.get("log", False)), step=int(spec.get("step", 1))
+                )
         except (KeyError, TypeError, ValueError) as e:
             missing = f"needs {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
             raise CommandLineError(f"{where}: {missing}") from None
@@ -103,19 +99,21 @@ def check_objective(config: DictConfig, direction: str, allow_test: bool) -> str
     ``allow_test``."""
     metric = config.get("optimized_metric")
     if not isinstance(metric, str) or "/" not in metric:
-        raise CommandLineError(
-            f"optimized_metric must name a metric the runs record, such as val/acc, got {metric!r}"
-        )
+        raise CommandLineError(f"optimized_metric must name a metric the runs record, such as val/acc, got {metric!r}")
     stage = metric.split("/")[0]
     if stage == "test" and not allow_test:
-        raise CommandLineError(f"optimized_metric={metric} tunes on the test split, whose numbers the tables report: "
-                               "tune on val/..., or set hydra.sweeper.allow_test_objective=true to do it on "
-                               "purpose")  # fmt: skip
+        raise CommandLineError(
+            f"optimized_metric={metric} tunes on the test split, whose numbers the tables report: "
+            "tune on val/..., or set hydra.sweeper.allow_test_objective=true to do it on "
+            "purpose"
+        )
     way = monitor_direction(metric)
     if way is not None and {"max": "maximize", "min": "minimize"}[way] != direction:
-        raise CommandLineError(f"hydra.sweeper.direction={direction} with optimized_metric={metric}, which is "
-                               f"{'maximised' if way == 'max' else 'minimised'}: set hydra.sweeper.direction="
-                               f"{'maximize' if way == 'max' else 'minimize'}")  # fmt: skip
+        raise CommandLineError(
+            f"hydra.sweeper.direction={direction} with optimized_metric={metric}, which is "
+            f"{'maximised' if way == 'max' else 'minimised'}: set hydra.sweeper.direction="
+            f"{'maximize' if way == 'max' else 'minimize'}"
+        )
     return metric
 
 
@@ -134,18 +132,14 @@ def question(config: DictConfig, direction: str, space: Any, params: Mapping[str
                 walk(value, f"{prefix}{key}.")
             return
         key = prefix[:-1]
-        if key == "optimized_metric" or any(
-            key == k or key.startswith(f"{k}.") for k in (*searched, *NOT_IN_QUESTION)
-        ):
+        if key == "optimized_metric" or any(key == k or key.startswith(f"{k}.") for k in (*searched, *NOT_IN_QUESTION)):
             return
         leaves[key] = repr(node)
 
     walk(tree, "")
     return {
         "objective": f"{direction} {config.get('optimized_metric')}",
-        "search_space": repr(
-            OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space
-        ),
+        "search_space": repr(OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space),
         "params": repr(sorted(f"{k}={v}" for k, v in params.items())),
         "config": leaves,
     }
@@ -154,11 +148,15 @@ def question(config: DictConfig, direction: str, space: Any, params: Mapping[str
 def question_change(old: dict[str, Any], new: dict[str, Any]) -> str:
     """What differs between two questions, for the refusal: ``objective: maximize val/acc -> minimize val/loss;
     loss._target_: ... -> ...`` (the first three differences, and how many more)."""
-    changes = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in ("objective", "search_space", "params")
-               if old.get(k) != new.get(k)]  # fmt: skip
+    changes = [
+        f"{k}: {old.get(k)} -> {new.get(k)}"
+        for k in ("objective", "search_space", "params")
+        if old.get(k) != new.get(k)
+    ]
     a, b = old.get("config") or {}, new.get("config") or {}
-    changes += [f"{k}: {a.get(k, '<unset>')} -> {b.get(k, '<unset>')}" for k in sorted(set(a) | set(b))
-                if a.get(k) != b.get(k)]  # fmt: skip
+    changes += [
+        f"{k}: {a.get(k, '<unset>')} -> {b.get(k, '<unset>')}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+    ]
     more = f" and {len(changes) - 3} more" if len(changes) > 3 else ""
     return "; ".join(changes[:3]) + more
 
@@ -194,18 +192,15 @@ class OptunaSweeper(Sweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         for name, value, low in (("n_trials", self.n_trials, 1), ("n_jobs", self.n_jobs, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise CommandLineError(
-                    f"hydra.sweeper.{name} must be a whole number of at least {low}, got {value!r}"
-                )
+                raise CommandLineError(f"hydra.sweeper.{name} must be a whole number of at least {low}, got {value!r}")
         if self.direction not in ("maximize", "minimize"):
-            raise CommandLineError(
-                f"hydra.sweeper.direction must be maximize or minimize, got {self.direction!r}"
-            )
+            raise CommandLineError(f"hydra.sweeper.direction must be maximize or minimize, got {self.direction!r}")
         if self.sampler not in ("tpe", "random"):
             raise CommandLineError(f"hydra.sweeper.sampler must be tpe or random, got {self.sampler!r}")
         if not isinstance(self.allow_test_objective, bool):
-            raise CommandLineError(f"hydra.sweeper.allow_test_objective must be true or false, got "
-                                   f"{self.allow_test_objective!r}")  # fmt: skip
+            raise CommandLineError(
+                f"hydra.sweeper.allow_test_objective must be true or false, got {self.allow_test_objective!r}"
+            )
         check_objective(config, self.direction, self.allow_test_objective)
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
@@ -225,27 +220,34 @@ class OptunaSweeper(Sweeper):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage = self.storage or f"sqlite:///{(folder / 'optuna.db').resolve()}"
         study = optuna.create_study(
-            study_name=self.study_name or str(self.config.name), direction=self.direction, storage=storage,
+            study_name=self.study_name or str(self.config.name),
+            direction=self.direction,
+            storage=storage,
             load_if_exists=True,
-        )  # fmt: skip
+        )
         asked = question(self.config, self.direction, self.search_space, dict(self.params))
         where = folder / "optuna.db" if self.storage is None else storage
         kept = study.user_attrs.get("question")
         if kept is None and study.trials:
-            raise CommandLineError(f"the study {study.study_name} in {where} records no question (an earlier "
-                                   "version made it), so resuming it could answer another one: move it away or "
-                                   "set hydra.sweep.dir to another folder")  # fmt: skip
+            raise CommandLineError(
+                f"the study {study.study_name} in {where} records no question (an earlier "
+                "version made it), so resuming it could answer another one: move it away or "
+                "set hydra.sweep.dir to another folder"
+            )
         if kept is not None and kept != asked:
-            raise CommandLineError(f"the study {study.study_name} in {where} answers another question "
-                                   f"({question_change(kept, asked)}): run the same command to resume it, or set "
-                                   "hydra.sweep.dir (or hydra.sweeper.study_name) for a new study")  # fmt: skip
+            raise CommandLineError(
+                f"the study {study.study_name} in {where} answers another question "
+                f"({question_change(kept, asked)}): run the same command to resume it, or set "
+                "hydra.sweep.dir (or hydra.sweeper.study_name) for a new study"
+            )
         if kept is None:
             study.set_user_attr("question", asked)
         # Seeded by the trials already in the study too: a resumed search goes on drawing, where the bare seed would
         # replay the first session's draws.
         seed = self.seed + len(study.trials)
-        study.sampler = (optuna.samplers.TPESampler(seed=seed) if self.sampler == "tpe"
-                         else optuna.samplers.RandomSampler(seed=seed))  # fmt: skip
+        study.sampler = (
+            optuna.samplers.TPESampler(seed=seed) if self.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
+        )
         for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             study.tell(trial.number, state=optuna.trial.TrialState.FAIL)  # cut off by an earlier Ctrl-C
         finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
@@ -279,18 +281,30 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:
-        print(f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed "
-              "or diverged: see the failed cells above); nothing to report", file=sys.stderr)  # fmt: skip
+        print(
+            f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed "
+            "or diverged: see the failed cells above); nothing to report",
+            file=sys.stderr,
+        )
         exit_status["code"] = 1
         return
     best = study.best_trial
-    result = {"name": study.study_name, "metric": str(config.optimized_metric), "direction": study.direction.name
-              .lower(), "best_value": best.value, "best_params": best.params, "trial": best.number,
-              "trials": len(study.trials), "complete": len(complete)}  # fmt: skip
+    result = {
+        "name": study.study_name,
+        "metric": str(config.optimized_metric),
+        "direction": study.direction.name.lower(),
+        "best_value": best.value,
+        "best_params": best.params,
+        "trial": best.number,
+        "trials": len(study.trials),
+        "complete": len(complete),
+    }
     OmegaConf.save(OmegaConf.create(result), folder / "optimization_results.yaml")
     params = " ".join(f"{k}={_value(v)}" for k, v in best.params.items())
-    print(f"optuna: best {config.optimized_metric} {best.value:.4f} at trial {best.number}: {params} "
-          f"({len(complete)} of {len(study.trials)} trials complete)")  # fmt: skip
+    print(
+        f"optuna: best {config.optimized_metric} {best.value:.4f} at trial {best.number}: {params} "
+        f"({len(complete)} of {len(study.trials)} trials complete)"
+    )
 
 
 # A node, not a dataclass: Hydra's plugin scan executes this module outside ``sys.modules``.
@@ -298,9 +312,19 @@ ConfigStore.instance().store(
     group="hydra/sweeper",
     name="optuna",
     provider="clusterable",
-    node=OmegaConf.create({
-        "_target_": "hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper", "search_space": None,
-        "n_trials": 20, "n_jobs": 1, "direction": "maximize", "sampler": "tpe", "seed": 0, "storage": None,
-        "study_name": None, "params": None, "allow_test_objective": False,
-    }),
-)  # fmt: skip
+    node=OmegaConf.create(
+        {
+            "_target_": "hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper",
+            "search_space": None,
+            "n_trials": 20,
+            "n_jobs": 1,
+            "direction": "maximize",
+            "sampler": "tpe",
+            "seed": 0,
+            "storage": None,
+            "study_name": None,
+            "params": None,
+            "allow_test_objective": False,
+        }
+    ),
+)

@@ -38,9 +38,7 @@ def canvas(images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
 def smooth(h: int, w: int, seed: int) -> torch.Tensor:
     """A smooth float RGB picture (3, h, w), so that interpolation filters differ little."""
     coarse = torch.rand(1, 3, 5, 5, generator=torch.Generator().manual_seed(seed))
-    return torch.nn.functional.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)[0].clamp(
-        0, 1
-    )
+    return torch.nn.functional.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)[0].clamp(0, 1)
 
 
 def test_eval_views_are_torchvisions_center_crop() -> None:
@@ -81,9 +79,7 @@ def test_crop_boxes_follow_torchvisions_distribution() -> None:
 def test_crop_boxes_fall_back_to_the_central_crop_as_torchvision_does() -> None:
     # No attempt can fit a 2:1 box of the whole area, so both take the central crop clamped to the ratio.
     for h, w in [(40, 40), (30, 90)]:
-        box = crop_boxes(
-            torch.tensor([h]), torch.tensor([w]), torch.Generator().manual_seed(0), (1, 1), (2, 2)
-        )
+        box = crop_boxes(torch.tensor([h]), torch.tensor([w]), torch.Generator().manual_seed(0), (1, 1), (2, 2))
         assert box[0].tolist() == list(T.RandomResizedCrop.get_params(torch.zeros(3, h, w), [1, 1], [2, 2]))
 
 
@@ -131,9 +127,7 @@ def test_train_views_draw_per_image_and_are_seeded() -> None:
 def test_flip_per_image() -> None:
     image = (smooth(32, 32, seed=4) * 255).round().to(torch.uint8)
     batch, sizes = canvas([image] * 16)
-    views = train_views(
-        batch, sizes, torch.Generator().manual_seed(0), 32, (1, 1), (1, 1), flip=True, jitter=None
-    )
+    views = train_views(batch, sizes, torch.Generator().manual_seed(0), 32, (1, 1), (1, 1), flip=True, jitter=None)
     whole = image.float() / 255
     flipped = [bool(torch.allclose(v, whole.flip(-1), atol=1e-5)) for v in views]
     kept = [bool(torch.allclose(v, whole, atol=1e-5)) for v in views]
@@ -151,9 +145,7 @@ def test_hsv_round_trip_and_hue_match_torchvision() -> None:
 
 
 def test_color_jitter_factors_per_image() -> None:
-    x = (0.1 + 0.4 * smooth(16, 16, seed=5)).expand(
-        6, 3, 16, 16
-    )  # in (0, 0.5]: no clamping at 1.5x brightness
+    x = (0.1 + 0.4 * smooth(16, 16, seed=5)).expand(6, 3, 16, 16)  # in (0, 0.5]: no clamping at 1.5x brightness
     out = color_jitter(x, torch.Generator().manual_seed(0), brightness=0.5)
     factors = (out / x).flatten(1)
     assert torch.allclose(factors, factors[:, :1], atol=1e-4), "one brightness factor per image"
@@ -163,9 +155,7 @@ def test_color_jitter_factors_per_image() -> None:
     mean = torch.full((6,), 0.3)
     out = color_jitter(x, torch.Generator().manual_seed(1), contrast=0.4, grey_mean=mean)
     f = ((out - 0.3) / (x - 0.3)).flatten(1)[:, 0]
-    assert torch.allclose(
-        out, (f[:, None, None, None] * x + (1 - f[:, None, None, None]) * 0.3).clamp(0, 1), atol=1e-5
-    )
+    assert torch.allclose(out, (f[:, None, None, None] * x + (1 - f[:, None, None, None]) * 0.3).clamp(0, 1), atol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------------ the config node
@@ -181,8 +171,9 @@ def test_augment_keeps_its_settings_as_tuples_of_floats_and_applies_them() -> No
     views = augment(batch, sizes, torch.Generator().manual_seed(0), 32)
     assert torch.allclose(views, (image.float() / 255).expand(4, 3, 32, 32), atol=1e-5)
     recipe = Augment(jitter=[0.25, 0.25, 0.25, 0.0])
-    expected = train_views(batch, sizes, torch.Generator().manual_seed(1), 24, (0.16, 1.0), (3 / 4, 4 / 3), True,
-                           (0.25, 0.25, 0.25, 0.0))  # fmt: skip
+    expected = train_views(
+        batch, sizes, torch.Generator().manual_seed(1), 24, (0.16, 1.0), (3 / 4, 4 / 3), True, (0.25, 0.25, 0.25, 0.0)
+    )
     assert torch.equal(recipe(batch, sizes, torch.Generator().manual_seed(1), 24), expected)
 
 

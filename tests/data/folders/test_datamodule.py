@@ -30,9 +30,18 @@ from .test_retrieval_sets import write_cub200, write_inshop
 def cub_module(root: Path, **kwargs) -> ImageDataModule:
     """The tiny CUB copy (classes 1-3 train with 3, 2, 4 images; 101-102 test with 3, 2) at a small recipe."""
     reader = lambda: read_cub200(root, expected_sizes={"train": 9, "test": 5})  # noqa: E731
-    options = {"input_shape": [3, 24, 24], "num_classes": 3, "batch_size": 4, "eval_batch_size": 3,
-               "resize": "shorter:28", "augment": Augment(jitter=[0.25, 0.25, 0.25, 0.0]), "progress": False,
-               "prefetch": 1, "val_classes": 1, **kwargs}  # fmt: skip
+    options = {
+        "input_shape": [3, 24, 24],
+        "num_classes": 3,
+        "batch_size": 4,
+        "eval_batch_size": 3,
+        "resize": "shorter:28",
+        "augment": Augment(jitter=[0.25, 0.25, 0.25, 0.0]),
+        "progress": False,
+        "prefetch": 1,
+        "val_classes": 1,
+        **kwargs,
+    }
     return ImageDataModule("cub200", reader, **options)
 
 
@@ -62,9 +71,7 @@ def test_datamodule_splits_batches_and_views(tmp_path) -> None:
     dm.trainer = trainer(training=True)
     views = dm.on_after_batch_transfer(dict(batch), 0)
     assert set(views) == {"inputs", "labels", "index"} and views["inputs"].shape == (4, 3, 24, 24)
-    assert (
-        views["inputs"].dtype == torch.float32 and 0 <= views["inputs"].min() and views["inputs"].max() <= 1
-    )
+    assert views["inputs"].dtype == torch.float32 and 0 <= views["inputs"].min() and views["inputs"].max() <= 1
     dm.trainer = trainer(training=False)
     centre = dm.on_after_batch_transfer(dict(batch), 0)["inputs"]
     assert torch.equal(centre, eval_views(batch["images"], batch["sizes"], 24))
@@ -84,9 +91,7 @@ def test_eval_batches_are_the_split_in_order_on_the_device(tmp_path) -> None:
     assert torch.equal(torch.cat([b["labels"] for b in batches]), dm.splits["test"]["labels"])
     store = dm.store
     first = torch.from_numpy(np.array(store.image(int(dm._rows["test"][0]))))
-    assert torch.equal(
-        batches[0]["inputs"][0], eval_views(first[None], torch.tensor([first.shape[1:]]), 24)[0]
-    )
+    assert torch.equal(batches[0]["inputs"][0], eval_views(first[None], torch.tensor([first.shape[1:]]), 24)[0])
     with pytest.raises(ValueError, match="^stage must be one of train, val, test"):
         next(dm.eval_batches("query", "cpu"))
 
@@ -94,10 +99,7 @@ def test_eval_batches_are_the_split_in_order_on_the_device(tmp_path) -> None:
 def test_validation_modes(tmp_path) -> None:
     write_cub200(tmp_path)
     on_test = cub_module(tmp_path, validation="test").load()
-    assert (
-        torch.equal(on_test["val"]["labels"], on_test["test"]["labels"])
-        and len(on_test["train"]["labels"]) == 9
-    )
+    assert torch.equal(on_test["val"]["labels"], on_test["test"]["labels"]) and len(on_test["train"]["labels"]) == 9
     none = cub_module(tmp_path, validation="none")
     assert len(none.load()["val"]["labels"]) == 0 and len(none.val_dataloader()) == 0
 
@@ -105,8 +107,17 @@ def test_validation_modes(tmp_path) -> None:
 def test_inshop_test_split_has_query_and_gallery_flags(tmp_path) -> None:
     write_inshop(tmp_path)
     reader = lambda: read_inshop(tmp_path, expected_sizes={"train": 5, "query": 2, "gallery": 3})  # noqa: E731
-    dm = ImageDataModule("inshop", reader, [3, 32, 32], 2, batch_size=2, eval_batch_size=4, validation="test",
-                         progress=False, cache_dir=str(tmp_path / "elsewhere"))  # fmt: skip
+    dm = ImageDataModule(
+        "inshop",
+        reader,
+        [3, 32, 32],
+        2,
+        batch_size=2,
+        eval_batch_size=4,
+        validation="test",
+        progress=False,
+        cache_dir=str(tmp_path / "elsewhere"),
+    )
     test = dm.load()["test"]
     assert test["is_query"].tolist() == [True, False, False, True, False]
     assert test["is_gallery"].tolist() == [False, True, True, False, True]
@@ -130,26 +141,20 @@ def test_class_balanced_sampler_in_the_datamodule(tmp_path) -> None:
         assert torch.equal(batch["labels"], labels[batch["index"]])
     small = cub_module(tmp_path, sampler=Sampler("class_balanced", 5), batch_size=10, validation="none")
     small.reader, small.num_classes = dm.reader, 4
-    with pytest.raises(
-        ValueError, match=r"^images_per_class \(5\) exceeds the smallest class \(4 images, class 0\)"
-    ):
+    with pytest.raises(ValueError, match=r"^images_per_class \(5\) exceeds the smallest class \(4 images, class 0\)"):
         small.load()
 
 
 def test_num_classes_must_be_the_training_classes(tmp_path) -> None:
     write_cub200(tmp_path)
-    with pytest.raises(
-        ValueError, match=r"^num_classes is 5 but the training split of CUB-200-2011 has 3 classes"
-    ):
+    with pytest.raises(ValueError, match=r"^num_classes is 5 but the training split of CUB-200-2011 has 3 classes"):
         cub_module(tmp_path, num_classes=5).load()
 
 
 def test_reader_errors_surface_with_their_one_line(tmp_path) -> None:
     write_cub200(tmp_path)
     (tmp_path / "CUB_200_2011" / "images.txt").unlink()
-    with pytest.raises(
-        DatasetNotFoundError, match=r"CUB-200-2011 not found in .*missing: CUB_200_2011/images.txt"
-    ):
+    with pytest.raises(DatasetNotFoundError, match=r"CUB-200-2011 not found in .*missing: CUB_200_2011/images.txt"):
         cub_module(tmp_path).load()
 
 
@@ -185,10 +190,7 @@ def test_fake_source_reads_no_file_and_is_above_chance() -> None:
     no_reading.parts = ("train", "query", "gallery")  # an In-Shop-like reader: the stand-in gets the flags
     dm = ImageDataModule("inshop", no_reading, [3, 32, 32], 3997, batch_size=16, source="fake", fake_size=40)
     splits = dm.load()
-    assert (
-        len(splits["train"]["labels"]) + len(splits["val"]["labels"]) == 40
-        and len(splits["test"]["labels"]) == 40
-    )
+    assert len(splits["train"]["labels"]) + len(splits["val"]["labels"]) == 40 and len(splits["test"]["labels"]) == 40
     assert int(splits["train"]["labels"].max()) < 3997 and int(splits["test"]["labels"].min()) >= 3997
     assert splits["test"]["is_query"].any() and splits["test"]["is_gallery"].any()
     batch = next(iter(dm.train_dataloader()))
@@ -213,19 +215,13 @@ def test_dataset_configs_build_and_give_views(tmp_path, name: str) -> None:
     dm.load()
     dm.trainer = trainer(training=True)
     views = dm.on_after_batch_transfer(next(iter(dm.train_dataloader())), 0)
-    assert views["inputs"].shape[1:] == (3, 32, 32) and ("is_query" in dm.splits["test"]) == (
-        name == "inshop"
-    )
+    assert views["inputs"].shape[1:] == (3, 32, 32) and ("is_query" in dm.splits["test"]) == (name == "inshop")
 
 
 def test_store_of_the_fake_source_is_in_memory() -> None:
     dm = ImageDataModule("cub200", None, [3, 24, 24], 100, source="fake", fake_size=8)
     dm.load()
-    assert (
-        isinstance(dm.store, ImageStore)
-        and dm.store.folder is None
-        and not isinstance(dm.store.pixels, np.memmap)
-    )
+    assert isinstance(dm.store, ImageStore) and dm.store.folder is None and not isinstance(dm.store.pixels, np.memmap)
 
 
 @pytest.mark.filterwarnings("ignore:.*LeafSpec.*is deprecated")  # inside Lightning, not ours
@@ -246,9 +242,7 @@ def test_lightning_calls_the_hook_train_views_in_training_centre_crops_in_valida
             self.weight = torch.nn.Parameter(torch.zeros(3))
 
         def training_step(self, batch, batch_idx):
-            seen.append(
-                ("train", sorted(batch), torch.equal(batch["inputs"], centre("train", batch["index"])))
-            )
+            seen.append(("train", sorted(batch), torch.equal(batch["inputs"], centre("train", batch["index"]))))
             return (batch["inputs"].mean(dim=(2, 3)) * self.weight).sum()
 
         def validation_step(self, batch, batch_idx):
@@ -257,8 +251,15 @@ def test_lightning_calls_the_hook_train_views_in_training_centre_crops_in_valida
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
-    L.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-              enable_model_summary=False, num_sanity_val_steps=0).fit(Probe(), datamodule=dm)  # fmt: skip
+    L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    ).fit(Probe(), datamodule=dm)
     assert {s[0] for s in seen} == {"train", "val"}
     assert all(keys == ["index", "inputs", "labels"] for _, keys, _ in seen)
     assert all(same == (stage == "val") for stage, _, same in seen), "random views in training only"
@@ -266,12 +267,8 @@ def test_lightning_calls_the_hook_train_views_in_training_centre_crops_in_valida
 
 def test_a_nested_node_is_checked_against_its_class_with_its_path(tmp_path) -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(
-            "train", overrides=["dataset=cub200", f"paths.data_dir={tmp_path}", "dataset.sampler.kind=pk"]
-        )
-    with pytest.raises(
-        ConfigError, match=r"^dataset\.sampler\.kind must be one of 'random', 'class_balanced'"
-    ):
+        cfg = compose("train", overrides=["dataset=cub200", f"paths.data_dir={tmp_path}", "dataset.sampler.kind=pk"])
+    with pytest.raises(ConfigError, match=r"^dataset\.sampler\.kind must be one of 'random', 'class_balanced'"):
         build(cfg.dataset, "dataset", seed=0)
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(
@@ -292,9 +289,7 @@ def test_a_nested_node_is_checked_against_its_class_with_its_path(tmp_path) -> N
 @pytest.mark.parametrize("name", ["cub200", "cars196", "sop", "inshop"])
 def test_dataset_configs_give_the_recipes_augmentation_and_sampler(tmp_path, name: str) -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(
-            "train", overrides=[f"dataset={name}", f"paths.data_dir={tmp_path}", "dataset.source=fake"]
-        )
+        cfg = compose("train", overrides=[f"dataset={name}", f"paths.data_dir={tmp_path}", "dataset.source=fake"])
     dm = build(cfg.dataset, "dataset", seed=0)
     jitter = {"cub200": (0.25, 0.25, 0.25, 0.0), "cars196": (0.3, 0.3, 0.3, 0.1)}.get(name)
     ratio = (1.0, 1.0) if name == "cars196" else (0.75, 4 / 3)

@@ -92,9 +92,7 @@ def test_an_interrupted_build_leaves_nothing_that_is_reused(tmp_path, monkeypatc
     monkeypatch.setattr(image_cache, "decode_image", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_or_open_cache(paths, tmp_path / "cache", "square:24", progress=False)
-    assert [
-        p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()
-    ] == []  # no folder, complete or partial
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == []  # no folder, complete or partial
     monkeypatch.setattr(image_cache, "decode_image", real_decode)
 
     # A run killed outright leaves its partial folder; one that was tampered with looks complete but is not.
@@ -127,9 +125,7 @@ def test_a_corrupt_jpeg_fails_with_one_line_naming_it(tmp_path) -> None:
 def test_a_missing_image_file_is_named(tmp_path) -> None:
     paths = jpegs(tmp_path / "images", SHAPES)
     paths[3].unlink()
-    with pytest.raises(
-        DatasetNotFoundError, match=f"image file {paths[3].resolve()} is listed .* does not exist"
-    ):
+    with pytest.raises(DatasetNotFoundError, match=f"image file {paths[3].resolve()} is listed .* does not exist"):
         build_or_open_cache(paths, tmp_path / "cache", None, progress=False)
 
 

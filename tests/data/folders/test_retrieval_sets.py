@@ -234,9 +234,7 @@ def test_configs_expect_the_standard_sizes() -> None:
         ("inshop", "list_eval_partition.txt, img/"),
     ],
 )
-def test_missing_files_are_named_with_the_folder_and_where_to_get_them(
-    tmp_path: Path, name: str, missing: str
-) -> None:
+def test_missing_files_are_named_with_the_folder_and_where_to_get_them(tmp_path: Path, name: str, missing: str) -> None:
     read = READERS[name][0]
     with pytest.raises(DatasetNotFoundError) as info:
         read(tmp_path / "nowhere")

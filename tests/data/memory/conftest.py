@@ -40,9 +40,7 @@ def tiny_split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
-def write_idx_dataset(
-    root: Path, variant: str, compress: bool = False, flat: bool = False
-) -> dict[str, np.ndarray]:
+def write_idx_dataset(root: Path, variant: str, compress: bool = False, flat: bool = False) -> dict[str, np.ndarray]:
     """Write ``variant``'s four idx-ubyte files under ``root`` in torchvision's layout (``flat``: in ``root``
     itself, as the datasets are published and Debian's ``dataset-fashion-mnist`` installs them); return the
     arrays."""

@@ -41,9 +41,7 @@ def corrupt_error(root: Path, variant: str = "mnist", download: bool = False) ->
 
 def test_the_error_family() -> None:
     assert issubclass(CorruptFileError, DatasetError) and issubclass(DatasetNotFoundError, DatasetError)
-    assert issubclass(DatasetNotFoundError, FileNotFoundError) and not issubclass(
-        CorruptFileError, ValueError
-    )
+    assert issubclass(DatasetNotFoundError, FileNotFoundError) and not issubclass(CorruptFileError, ValueError)
     assert mnist.DatasetNotFoundError is DatasetNotFoundError  # still importable from where it used to live
     assert mnist.CorruptFileError is CorruptFileError
 
@@ -111,9 +109,7 @@ def test_a_truncated_file_inside_an_archive_names_the_archive(tmp_path: Path, wr
     good = gzip.decompress((raw / f"{TEST_IMAGES}.gz").read_bytes())
     (raw / f"{TEST_IMAGES}.gz").write_bytes(gzip.compress(good[:-5]))  # valid gzip of a truncated file
     message = corrupt_error(tmp_path, "fashion_mnist")
-    assert message.startswith(
-        f"Fashion-MNIST file {(raw / TEST_IMAGES).resolve()}.gz is corrupt: header promises"
-    )
+    assert message.startswith(f"Fashion-MNIST file {(raw / TEST_IMAGES).resolve()}.gz is corrupt: header promises")
     assert message.endswith("(truncated?); replace it (delete it to download again)")
     assert not (raw / TEST_IMAGES).exists()  # archives are unpacked in memory, never next to themselves
 
@@ -148,9 +144,7 @@ def test_mnist_subset_reader_reports_missing_files_the_same_way(tmp_path: Path) 
     assert str(sub.value) == str(full.value)
 
 
-def test_corrupt_download_is_caught_before_torchvision_reads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_corrupt_download_is_caught_before_torchvision_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A download that "succeeds" with a truncated file: reported by the check, not by an AssertionError.
     def download(self) -> None:
         raw = Path(self.raw_folder)

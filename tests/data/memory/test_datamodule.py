@@ -129,9 +129,7 @@ def test_inputs_must_have_input_shape() -> None:
     splits["test"] = {"inputs": torch.rand(12, 1, 28, 28), "labels": torch.arange(12) % 3}
     with pytest.raises(ValueError) as info:
         module(splits, input_shape=[3]).load()
-    assert (
-        str(info.value) == "input_shape is [3] but the inputs of split 'test' have rows of shape [1, 28, 28]"
-    )
+    assert str(info.value) == "input_shape is [3] but the inputs of split 'test' have rows of shape [1, 28, 28]"
 
 
 def test_the_three_splits_are_required() -> None:
@@ -227,9 +225,7 @@ def test_ranks_interleave_one_permutation() -> None:
 
 def test_more_ranks_than_rows() -> None:
     split = splits_of(2)["train"]
-    shares = [
-        next(iter(TensorBatches(split, 8, False, rank=r, world_size=5)))["index"].tolist() for r in range(5)
-    ]
+    shares = [next(iter(TensorBatches(split, 8, False, rank=r, world_size=5)))["index"].tolist() for r in range(5)]
     assert shares == [[0], [1], [0], [1], [0]]
 
 
@@ -287,8 +283,7 @@ def _labelled(counts: list[int]) -> dict[str, dict[str, torch.Tensor]]:
 
 def test_class_balanced_batches_hold_m_rows_of_each_class() -> None:
     splits = _labelled([10, 12, 9, 15, 11, 8])
-    dm = InMemoryDataModule("pk", lambda: splits, [3], 6, batch_size=12, sampler=Sampler("class_balanced", 4),
-                            seed=3)  # fmt: skip
+    dm = InMemoryDataModule("pk", lambda: splits, [3], 6, batch_size=12, sampler=Sampler("class_balanced", 4), seed=3)
     dm.load()
     batches = list(dm.train_dataloader())
     assert len(batches) == len(splits["train"]["labels"]) // 12
@@ -297,21 +292,22 @@ def test_class_balanced_batches_hold_m_rows_of_each_class() -> None:
         assert counts.tolist() == [4, 4, 4]  # 12 / 4 = 3 classes of 4 rows each
         assert len(set(batch["index"].tolist())) == 12  # distinct rows
         torch.testing.assert_close(batch["inputs"], splits["train"]["inputs"][batch["index"]])
-    again = InMemoryDataModule("pk", lambda: splits, [3], 6, batch_size=12, sampler=Sampler("class_balanced", 4),
-                               seed=3)  # fmt: skip
+    again = InMemoryDataModule(
+        "pk", lambda: splits, [3], 6, batch_size=12, sampler=Sampler("class_balanced", 4), seed=3
+    )
     again.load()
     assert [b["index"].tolist() for b in again.train_dataloader()] == [b["index"].tolist() for b in batches]
 
 
 def test_class_balanced_settings_that_cannot_work_fail_at_load_in_one_line() -> None:
-    dm = InMemoryDataModule("pk", lambda: _labelled([10, 3, 9]), [3], 3, batch_size=8,
-                            sampler=Sampler("class_balanced", 4))  # fmt: skip
-    with pytest.raises(
-        ValueError, match=r"^images_per_class \(4\) exceeds the smallest class \(3 images, class 1\)"
-    ):
+    dm = InMemoryDataModule(
+        "pk", lambda: _labelled([10, 3, 9]), [3], 3, batch_size=8, sampler=Sampler("class_balanced", 4)
+    )
+    with pytest.raises(ValueError, match=r"^images_per_class \(4\) exceeds the smallest class \(3 images, class 1\)"):
         dm.load()
-    dm = InMemoryDataModule("pk", lambda: _labelled([10, 10]), [3], 2, batch_size=10,
-                            sampler=Sampler("class_balanced", 4))  # fmt: skip
+    dm = InMemoryDataModule(
+        "pk", lambda: _labelled([10, 10]), [3], 2, batch_size=10, sampler=Sampler("class_balanced", 4)
+    )
     with pytest.raises(ValueError, match=r"^batch_size \(10\) must be a multiple of images_per_class \(4\)"):
         dm.load()
 

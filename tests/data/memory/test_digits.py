@@ -52,9 +52,7 @@ def test_splits_are_stratified(original) -> None:
 def test_splits_are_reproducible_per_seed() -> None:
     a, b, c = read_digits(split_seed=1), read_digits(split_seed=1), read_digits(split_seed=2)
     for name in ("train", "val", "test"):
-        assert torch.equal(a[name]["inputs"], b[name]["inputs"]) and torch.equal(
-            a[name]["labels"], b[name]["labels"]
-        )
+        assert torch.equal(a[name]["inputs"], b[name]["inputs"]) and torch.equal(a[name]["labels"], b[name]["labels"])
     assert not torch.equal(a["test"]["inputs"], c["test"]["inputs"])
 
 
@@ -68,9 +66,7 @@ def test_bad_fractions_are_rejected(kwargs: dict) -> None:
 
 @pytest.mark.parametrize("source", ["real", "fake"])
 def test_config_builds_a_datamodule(tmp_path: Path, source: str) -> None:
-    cfg = OmegaConf.create(
-        {"paths": {"data_dir": str(tmp_path)}, "dataset": OmegaConf.load(CONF / "digits.yaml")}
-    )
+    cfg = OmegaConf.create({"paths": {"data_dir": str(tmp_path)}, "dataset": OmegaConf.load(CONF / "digits.yaml")})
     cfg.dataset.source = source
     dm = instantiate(cfg.dataset)
     dm.setup("fit")
@@ -106,9 +102,7 @@ def test_zeroshot_held_out_validation_classes_are_relabelled_and_disjoint(origin
     splits = read_digits_zeroshot(train_classes=[7, 2, 0], val_classes=[3, 4], test_classes=[5, 6])
     train_rows = source_rows(splits["train"]["inputs"], original)
     # Training labels are positions in train_classes: digit 7 -> 0, 2 -> 1, 0 -> 2.
-    assert [int(original[1][r]) for r in train_rows] == [
-        [7, 2, 0][i] for i in splits["train"]["labels"].tolist()
-    ]
+    assert [int(original[1][r]) for r in train_rows] == [[7, 2, 0][i] for i in splits["train"]["labels"].tolist()]
     assert sorted(set(splits["val"]["labels"].tolist())) == [3, 4]
 
 

@@ -139,9 +139,7 @@ def test_a_missing_key_is_named(tmp_path: Path) -> None:
     path = write(tmp_path, content)
     with pytest.raises(CorruptFileError) as err:
         read_organamnist(str(tmp_path), download=False)
-    assert one_line(err).startswith(
-        f"OrganAMNIST file {path.resolve()} is corrupt: it has no val_labels (its keys:"
-    )
+    assert one_line(err).startswith(f"OrganAMNIST file {path.resolve()} is corrupt: it has no val_labels (its keys:")
 
 
 @pytest.mark.parametrize(
@@ -155,9 +153,7 @@ def test_a_missing_key_is_named(tmp_path: Path) -> None:
         ("val_labels", np.zeros((10, 1), np.uint8), "11 val_images but 10 val_labels"),
     ],
 )
-def test_arrays_of_the_wrong_shape_or_type_are_named(
-    tmp_path: Path, key: str, value: np.ndarray, what: str
-) -> None:
+def test_arrays_of_the_wrong_shape_or_type_are_named(tmp_path: Path, key: str, value: np.ndarray, what: str) -> None:
     path = write(tmp_path, {**arrays("v3"), key: value})
     with pytest.raises(CorruptFileError) as err:
         read_organamnist(str(tmp_path), download=False)
@@ -227,9 +223,7 @@ def test_a_file_of_another_md5_is_refused_in_one_line_naming_both_sums(
         f"published file's {md5} (medmnist's INFO); replace it with the {version} organamnist.npz (Zenodo record "
         f"{record}), or set dataset.reader.verify=false to read a file of your own (re-saved, a subset)"
     )
-    assert len(
-        read_organamnist(str(tmp_path), version=version, download=False, verify=False)["val"]["labels"]
-    )
+    assert len(read_organamnist(str(tmp_path), version=version, download=False, verify=False)["val"]["labels"])
 
 
 # ---- a missing file ----------------------------------------------------------------------------------------------
@@ -256,9 +250,7 @@ def test_v2_is_never_downloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         read_organamnist(str(tmp_path), version="v2", download=True)
 
 
-def test_without_the_medmnist_package_the_message_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_the_medmnist_package_the_message_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "medmnist", None)  # `import medmnist` raises ImportError
     with pytest.raises(DatasetNotFoundError) as err:
         read_organamnist(str(tmp_path), version="v3", download=True)
@@ -334,9 +326,7 @@ def test_the_config_builds_and_reads_the_file(tmp_path: Path) -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("train", overrides=["dataset=organamnist", f"paths.data_dir={tmp_path}"])
     assert cfg.dataset.reader.version == "v2" and cfg.dataset.num_classes == 11
-    assert (
-        cfg.dataset.reader.verify is True
-    )  # the published file's MD5 is checked unless the config says not to
+    assert cfg.dataset.reader.verify is True  # the published file's MD5 is checked unless the config says not to
     with pytest.raises(WrongFileError, match=r"^OrganAMNIST file .* is not MedMNIST's v2 organamnist\.npz"):
         build(cfg.dataset, "dataset", seed=0).load()
     assert cfg.dataset.labelled_percent == 100 and cfg.dataset.batch_size == 128

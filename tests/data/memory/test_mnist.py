@@ -56,9 +56,7 @@ def test_read_mnist_pairs_images_with_labels_and_splits_disjointly(
     written = tiny_mnist[variant]
     splits = read_mnist(str(data_dir / variant), variant=variant, val_size=VAL, download=False, verify=False)
     ids = {name: row_ids(split) for name, split in splits.items()}
-    assert sorted(torch.cat([ids["train"], ids["val"]]).tolist()) == list(
-        range(N_TRAIN)
-    )  # disjoint, complete
+    assert sorted(torch.cat([ids["train"], ids["val"]]).tolist()) == list(range(N_TRAIN))  # disjoint, complete
     assert ids["test"].tolist() == list(range(N_TEST))  # the test set is kept whole, in file order
     for name in ("train", "val", "test"):
         labels = written["test_labels" if name == "test" else "train_labels"]
@@ -71,9 +69,7 @@ def test_read_mnist_split_is_deterministic_per_seed(data_dir: Path) -> None:
     root = str(data_dir / "mnist")
     a, b = (read_mnist(root, val_size=VAL, split_seed=3, download=False, verify=False) for _ in range(2))
     for name in ("train", "val", "test"):
-        assert torch.equal(a[name]["inputs"], b[name]["inputs"]) and torch.equal(
-            a[name]["labels"], b[name]["labels"]
-        )
+        assert torch.equal(a[name]["inputs"], b[name]["inputs"]) and torch.equal(a[name]["labels"], b[name]["labels"])
     other = read_mnist(root, val_size=VAL, split_seed=4, download=False, verify=False)
     assert set(row_ids(other["val"]).tolist()) != set(row_ids(a["val"]).tolist())
 
@@ -109,9 +105,7 @@ def test_failed_download_is_reported_as_not_found(tmp_path: Path, monkeypatch: p
         raise URLError("Name or service not known")
 
     monkeypatch.setattr(torchvision.datasets.MNIST, "download", offline)
-    with pytest.raises(
-        DatasetNotFoundError, match="Downloading it failed: .*Name or service not known"
-    ) as info:
+    with pytest.raises(DatasetNotFoundError, match="Downloading it failed: .*Name or service not known") as info:
         read_mnist(str(tmp_path), download=True)
     assert info.value.__suppress_context__  # the user sees this message, not the download's traceback
 
@@ -128,18 +122,14 @@ def test_read_mnist_rejects_bad_arguments(data_dir: Path) -> None:
 
 def compose(variant: str, data_dir: Path, **overrides) -> DictConfig:
     """The dataset node as the main config would give it, with ``paths.data_dir`` pointing at ``data_dir``."""
-    cfg = OmegaConf.create(
-        {"paths": {"data_dir": str(data_dir)}, "dataset": OmegaConf.load(CONF / f"{variant}.yaml")}
-    )
+    cfg = OmegaConf.create({"paths": {"data_dir": str(data_dir)}, "dataset": OmegaConf.load(CONF / f"{variant}.yaml")})
     cfg.dataset.merge_with(overrides)
     return cfg.dataset
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_config_reads_real_files(data_dir: Path, variant: str) -> None:
-    cfg = compose(
-        variant, data_dir, batch_size=16, reader={"val_size": VAL, "download": False, "verify": False}
-    )
+    cfg = compose(variant, data_dir, batch_size=16, reader={"val_size": VAL, "download": False, "verify": False})
     assert cfg.reader.root == str(data_dir / variant)
     dm = instantiate(cfg)
     dm.setup("fit")

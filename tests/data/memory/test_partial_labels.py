@@ -180,9 +180,7 @@ def test_all_labels_are_the_labels_as_read_in_the_splits_row_order(shuffle_rows:
 
 def test_all_labels_of_an_unknown_split_is_one_line() -> None:
     dm = module(splits_of(), labelled_percent=10)
-    with pytest.raises(
-        ValueError, match=r"^all_labels: no split named 'tset'; the dataset has: train, val, test$"
-    ):
+    with pytest.raises(ValueError, match=r"^all_labels: no split named 'tset'; the dataset has: train, val, test$"):
         dm.all_labels("tset")
 
 
@@ -251,11 +249,7 @@ def test_a_percentage_out_of_range_is_refused_by_the_constructor(value: object, 
 
 def test_every_in_memory_dataset_config_sets_labelled_percent_to_a_hundred() -> None:
     # So that `dataset.labelled_percent=10` overrides it from the command line without a `+`.
-    configs = [
-        p
-        for p in sorted(CONF.glob("*.yaml"))
-        if "clusterable.data.memory.InMemoryDataModule" in p.read_text()
-    ]
+    configs = [p for p in sorted(CONF.glob("*.yaml")) if "clusterable.data.memory.InMemoryDataModule" in p.read_text()]
     assert len(configs) > 10
     for path in configs:
         cfg = OmegaConf.load(path)
@@ -307,6 +301,4 @@ def test_a_dataset_that_hides_nothing_gives_its_training_labels_twice() -> None:
     assert torch.equal(context.train_all_labels, splits["train"]["labels"])
     # Built without it (the module's validation contexts, older callers): training_split falls back too.
     bare = EvalContext("val", {}, head, torch.zeros(1, 4), torch.zeros(2, 4), torch.tensor([0, -1]))
-    assert bare.train_all_labels is None and torch.equal(
-        bare.training_split(all_labels=True)[1], bare.train_labels
-    )
+    assert bare.train_all_labels is None and torch.equal(bare.training_split(all_labels=True)[1], bare.train_labels)

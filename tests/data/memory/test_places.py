@@ -88,9 +88,7 @@ def test_the_publishers_name_comes_before_the_mirrors(tmp_path: Path, write_mnis
     assert sorted(Path(r["path"]).name for r in read(root).notes["files"].values()) == sorted(FILES)
 
 
-def test_a_root_holding_some_of_the_files_is_refused_not_passed_over(
-    tmp_path: Path, write_mnist, system: Path
-) -> None:
+def test_a_root_holding_some_of_the_files_is_refused_not_passed_over(tmp_path: Path, write_mnist, system: Path) -> None:
     root = tmp_path / "mine"
     write_mnist(root, "fashion_mnist", flat=True)
     (root / FILES[3]).unlink()
@@ -107,9 +105,7 @@ def test_a_root_holding_some_of_the_files_is_refused_not_passed_over(
 
 def test_an_incomplete_system_copy_says_to_reinstall_it(tmp_path: Path, system: Path) -> None:
     (system / f"{FILES[0]}.gz").unlink()
-    with pytest.raises(
-        DatasetNotFoundError, match=r"^Fashion-MNIST incomplete in .*; reinstall its package$"
-    ):
+    with pytest.raises(DatasetNotFoundError, match=r"^Fashion-MNIST incomplete in .*; reinstall its package$"):
         read(tmp_path / "empty", system_root=system)
 
 
@@ -140,9 +136,8 @@ def test_files_under_other_names_are_named_when_nothing_is_found(tmp_path: Path)
         read(root, system_root=tmp_path / "no-system")
     message = str(info.value)
     assert message.startswith("Fashion-MNIST not found in") and "\n" not in message
-    assert (
-        f"Not read, as their names are not Fashion-MNIST's: {(root / 'Train-Images-Idx3-Ubyte.zip').resolve()} "
-        in (message)
+    assert f"Not read, as their names are not Fashion-MNIST's: {(root / 'Train-Images-Idx3-Ubyte.zip').resolve()} " in (
+        message
     )
 
 
@@ -154,9 +149,7 @@ def test_a_failed_lookup_leaves_no_folder_behind(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(torchvision.datasets.mnist, "download_and_extract_archive", offline)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DatasetNotFoundError, match="Downloading it failed: .*Name or service not known"):
-        mnist.read_mnist(
-            "data/fashion_mnist", "fashion_mnist", download=True, system_root=tmp_path / "no-system"
-        )
+        mnist.read_mnist("data/fashion_mnist", "fashion_mnist", download=True, system_root=tmp_path / "no-system")
     assert list(tmp_path.iterdir()) == []  # not data/, not data/fashion_mnist/FashionMNIST/raw
     (tmp_path / "kept").mkdir()  # a root that was there stays; only what the download created goes
     with pytest.raises(DatasetNotFoundError):
@@ -165,9 +158,7 @@ def test_a_failed_lookup_leaves_no_folder_behind(tmp_path: Path, monkeypatch: py
 
 
 def test_a_read_only_torchvision_layout_is_read_in_memory(tmp_path: Path, write_mnist) -> None:
-    write_mnist(
-        tmp_path / "ro", "fashion_mnist", compress=True
-    )  # archives only: once unpacked next to themselves
+    write_mnist(tmp_path / "ro", "fashion_mnist", compress=True)  # archives only: once unpacked next to themselves
     raw = tmp_path / "ro" / RAW_SUBDIR["fashion_mnist"]
     for folder in (raw, raw.parent, raw.parent.parent):
         folder.chmod(0o555)

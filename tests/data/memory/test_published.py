@@ -56,10 +56,7 @@ def published(tmp_path: Path, write_mnist, monkeypatch: pytest.MonkeyPatch) -> P
     for variant, folder in (("fashion_mnist", raw), ("mnist", other)):
         digests = {name: content_sha256(folder / name) for name in mnist.expected_files(variant)}
         monkeypatch.setitem(mnist.PUBLISHED_SHA256, variant, digests)
-    assert (
-        len({content_sha256(raw / n) for n in mnist.expected_files()} | {content_sha256(other / TEST_LABELS)})
-        == 5
-    )
+    assert len({content_sha256(raw / n) for n in mnist.expected_files()} | {content_sha256(other / TEST_LABELS)}) == 5
     return raw
 
 
@@ -85,9 +82,7 @@ def test_the_published_files_read_however_they_are_packed(published: Path, tmp_p
     assert [len(again[s]["labels"]) for s in ("train", "val", "test")] == [N_TRAIN - 10, 10, N_TEST]
 
 
-def test_other_images_of_the_same_count_are_refused_with_both_digests(
-    published: Path, tmp_path: Path
-) -> None:
+def test_other_images_of_the_same_count_are_refused_with_both_digests(published: Path, tmp_path: Path) -> None:
     path = published / TEST_IMAGES
     expected = content_sha256(path)
     data = bytearray(path.read_bytes())
@@ -134,9 +129,7 @@ def test_a_subset_with_a_header_of_its_own_is_refused(published: Path, tmp_path:
         f"(delete it to download again), {OPT_OUT}"
     )
     # The opt-out reads it (and its 30 images split as the config says).
-    splits = mnist.read_mnist(
-        tmp_path / "fashion", "fashion_mnist", val_size=10, download=False, verify=False
-    )
+    splits = mnist.read_mnist(tmp_path / "fashion", "fashion_mnist", val_size=10, download=False, verify=False)
     assert len(splits["train"]["labels"]) == 20
 
 
@@ -147,18 +140,14 @@ def test_the_fix_names_the_place_the_file_lies_in(published: Path, tmp_path: Pat
         (system / f"{name}.gz").write_bytes(gzip.compress((published / name).read_bytes()))
     (system / f"{TEST_LABELS}.gz").write_bytes(gzip.compress(idx_labels(np.zeros(N_TEST))))
     message = wrong(tmp_path / "nothing", system_root=system)
-    assert message.startswith(
-        f"Fashion-MNIST file {(system / TEST_LABELS).resolve()}.gz is not the published"
-    )
+    assert message.startswith(f"Fashion-MNIST file {(system / TEST_LABELS).resolve()}.gz is not the published")
     assert message.endswith(f"; reinstall its package, {OPT_OUT}")
 
 
 def test_the_csrl_subsets_check_their_files_too(published: Path, tmp_path: Path) -> None:
     (published / TRAIN_IMAGES).write_bytes((published / TEST_IMAGES).read_bytes())
     with pytest.raises(WrongFileError, match=f"is it {TEST_IMAGES}"):
-        read_mnist_subset(
-            tmp_path / "fashion", variant="fashion_mnist", classes=(0, 1), per_class=2, download=False
-        )
+        read_mnist_subset(tmp_path / "fashion", variant="fashion_mnist", classes=(0, 1), per_class=2, download=False)
 
 
 def test_files_of_your_own_fail_by_default_and_read_with_the_opt_out(data_dir: Path) -> None:

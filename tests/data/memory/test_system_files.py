@@ -61,22 +61,26 @@ def test_the_system_folder_is_read_after_the_root_and_never_written(tmp_path: Pa
 def test_the_root_comes_first_in_either_layout(tmp_path: Path, system, write_mnist) -> None:
     folder, _ = system
     write_mnist(tmp_path / "tv", "fashion_mnist")  # torchvision's layout
-    tv = read_mnist(
-        tmp_path / "tv", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False
-    )
+    tv = read_mnist(tmp_path / "tv", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False)
     assert all(r["path"].startswith(str((tmp_path / "tv").resolve())) for r in tv.notes["files"].values())
     write_mnist(tmp_path / "flat", "fashion_mnist", flat=True)  # the four files in the root itself
-    flat = read_mnist(
-        tmp_path / "flat", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False
-    )
+    flat = read_mnist(tmp_path / "flat", "fashion_mnist", val_size=10, download=False, system_root=folder, verify=False)
     assert all(r["path"].startswith(str((tmp_path / "flat").resolve())) for r in flat.notes["files"].values())
 
 
 def test_csrl_fashion_subset_reads_the_system_folder_too(tmp_path: Path, system) -> None:
     folder, _ = system
-    splits = read_mnist_subset(tmp_path / "none", variant="fashion_mnist", classes=(0, 1, 9), per_class=2,
-                               download=False, train_file="train", test_per_class=1, system_root=folder,
-                               verify=False)  # fmt: skip
+    splits = read_mnist_subset(
+        tmp_path / "none",
+        variant="fashion_mnist",
+        classes=(0, 1, 9),
+        per_class=2,
+        download=False,
+        train_file="train",
+        test_per_class=1,
+        system_root=folder,
+        verify=False,
+    )
     assert len(splits["train"]["labels"]) == 6 and sorted(splits.notes["files"]) == sorted(FILES)
 
 
@@ -94,17 +98,28 @@ def test_a_corrupt_system_archive_is_one_line(tmp_path: Path, write_mnist) -> No
     write_mnist(folder, "fashion_mnist", compress=True, flat=True)
     archive = folder / "train-labels-idx1-ubyte.gz"
     archive.write_bytes(archive.read_bytes()[:20])
-    with pytest.raises(CorruptFileError, match=r"^Fashion-MNIST file .*train-labels-idx1-ubyte.gz is corrupt: it "
-                                               r"cannot be unpacked \(.*\); reinstall its package$"):  # fmt: skip
+    with pytest.raises(
+        CorruptFileError,
+        match=r"^Fashion-MNIST file .*train-labels-idx1-ubyte.gz is corrupt: it "
+        r"cannot be unpacked \(.*\); reinstall its package$",
+    ):
         read_mnist(tmp_path / "root", "fashion_mnist", val_size=10, download=False, system_root=folder)
 
 
 def test_a_run_records_the_files_it_read(train, tmp_path: Path, write_mnist) -> None:
     folder = tmp_path / "system"
     write_mnist(folder, "fashion_mnist", compress=True, flat=True)
-    result = train("dataset=fashion_mnist", f"dataset.reader.system_root={folder}", f"dataset.root={tmp_path / 'no'}",
-                   "dataset.reader.val_size=10", "dataset.reader.verify=false", "trainer.max_epochs=1", "logger=none",
-                   "evaluator=[classification]", "model.hidden=[8,8]")  # fmt: skip
+    result = train(
+        "dataset=fashion_mnist",
+        f"dataset.reader.system_root={folder}",
+        f"dataset.root={tmp_path / 'no'}",
+        "dataset.reader.val_size=10",
+        "dataset.reader.verify=false",
+        "trainer.max_epochs=1",
+        "logger=none",
+        "evaluator=[classification]",
+        "model.hidden=[8,8]",
+    )
     assert result.code == 0, result.err
     record = json.loads(next(train.outputs.rglob("metrics.json")).read_text())
     files = record["data_notes"]["files"]

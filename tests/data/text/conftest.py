@@ -52,9 +52,7 @@ def articles() -> list[tuple[str, str, str, str | None]]:
     rows: list[tuple[str, str, str, str | None]] = []
     for topic in SEVEN:
         for word in ARTICLE_WORDS:
-            rows.append(
-                ("Reuters", topic, f"{TOPIC_WORD[topic]} {word}", f"{word.capitalize()} said on Monday.")
-            )
+            rows.append(("Reuters", topic, f"{TOPIC_WORD[topic]} {word}", f"{word.capitalize()} said on Monday."))
     rows[3] = (*rows[3][:3], "A line\nbroken in two\tand a tab")  # escaped in the dump
     return rows[:20] + KEPT[:2] + LEFT_OUT + rows[20:] + KEPT[2:]
 

@@ -38,12 +38,21 @@ pytestmark = pytest.mark.usefixtures("tiny_counts")
 
 @pytest.mark.parametrize(
     ("source", "category", "topic"),
-    [("E! Online", "Entertainment", "Entertainment"), (" e! ONLINE ", "Top News", "Entertainment"),
-     ("TheCelebrityCafe.com", "Top Stories", "Entertainment"), ("New York Times Entertainment", "Top News",
-     "Entertainment"), ("Reuters", "Entertainment", None), ("E! Online Extra", "Entertainment", None),
-     ("Reuters Entertainment", "World", "World"), ("Reuters", "Sci/Tech", "Sci/Tech"), ("Reuters", "Italia", None),
-     ("Reuters", " U.S. ", "U.S."), ("Reuters", None, None), (None, "Top Stories", None)],
-)  # fmt: skip
+    [
+        ("E! Online", "Entertainment", "Entertainment"),
+        (" e! ONLINE ", "Top News", "Entertainment"),
+        ("TheCelebrityCafe.com", "Top Stories", "Entertainment"),
+        ("New York Times Entertainment", "Top News", "Entertainment"),
+        ("Reuters", "Entertainment", None),
+        ("E! Online Extra", "Entertainment", None),
+        ("Reuters Entertainment", "World", "World"),
+        ("Reuters", "Sci/Tech", "Sci/Tech"),
+        ("Reuters", "Italia", None),
+        ("Reuters", " U.S. ", "U.S."),
+        ("Reuters", None, None),
+        (None, "Top Stories", None),
+    ],
+)
 def test_topic_of_rebuilds_entertainment(source: str | None, category: str | None, topic: str | None) -> None:
     assert topic_of(Article(source, category, "t", "d")) == topic
 
@@ -69,18 +78,18 @@ def test_the_recipe_on_a_fixture_corpus(tmp_path: Path) -> None:
     for split in ("train", "val", "test"):
         inputs = corpus.splits[split]["inputs"]
         assert inputs.dtype == torch.long and inputs.shape == (notes["splits"][split], notes["width"])
-        for words, label in zip(
-            words_of(corpus, split), corpus.splits[split]["labels"].tolist(), strict=True
-        ):
+        for words, label in zip(words_of(corpus, split), corpus.splits[split]["labels"].tolist(), strict=True):
             if label < 7 and split == "train":  # the topic's word is in the training vocabulary
                 assert TOPIC_WORD[SEVEN[label]] in words
     # The Entertainment documents are the four kept articles: their words, from whichever split they are in.
-    entertainment = [w for s in ("train", "val", "test") for w, y in zip(words_of(corpus, s),
-                     corpus.splits[s]["labels"].tolist(), strict=True) if y == 7]  # fmt: skip
+    entertainment = [
+        w
+        for s in ("train", "val", "test")
+        for w, y in zip(words_of(corpus, s), corpus.splits[s]["labels"].tolist(), strict=True)
+        if y == 7
+    ]
     assert len(entertainment) == 4 and [UNK] in entertainment  # the empty one, kept as one UNK
-    kept_words = {
-        w for source, _, title, text in KEPT for w in tp.preprocess(article_text(title, text), "lookup")
-    }
+    kept_words = {w for source, _, title, text in KEPT for w in tp.preprocess(article_text(title, text), "lookup")}
     assert {w for doc in entertainment for w in doc} <= kept_words | {UNK}
 
 
@@ -93,9 +102,7 @@ def test_sampling_and_splits_are_seeded(tmp_path: Path) -> None:
     assert a.vocab != c.vocab or not torch.equal(a.splits["train"]["inputs"], c.splits["train"]["inputs"])
 
 
-def test_a_topic_with_another_count_fails_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_topic_with_another_count_fails_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_newsspace(tmp_path)
     monkeypatch.setitem(agnews.EXPECTED_COUNTS, "Entertainment", 3)
     with pytest.raises(CorruptFileError) as err:
@@ -106,9 +113,7 @@ def test_a_topic_with_another_count_fails_in_one_line(
     monkeypatch.setattr(agnews, "EXPECTED_COUNTS", {**{t: 6 for t in SEVEN}, "Health": 7, "Entertainment": 4})
     with pytest.raises(CorruptFileError) as err:
         read(tmp_path, per_topic=7)
-    assert "topic Health has 6 documents, expected 7" in one_line(err) and "holds 6 articles" in str(
-        err.value
-    )
+    assert "topic Health has 6 documents, expected 7" in one_line(err) and "holds 6 articles" in str(err.value)
 
 
 def test_truncation_and_empty_documents_are_counted(tmp_path: Path) -> None:
@@ -153,11 +158,18 @@ def test_missing_files_are_one_line_naming_them(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "start"),
-    [({"per_topic": 0}, "per_topic"), ({"per_topic": 6}, "per_topic"), ({"val_fraction": 0}, "val_fraction"),
-     ({"test_fraction": 1.0}, "test_fraction"), ({"val_fraction": 0.5, "test_fraction": 0.5}, "val_fraction"),
-     ({"max_length": 0}, "max_length"), ({"empty_documents": "keep"}, "empty_documents"),
-     ({"source": "csv"}, "source"), ({"lemmatiser": "wordnet"}, "lemmatiser")],
-)  # fmt: skip
+    [
+        ({"per_topic": 0}, "per_topic"),
+        ({"per_topic": 6}, "per_topic"),
+        ({"val_fraction": 0}, "val_fraction"),
+        ({"test_fraction": 1.0}, "test_fraction"),
+        ({"val_fraction": 0.5, "test_fraction": 0.5}, "val_fraction"),
+        ({"max_length": 0}, "max_length"),
+        ({"empty_documents": "keep"}, "empty_documents"),
+        ({"source": "csv"}, "source"),
+        ({"lemmatiser": "wordnet"}, "lemmatiser"),
+    ],
+)
 def test_bad_settings_name_themselves(tmp_path: Path, kwargs: dict, start: str) -> None:
     with pytest.raises(ValueError, match=f"^{start}"):
         read(tmp_path, **kwargs)

@@ -117,9 +117,7 @@ def test_npz_object_array_of_dicts_with_tokens(tmp_path: Path) -> None:
     for i, (topic, title, _) in enumerate(npz_rows()):
         data[i] = {"category": topic, "tokens": title.split() + ["NUMBER"]}
     np.savez(tmp_path / "selected_filtered_data.npz", data=data)
-    with pytest.raises(
-        PickledFileError, match="dataset.corpus.allow_pickle=true reads it if you trust the file"
-    ):
+    with pytest.raises(PickledFileError, match="dataset.corpus.allow_pickle=true reads it if you trust the file"):
         read(tmp_path, source="npz")  # pickled objects are not read unless the user says so
     corpus = read(tmp_path, source="npz", allow_pickle=True)
     assert corpus.notes["lemmatiser"].startswith("tokens as stored")

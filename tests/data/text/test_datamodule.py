@@ -76,8 +76,17 @@ def test_not_a_text_dataset_has_no_word_vectors():
 
 
 def test_the_fake_source_is_class_dependent_padded_text(tmp_path):
-    dm = TextDataModule("agnews8", None, None, num_classes=8, source="fake", fake_size=400, fake_length=20,
-                        fake_vocab_size=100, fake_dim=16)  # fmt: skip
+    dm = TextDataModule(
+        "agnews8",
+        None,
+        None,
+        num_classes=8,
+        source="fake",
+        fake_size=400,
+        fake_length=20,
+        fake_vocab_size=100,
+        fake_dim=16,
+    )
     splits = dm.load()
     train = splits["train"]
     assert dm.input_shape == (20,) and train["inputs"].shape == (400, 20)
@@ -91,8 +100,17 @@ def test_the_fake_source_is_class_dependent_padded_text(tmp_path):
         words = train["inputs"][train["labels"] == c]
         top = int(torch.bincount(words[words > 4], minlength=100).argmax())
         assert (top - 5) // 11 == c, (c, top)
-    again = TextDataModule("agnews8", None, None, num_classes=8, source="fake", fake_size=400, fake_length=20,
-                           fake_vocab_size=100, fake_dim=16)  # fmt: skip
+    again = TextDataModule(
+        "agnews8",
+        None,
+        None,
+        num_classes=8,
+        source="fake",
+        fake_size=400,
+        fake_length=20,
+        fake_vocab_size=100,
+        fake_dim=16,
+    )
     assert torch.equal(again.load()["test"]["inputs"], splits["test"]["inputs"])  # seeded
     assert torch.equal(again.word_vectors, dm.word_vectors)
     assert dm.notes["corpus"]["source"] == "fake" and dm.notes["word_vectors"]["oov"] == 0
@@ -119,21 +137,39 @@ def _corpus_with(**changes) -> functools.partial:
 @pytest.mark.parametrize(
     ("corpus", "vectors", "message"),
     [
-        (_corpus_with(train=("inputs", torch.tensor([[0, 99]] * 4))), None,
-         "corpus returned token ids from 0 to 99 in split 'train', outside its vocabulary of 10 words"),
-        (_corpus_with(val=("inputs", torch.rand(4, 6))), None,
-         "corpus must return token ids (N, L) of an integer type, but split 'val' has torch.float32 inputs"),
-        (_corpus_with(test=("inputs", torch.zeros(4, 5, dtype=torch.long))), None,
-         "corpus must pad every split to one length, got documents of length train 6, val 6, test 5"),
-        (_corpus_with(train=("labels", torch.tensor([0, 0, 1, 2]))), None,
-         "num_classes is 2 but the labels of split 'train' go up to 2"),
-        (tiny_corpus, lambda vocab: (torch.zeros(3, DIM), {}),
-         "vectors must return a float tensor of one row per vocabulary word (10), got torch.float32 of shape [3, 3]"),
-        (tiny_corpus, lambda vocab: torch.zeros(10, DIM),
-         "vectors must return (a (V, D) tensor, a dict of stats), got Tensor"),
+        (
+            _corpus_with(train=("inputs", torch.tensor([[0, 99]] * 4))),
+            None,
+            "corpus returned token ids from 0 to 99 in split 'train', outside its vocabulary of 10 words",
+        ),
+        (
+            _corpus_with(val=("inputs", torch.rand(4, 6))),
+            None,
+            "corpus must return token ids (N, L) of an integer type, but split 'val' has torch.float32 inputs",
+        ),
+        (
+            _corpus_with(test=("inputs", torch.zeros(4, 5, dtype=torch.long))),
+            None,
+            "corpus must pad every split to one length, got documents of length train 6, val 6, test 5",
+        ),
+        (
+            _corpus_with(train=("labels", torch.tensor([0, 0, 1, 2]))),
+            None,
+            "num_classes is 2 but the labels of split 'train' go up to 2",
+        ),
+        (
+            tiny_corpus,
+            lambda vocab: (torch.zeros(3, DIM), {}),
+            "vectors must return a float tensor of one row per vocabulary word (10), got torch.float32 of shape [3, 3]",
+        ),
+        (
+            tiny_corpus,
+            lambda vocab: torch.zeros(10, DIM),
+            "vectors must return (a (V, D) tensor, a dict of stats), got Tensor",
+        ),
         (lambda: {"train": {}}, None, "corpus must return a Corpus (clusterable.data.text.corpus), got dict"),
     ],
-)  # fmt: skip
+)
 def test_a_corpus_or_vectors_that_do_not_fit_are_one_line(tmp_path, corpus, vectors, message):
     dm = text_dm(tmp_path, corpus=corpus)
     if vectors is not None:

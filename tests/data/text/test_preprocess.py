@@ -39,9 +39,18 @@ def pre(text: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("token", "expected"),
-    [("U.S.", "US"), ("O'Neill", "ONeill"), ("AT&T", "ATT"), ("%", ""), ("--", ""), ("$", "$"), ("US$", "US$"),
-     ("snake_case", "snakecase"), ("«café»", "café")],
-)  # fmt: skip
+    [
+        ("U.S.", "US"),
+        ("O'Neill", "ONeill"),
+        ("AT&T", "ATT"),
+        ("%", ""),
+        ("--", ""),
+        ("$", "$"),
+        ("US$", "US$"),
+        ("snake_case", "snakecase"),
+        ("«café»", "café"),
+    ],
+)
 def test_strip_punctuation_keeps_letters_digits_and_dollar(token: str, expected: str) -> None:
     assert strip_punctuation(token) == expected
 
@@ -77,9 +86,19 @@ def test_the_dollar_sign_is_kept() -> None:
 
 @pytest.mark.parametrize(
     ("number", "year"),
-    [("1699", False), ("1700", True), ("2004", True), ("2200", True), ("2201", False), ("0800", False),
-     ("2,004", False), ("200", False), ("20040", False), ("١٩٩٩", False)],
-)  # fmt: skip
+    [
+        ("1699", False),
+        ("1700", True),
+        ("2004", True),
+        ("2200", True),
+        ("2201", False),
+        ("0800", False),
+        ("2,004", False),
+        ("200", False),
+        ("20040", False),
+        ("١٩٩٩", False),
+    ],
+)
 def test_a_year_is_four_bare_digits_from_1700_to_2200(number: str, year: bool) -> None:
     assert is_year(number) is year
 
@@ -92,10 +111,22 @@ def test_number_token_money_wins_over_year() -> None:
 
 @pytest.mark.parametrize(
     ("token", "expected"),
-    [("1,000", ("1,000", "")), ("3.5", ("3.5", "")), ("5bn", ("5", "bn")), ("10km", ("10", "km")),
-     ("1st", ("1", "")), ("1990s", ("1990", "")), ("3D", ("3", "")), ("-5", ("5", "")), ("#1", ("1", "")),
-     ("G8", None), ("mp3", None), ("five", None), ("$5", None)],
-)  # fmt: skip
+    [
+        ("1,000", ("1,000", "")),
+        ("3.5", ("3.5", "")),
+        ("5bn", ("5", "bn")),
+        ("10km", ("10", "km")),
+        ("1st", ("1", "")),
+        ("1990s", ("1990", "")),
+        ("3D", ("3", "")),
+        ("-5", ("5", "")),
+        ("#1", ("1", "")),
+        ("G8", None),
+        ("mp3", None),
+        ("five", None),
+        ("$5", None),
+    ],
+)
 def test_split_number(token: str, expected: tuple[str, str] | None) -> None:
     assert split_number(token) == expected
 

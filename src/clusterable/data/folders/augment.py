@@ -107,9 +107,7 @@ class Augment:
     ) -> torch.Tensor:
         """``train_views`` of a batch with these settings: uint8 (B, 3, Hc, Wc) canvases and their (B, 2) sizes
         -> float (B, 3, crop, crop) in [0, 1]."""
-        return train_views(
-            images, sizes, generator, crop, self.crop_scale, self.crop_ratio, self.flip, self.jitter
-        )
+        return train_views(images, sizes, generator, crop, self.crop_scale, self.crop_ratio, self.flip, self.jitter)
 
 
 def _numbers(value: object, n: int) -> bool:
@@ -180,14 +178,10 @@ def eval_views(images: torch.Tensor, sizes: torch.Tensor, crop: int) -> torch.Te
     top, left = _centre_offset(heights, crop), _centre_offset(widths, crop)
     steps = torch.arange(crop, device=device)
     rows, cols = top[:, None] + steps, left[:, None] + steps  # (B, crop) source rows and columns
-    inside = ((rows >= 0) & (rows < heights[:, None]))[:, :, None] & ((cols >= 0) & (cols < widths[:, None]))[
-        :, None
-    ]
+    inside = ((rows >= 0) & (rows < heights[:, None]))[:, :, None] & ((cols >= 0) & (cols < widths[:, None]))[:, None]
     batch = torch.arange(b, device=device)[:, None, None]
     # (B, crop, crop, 3): the advanced indices broadcast to (B, crop, crop) and go first, the channels last.
-    out = images[
-        batch, :, rows.clamp(0, max(hc - 1, 0))[:, :, None], cols.clamp(0, max(wc - 1, 0))[:, None, :]
-    ]
+    out = images[batch, :, rows.clamp(0, max(hc - 1, 0))[:, :, None], cols.clamp(0, max(wc - 1, 0))[:, None, :]]
     out = out * inside[..., None].to(out.dtype)
     return out.permute(0, 3, 1, 2).to(torch.float32).div_(255.0).contiguous()
 
@@ -214,9 +208,7 @@ def crop_boxes(
     crop of the whole image with its aspect ratio clamped to ``ratio``. Rounding is half to even, as Python's.
     """
     if not (0 < scale[0] <= scale[1]) or not (0 < ratio[0] <= ratio[1]):
-        raise ValueError(
-            f"scale and ratio must be increasing positive ranges, got {list(scale)}, {list(ratio)}"
-        )
+        raise ValueError(f"scale and ratio must be increasing positive ranges, got {list(scale)}, {list(ratio)}")
     device = heights.device
     dtype = torch.float32 if device.type == "mps" else torch.float64
     h_img, w_img = heights.to(dtype), widths.to(dtype)
@@ -304,14 +296,10 @@ def color_jitter(
     if not 0 <= hue <= 0.5:
         raise ValueError(f"hue must be in [0, 0.5], got {hue}")
     if min(brightness, contrast, saturation) < 0:
-        raise ValueError(
-            f"brightness, contrast and saturation must be >= 0, got {brightness, contrast, saturation}"
-        )
+        raise ValueError(f"brightness, contrast and saturation must be >= 0, got {brightness, contrast, saturation}")
     n, device = len(x), x.device
     u = torch.rand(n, 4, generator=generator, device=device, dtype=x.dtype)
-    order = torch.rand(n, 4, generator=generator, device=device).argsort(
-        dim=1
-    )  # order[b, p]: op at position p
+    order = torch.rand(n, 4, generator=generator, device=device).argsort(dim=1)  # order[b, p]: op at position p
     amounts = (brightness, contrast, saturation)
     factors = [(max(0.0, 1 - a) + (1 + a - max(0.0, 1 - a)) * u[:, k]) for k, a in enumerate(amounts)]
     factors.append(hue * (2 * u[:, 3] - 1))
@@ -341,9 +329,7 @@ def color_jitter(
                 part = hsv_to_rgb(hsv)
                 if mean is not None:  # the whole image's grey changes about as its crop's does
                     after = grey(part).mean(dim=(-3, -2, -1))
-                    mean[rows] = torch.where(
-                        before > 0, mean[rows] * after / before.clamp_min(1e-12), mean[rows]
-                    )
+                    mean[rows] = torch.where(before > 0, mean[rows] * after / before.clamp_min(1e-12), mean[rows])
             out.index_copy_(0, rows, part)
     return out
 

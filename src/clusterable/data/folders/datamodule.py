@@ -128,17 +128,8 @@ class ImageDataModule(L.LightningDataModule):
         super().__init__()
         if source not in ("real", "fake"):
             raise ValueError(f"source must be 'real' or 'fake', got {source!r}")
-        shape = (
-            list(input_shape)
-            if isinstance(input_shape, Sequence) and not isinstance(input_shape, str)
-            else []
-        )
-        if (
-            len(shape) != 3
-            or shape[0] != 3
-            or shape[1] != shape[2]
-            or not all(is_int(d) and d >= 1 for d in shape)
-        ):
+        shape = list(input_shape) if isinstance(input_shape, Sequence) and not isinstance(input_shape, str) else []
+        if len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2] or not all(is_int(d) and d >= 1 for d in shape):
             raise ValueError(f"input_shape must be [3, crop, crop] (RGB square views), got {input_shape}")
         for key, value, low in [
             ("num_classes", num_classes, 1),
@@ -160,9 +151,7 @@ class ImageDataModule(L.LightningDataModule):
                 f"augment must be an Augment (clusterable.data.folders.augment), got {type(augment).__name__}"
             )
         if not isinstance(sampler, Sampler):
-            raise ValueError(
-                f"sampler must be a Sampler (clusterable.data.sampling), got {type(sampler).__name__}"
-            )
+            raise ValueError(f"sampler must be a Sampler (clusterable.data.sampling), got {type(sampler).__name__}")
         if sampler.class_balanced and batch_size % sampler.images_per_class:
             raise ValueError(
                 f"batch_size ({batch_size}) must be a multiple of images_per_class ({sampler.images_per_class}) "
@@ -248,9 +237,7 @@ class ImageDataModule(L.LightningDataModule):
         return data
 
     def _open_store(self, data: RetrievalSet) -> ImageStore:
-        cache_dir = (
-            Path(self.cache_dir) if self.cache_dir is not None else Path(data.root) / ".clusterable_cache"
-        )
+        cache_dir = Path(self.cache_dir) if self.cache_dir is not None else Path(data.root) / ".clusterable_cache"
         try:
             return build_or_open_cache(
                 data.paths, cache_dir, self.resize, self.progress, self.decode_workers, name=self.name
@@ -258,9 +245,7 @@ class ImageDataModule(L.LightningDataModule):
         except DatasetError as e:
             raise type(e)(f"{data.display_name}: {e}") from None
 
-    def _split(
-        self, labels: torch.Tensor, parts: list[str]
-    ) -> tuple[dict[str, Split], dict[str, torch.Tensor]]:
+    def _split(self, labels: torch.Tensor, parts: list[str]) -> tuple[dict[str, Split], dict[str, torch.Tensor]]:
         """The train / val / test splits (labels and flags) and their rows in the store."""
         part = np.asarray(parts)
         train_rows = torch.from_numpy(np.flatnonzero(part == "train"))
@@ -342,9 +327,7 @@ class ImageDataModule(L.LightningDataModule):
         if train:
             batches = max(1, len(split["labels"]) // (self.train_batch_size * world_size))
             # Each rank draws its own PK batches (its own seed), as many as the others; random ones: a shuffle.
-            balanced = self.sampler.batches(
-                split["labels"], self.train_batch_size, self.seed * 1009 + rank, batches
-            )
+            balanced = self.sampler.batches(split["labels"], self.train_batch_size, self.seed * 1009 + rank, batches)
             order = "shuffle" if balanced is None else balanced
         return ImageBatches(
             store,
@@ -451,9 +434,7 @@ class ImageBatches:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if isinstance(order, str) and order not in ("sequential", "shuffle"):
-            raise ValueError(
-                f"order must be 'sequential', 'shuffle' or a ClassBalancedBatches, got {order!r}"
-            )
+            raise ValueError(f"order must be 'sequential', 'shuffle' or a ClassBalancedBatches, got {order!r}")
         self.store, self.rows, self.split, self.batch_size = store, rows, split, batch_size
         self.order, self.drop_last, self.rank, self.world_size = order, drop_last, rank, world_size
         self.prefetch, self.pin_memory = prefetch, pin_memory

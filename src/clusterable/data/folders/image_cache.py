@@ -376,6 +376,4 @@ def _progress(total: int, folder: Path, enabled: bool) -> object:
         return _NoBar()
     from tqdm import tqdm
 
-    return tqdm(
-        total=total, desc=f"decoding images once into {folder}", unit="img", file=sys.stderr, mininterval=2.0
-    )
+    return tqdm(total=total, desc=f"decoding images once into {folder}", unit="img", file=sys.stderr, mininterval=2.0)

@@ -119,9 +119,7 @@ def _parts(*parts: str) -> Callable[[Callable[..., RetrievalSet]], Callable[...,
 
 
 @_parts("train", "test")
-def read_cub200(
-    root: str | Path, expected_sizes: Mapping[str, int] | None = STANDARD_SIZES["cub200"]
-) -> RetrievalSet:
+def read_cub200(root: str | Path, expected_sizes: Mapping[str, int] | None = STANDARD_SIZES["cub200"]) -> RetrievalSet:
     """CUB-200-2011, class-disjoint: classes 1-100 train, 101-200 test (labels ``class_id - 1``).
 
     Args:
@@ -178,9 +176,7 @@ def read_cars196(
             f"Cars-196 file {mat_path.resolve()} has no 'annotations' struct array; replace it with the dataset's "
             "cars_annos.mat"
         ) from None
-    except (
-        Exception
-    ) as err:  # scipy raises ValueError, TypeError, MatReadError ... on a file that is not a .mat
+    except Exception as err:  # scipy raises ValueError, TypeError, MatReadError ... on a file that is not a .mat
         raise CorruptFileError(
             f"Cars-196 file {mat_path.resolve()} cannot be read as a MATLAB file ({type(err).__name__}: "
             f"{first_line(err)}); replace it with the dataset's cars_annos.mat"
@@ -200,9 +196,7 @@ def read_cars196(
 
 
 @_parts("train", "test")
-def read_sop(
-    root: str | Path, expected_sizes: Mapping[str, int] | None = STANDARD_SIZES["sop"]
-) -> RetrievalSet:
+def read_sop(root: str | Path, expected_sizes: Mapping[str, int] | None = STANDARD_SIZES["sop"]) -> RetrievalSet:
     """Stanford Online Products: ``Ebay_train.txt`` (11,318 products) and ``Ebay_test.txt`` (11,316 others).
 
     Each list has a header line, then ``image_id class_id super_class_id path`` (path relative to
@@ -227,9 +221,7 @@ def read_sop(
 
 
 @_parts("train", "query", "gallery")
-def read_inshop(
-    root: str | Path, expected_sizes: Mapping[str, int] | None = STANDARD_SIZES["inshop"]
-) -> RetrievalSet:
+def read_inshop(root: str | Path, expected_sizes: Mapping[str, int] | None = STANDARD_SIZES["inshop"]) -> RetrievalSet:
     """DeepFashion In-Shop: ``list_eval_partition.txt`` (its first line the count, its second a header, then
     ``image_name item_id evaluation_status`` with status train / query / gallery; paths relative to ``root``).
 

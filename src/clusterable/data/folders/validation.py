@@ -36,9 +36,7 @@ def class_disjoint_validation(
     elif float(val_classes).is_integer():
         count = int(val_classes)
     else:
-        raise ValueError(
-            f"val_classes must be a fraction in (0, 1) or a whole count >= 1, got {val_classes!r}"
-        )
+        raise ValueError(f"val_classes must be a fraction in (0, 1) or a whole count >= 1, got {val_classes!r}")
     if count >= k:
         raise ValueError(
             f"val_classes ({val_classes}) would hold out {count} of the {k} training classes, leaving none to train on"

@@ -29,9 +29,7 @@ from clusterable.data.sampling import RANDOM_BATCHES, ClassBalancedBatches, Samp
 from clusterable.data.splits import SPLITS, Split
 
 
-def make_fake(
-    input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0, sample_seed: int = 0
-) -> Split:
+def make_fake(input_shape: Sequence[int], num_classes: int, n: int, seed: int = 0, sample_seed: int = 0) -> Split:
     """A synthetic stand-in of the same shape and class count: one Gaussian blob per class.
 
     Returns a split with ``inputs`` (n, *input_shape) in [0, 1] and balanced ``labels`` (n,).
@@ -147,9 +145,7 @@ class TensorBatches:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(
-                f"rank must be in [0, world_size) and world_size >= 1, got {rank} and {world_size}"
-            )
+            raise ValueError(f"rank must be in [0, world_size) and world_size >= 1, got {rank} and {world_size}")
         self.split, self.batch_size, self.shuffle, self.drop_last = split, batch_size, shuffle, drop_last
         self.rank, self.world_size = rank, world_size
         self.generator = torch.Generator().manual_seed(seed)
@@ -250,18 +246,14 @@ class InMemoryDataModule(L.LightningDataModule):
         if source not in ("real", "fake"):
             raise ValueError(f"source must be 'real' or 'fake', got {source!r}")
         if not is_int(batch_size) or batch_size == 0 or batch_size < -1:
-            raise ValueError(
-                f"batch_size must be a positive integer (or -1 for full batch), got {batch_size}"
-            )
+            raise ValueError(f"batch_size must be a positive integer (or -1 for full batch), got {batch_size}")
         if not is_int(num_classes) or num_classes < 1:
             raise ValueError(f"num_classes must be >= 1, got {num_classes}")
         shape = list(input_shape) if isinstance(input_shape, Sequence) else None
         if not shape or not all(is_int(d) and d >= 1 for d in shape):
             raise ValueError(f"input_shape must be a non-empty list of positive integers, got {input_shape}")
         if not is_int(fake_size) or fake_size < 1:
-            raise ValueError(
-                f"fake_size must be a positive integer (samples per fake split), got {fake_size}"
-            )
+            raise ValueError(f"fake_size must be a positive integer (samples per fake split), got {fake_size}")
         if not is_int(eval_batch_size) or eval_batch_size < 1:
             raise ValueError(f"eval_batch_size must be a positive integer, got {eval_batch_size}")
         if not is_int(seed):
@@ -273,9 +265,7 @@ class InMemoryDataModule(L.LightningDataModule):
         self.shuffle_rows, self.shuffle_batches = bool(shuffle_rows), bool(shuffle_batches)
         self.class_disjoint = bool(class_disjoint)
         if not isinstance(sampler, Sampler):
-            raise ValueError(
-                f"sampler must be a Sampler (clusterable.data.sampling), got {type(sampler).__name__}"
-            )
+            raise ValueError(f"sampler must be a Sampler (clusterable.data.sampling), got {type(sampler).__name__}")
         self.sampler = sampler
         self.drop_last = bool(drop_last)
         # NaN fails the range test too; a bool is an int to Python, never a percentage here.
@@ -393,9 +383,7 @@ class InMemoryDataModule(L.LightningDataModule):
             lengths = {k: len(v) for k, v in split.items()}
             if len(set(lengths.values())) > 1:
                 listed = ", ".join(f"{k} {n:,}" for k, n in lengths.items())
-                raise ValueError(
-                    f"reader returned split '{s}' with tensors of different lengths (rows): {listed}"
-                )
+                raise ValueError(f"reader returned split '{s}' with tensors of different lengths (rows): {listed}")
             found = tuple(split["inputs"].shape[1:])
             if found != self.input_shape:
                 raise ValueError(
@@ -404,16 +392,12 @@ class InMemoryDataModule(L.LightningDataModule):
                 )
             labels = split["labels"]
             if labels.dim() != 1:
-                raise ValueError(
-                    f"reader returned labels of shape {list(labels.shape)} in split '{s}', expected (N,)"
-                )
+                raise ValueError(f"reader returned labels of shape {list(labels.shape)} in split '{s}', expected (N,)")
             if labels.numel() == 0:
                 continue
             high, low = int(labels.max()), int(labels.min())
             if high >= self.num_classes and not (self.class_disjoint and s != "train"):
-                raise ValueError(
-                    f"num_classes is {self.num_classes} but the labels of split '{s}' go up to {high}"
-                )
+                raise ValueError(f"num_classes is {self.num_classes} but the labels of split '{s}' go up to {high}")
             if low < -1:
                 raise ValueError(
                     f"reader returned labels down to {low} in split '{s}'; labels are class ids in "

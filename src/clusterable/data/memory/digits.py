@@ -10,9 +10,7 @@ from sklearn.datasets import load_digits
 from clusterable.data.splits import Split, split_off
 
 
-def read_digits(
-    val_fraction: float = 0.15, test_fraction: float = 0.15, split_seed: int = 0
-) -> dict[str, Split]:
+def read_digits(val_fraction: float = 0.15, test_fraction: float = 0.15, split_seed: int = 0) -> dict[str, Split]:
     """Fixed, stratified, seeded train/val/test split of the digits; pixels scaled from 0..16 to [0, 1].
 
     Returns splits with ``inputs`` (N, 64) and ``labels`` (N,).
@@ -63,5 +61,4 @@ def read_digits_zeroshot(
         return {"inputs": inputs[keep], "labels": kept}
 
     test = rows(test_classes, relabel=False)
-    return {"train": rows(train_classes, True), "val": rows(val_classes, False) if val_classes else test,
-            "test": test}  # fmt: skip
+    return {"train": rows(train_classes, True), "val": rows(val_classes, False) if val_classes else test, "test": test}

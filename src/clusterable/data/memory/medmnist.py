@@ -33,9 +33,18 @@ __all__ = ["CLASSES", "FILE_NAME", "MD5S", "SIZES", "read_organamnist"]
 FILE_NAME = "organamnist.npz"
 # The label of each organ is its position (MedMNIST's INFO["organamnist"]["label"]).
 CLASSES = (
-    "bladder", "femur-left", "femur-right", "heart", "kidney-left", "kidney-right", "liver", "lung-left",
-    "lung-right", "pancreas", "spleen",
-)  # fmt: skip
+    "bladder",
+    "femur-left",
+    "femur-right",
+    "heart",
+    "kidney-left",
+    "kidney-right",
+    "liver",
+    "lung-left",
+    "lung-right",
+    "pancreas",
+    "spleen",
+)
 SPLIT_NAMES = ("train", "val", "test")
 IMAGE_SIZE = (28, 28)
 # Images per split of each version of the file, checked on every read. A module attribute (not a constant inside
@@ -139,9 +148,7 @@ def _download(folder: Path, version: str) -> str | None:
 
 def _not_found_message(folder: Path, version: str, reason: str | None) -> str:
     record = ZENODO_RECORDS[version]
-    zenodo = (
-        f"download {FILE_NAME} ({version}) from Zenodo record {record} (https://zenodo.org/records/{record})"
-    )
+    zenodo = f"download {FILE_NAME} ({version}) from Zenodo record {record} (https://zenodo.org/records/{record})"
     if version == "v3":
         how = f"`pip install medmnist` and run again to download it, or {zenodo} and put it in {folder}"
     else:
@@ -159,9 +166,7 @@ def _load(path: Path) -> dict[str, np.ndarray]:
     keys = [f"{s}_{kind}" for s in SPLIT_NAMES for kind in ("images", "labels")]
 
     def corrupt(what: str) -> CorruptFileError:
-        return CorruptFileError(
-            f"OrganAMNIST file {path} is corrupt: {what}; replace it with MedMNIST's {FILE_NAME}"
-        )
+        return CorruptFileError(f"OrganAMNIST file {path} is corrupt: {what}; replace it with MedMNIST's {FILE_NAME}")
 
     try:
         with open(path, "rb") as f:
@@ -180,9 +185,7 @@ def _load(path: Path) -> dict[str, np.ndarray]:
                 raise corrupt(f"it has no {', '.join(missing)} (its keys: {', '.join(npz.files) or 'none'})")
             return {k: npz[k] for k in keys}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # truncated or garbled
-        raise corrupt(
-            f"it cannot be read as a NumPy .npz archive ({type(err).__name__}: {last_line(err)})"
-        ) from None
+        raise corrupt(f"it cannot be read as a NumPy .npz archive ({type(err).__name__}: {last_line(err)})") from None
 
 
 def _to_split(path: Path, name: str, images: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
@@ -190,9 +193,7 @@ def _to_split(path: Path, name: str, images: np.ndarray, labels: np.ndarray) -> 
     returned as (N,)."""
 
     def corrupt(what: str) -> CorruptFileError:
-        return CorruptFileError(
-            f"OrganAMNIST file {path} is corrupt: {what}; replace it with MedMNIST's {FILE_NAME}"
-        )
+        return CorruptFileError(f"OrganAMNIST file {path} is corrupt: {what}; replace it with MedMNIST's {FILE_NAME}")
 
     if images.ndim != 3 or images.shape[1:] != IMAGE_SIZE or images.dtype != np.uint8:
         raise corrupt(
@@ -201,9 +202,7 @@ def _to_split(path: Path, name: str, images: np.ndarray, labels: np.ndarray) -> 
         )
     column = labels.ndim == 1 or (labels.ndim == 2 and labels.shape[1] == 1)  # MedMNIST's (N, 1), or (N,)
     if not column or labels.dtype.kind not in "iu":
-        raise corrupt(
-            f"{name}_labels are {labels.dtype} of shape {list(labels.shape)}, expected integers (N, 1)"
-        )
+        raise corrupt(f"{name}_labels are {labels.dtype} of shape {list(labels.shape)}, expected integers (N, 1)")
     if len(labels) != len(images):
         raise corrupt(f"{len(images):,} {name}_images but {len(labels):,} {name}_labels")
     return {"inputs": images, "labels": labels.reshape(-1)}

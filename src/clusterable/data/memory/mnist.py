@@ -142,9 +142,7 @@ def load_files(
         found = find_idx_files(raw, names)
         if len(found) < len(names):
             # `from None`: the download's own error (mirror by mirror) would bury the one thing to do.
-            raise DatasetNotFoundError(
-                _not_found_message(variant, raw, _missing(names, found), reason)
-            ) from None
+            raise DatasetNotFoundError(_not_found_message(variant, raw, _missing(names, found), reason)) from None
         return _read_all(found, variant, FIX_RAW, verify)
     for folder, fix in ((root, FIX_ROOT), (system_root, FIX_SYSTEM)):
         found = find_idx_files(folder, names)
@@ -189,12 +187,8 @@ def check_published(variant: str, name: str, path: Path, count: int, content_sha
     todo = f"{fix}, {OPT_OUT}"
     if count != published_count:
         # The splits hold different counts: the other split's count names the likely swap.
-        other = next(
-            (f"{p}-{name.split('-', 1)[1]}" for p, c in PUBLISHED_COUNTS.items() if c == count), None
-        )
-        guess = (
-            f": is it {other} (training and test files swapped?)" if other else " (a subset, or cut short?)"
-        )
+        other = next((f"{p}-{name.split('-', 1)[1]}" for p, c in PUBLISHED_COUNTS.items() if c == count), None)
+        guess = f": is it {other} (training and test files swapped?)" if other else " (a subset, or cut short?)"
         raise WrongFileError(
             f"{display} file {path.resolve()} holds {count:,} {kind} where the published {name} holds "
             f"{published_count:,}{guess}; {todo}"
@@ -274,9 +268,7 @@ def read_mnist(
     """
     _dataset_class(variant)
     if isinstance(val_size, bool) or not isinstance(val_size, int) or val_size < 1:
-        raise ValueError(
-            f"val_size must be a positive integer (a count of training images), got {val_size!r}"
-        )
+        raise ValueError(f"val_size must be a positive integer (a count of training images), got {val_size!r}")
     arrays, notes = load_files(root, variant, download, system_root, verify)
     (train_images, train_labels), (test_images, test_labels) = ((arrays[x], arrays[y]) for x, y in PAIRS)
     train = _to_split(train_images, train_labels)

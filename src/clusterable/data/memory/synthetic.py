@@ -90,9 +90,7 @@ def make(name: str, noise: float = 0.1) -> tuple[np.ndarray, np.ndarray, np.ndar
     return x, y, x_noisy
 
 
-def full_splits(
-    inputs: np.ndarray, labels: np.ndarray, targets: np.ndarray | None = None
-) -> dict[str, Split]:
+def full_splits(inputs: np.ndarray, labels: np.ndarray, targets: np.ndarray | None = None) -> dict[str, Split]:
     """train = val = test = all points, as in the CSRL paper, which trains and evaluates on the same data.
 
     ``inputs``/``targets`` (N, d) become float32, ``labels`` (N,) int64. The three splits share the tensors.

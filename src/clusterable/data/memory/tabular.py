@@ -138,8 +138,7 @@ def _image_subset(
     present = {int(c) for c in np.unique(y)}
     if len(set(classes)) != len(classes) or not set(classes) <= present:
         raise ValueError(
-            f"classes must be distinct labels of the data ({', '.join(map(str, sorted(present)))}), "
-            f"got {list(classes)}"
+            f"classes must be distinct labels of the data ({', '.join(map(str, sorted(present)))}), got {list(classes)}"
         )
     if test_per_class is not None and test is None:
         # One pass over `train` so that the test images are the ones after each class's training images.
@@ -185,9 +184,7 @@ def read_digits_subset(
     ``pad_to``: zero-pad the 8x8 images to ``pad_to`` x ``pad_to`` (None: as they are), ``inputs`` (N, pad_to^2).
     """
     x, y = load_digits(return_X_y=True)
-    return _image_subset(
-        (x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed, pad_to
-    )
+    return _image_subset((x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed, pad_to)
 
 
 def read_mnist_subset(

@@ -78,9 +78,7 @@ ENTERTAINMENT_WORD = "entertainment"
 # Documents per topic after the recipe's sampling (supplement, Table 1: 94,721 in all). A module attribute, not a
 # constant inside a function, so that tests can shrink it for tiny fixture files.
 EXPECTED_COUNTS: dict[str, int] = {topic: 12_000 for topic in TOPICS} | {"Entertainment": 10_721}
-NPZ_TOPIC_ALIASES = {
-    "TrueEntertainment": "Entertainment"
-}  # the authors' stats.txt name for the rebuilt topic
+NPZ_TOPIC_ALIASES = {"TrueEntertainment": "Entertainment"}  # the authors' stats.txt name for the rebuilt topic
 
 
 # ------------------------------------------------------------------------------------------------ the recipe
@@ -156,11 +154,7 @@ def select_documents(
         expected = min(per_topic, EXPECTED_COUNTS[topic])
         if count != expected:
             raise CorruptFileError(_count_message(topic, count, expected, len(pool), per_topic, where))
-        picked = (
-            np.sort(rng.choice(len(pool), size=count, replace=False))
-            if count < len(pool)
-            else np.arange(count)
-        )
+        picked = np.sort(rng.choice(len(pool), size=count, replace=False)) if count < len(pool) else np.arange(count)
         chosen.append(pool[picked])
         labels.append(np.full(count, label, dtype=np.int64))
     return np.concatenate(chosen), np.concatenate(labels), {t: len(p) for t, p in pools.items()}
@@ -251,11 +245,19 @@ def read_agnews8(
     folder = Path(root).expanduser().resolve()
     kind, path = _find_source(folder, source, raw_file, npz_file)
     settings = {
-        "source": kind, "per_topic": per_topic, "sample_seed": sample_seed, "val_fraction": val_fraction,
-        "test_fraction": test_fraction, "split_seed": split_seed, "max_length": max_length,
-        "empty_documents": empty_documents, "expected_counts": dict(EXPECTED_COUNTS), "topics": list(TOPICS),
-        "preprocess_version": preprocess.PREPROCESS_VERSION, "cache_version": CACHE_VERSION,
-    }  # fmt: skip
+        "source": kind,
+        "per_topic": per_topic,
+        "sample_seed": sample_seed,
+        "val_fraction": val_fraction,
+        "test_fraction": test_fraction,
+        "split_seed": split_seed,
+        "max_length": max_length,
+        "empty_documents": empty_documents,
+        "expected_counts": dict(EXPECTED_COUNTS),
+        "topics": list(TOPICS),
+        "preprocess_version": preprocess.PREPROCESS_VERSION,
+        "cache_version": CACHE_VERSION,
+    }
     stat = path.stat()
     identity = {**settings, "file": path.name, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
@@ -268,9 +270,7 @@ def read_agnews8(
     if kind == "raw":
         documents, labels, notes = _raw_documents(path, per_topic, sample_seed, lemmatiser, progress)
     else:
-        documents, labels, notes = _npz_documents(
-            path, per_topic, sample_seed, lemmatiser, progress, allow_pickle
-        )
+        documents, labels, notes = _npz_documents(path, per_topic, sample_seed, lemmatiser, progress, allow_pickle)
     corpus = _assemble(documents, labels, settings, notes)
     corpus.notes.update(
         file=str(path), source=kind, settings=settings, build_seconds=round(time.perf_counter() - start, 1)
@@ -347,9 +347,12 @@ def _raw_documents(
     del texts
     tokens = preprocessor.many(documents, progress=progress, total=len(documents))
     notes = {
-        "format": stats.get("format"), "records": stats["records"], "malformed_records": stats["malformed_records"],
-        "available_per_topic": pools, "lemmatiser": preprocessor.name,
-    }  # fmt: skip
+        "format": stats.get("format"),
+        "records": stats["records"],
+        "malformed_records": stats["malformed_records"],
+        "available_per_topic": pools,
+        "lemmatiser": preprocessor.name,
+    }
     return tokens, labels, notes
 
 
@@ -364,9 +367,7 @@ def _npz_documents(
         topic = NPZ_TOPIC_ALIASES.get(topic, topic)
         topics.append(topic if topic in TOPICS else None)
         # An article's fields become its document as the raw file's do; stored tokens are used as they are.
-        contents.append(
-            article_text(content.title, content.description) if isinstance(content, Article) else content
-        )
+        contents.append(article_text(content.title, content.description) if isinstance(content, Article) else content)
     chosen, labels, pools = select_documents(topics, per_topic, seed, str(path))
     texts = [(j, contents[i]) for j, i in enumerate(chosen) if isinstance(contents[i], str)]
     tokens: list[list[str]] = [list(contents[i]) if not isinstance(contents[i], str) else [] for i in chosen]
@@ -379,8 +380,10 @@ def _npz_documents(
         name = preprocessor.name
     notes = {
         "format": "selected_filtered_data.npz (the authors' release; entry layout unverified)",
-        "records": len(data), "available_per_topic": pools, "lemmatiser": name,
-    }  # fmt: skip
+        "records": len(data),
+        "available_per_topic": pools,
+        "lemmatiser": name,
+    }
     return tokens, labels, notes
 
 
@@ -422,13 +425,20 @@ def _assemble(
             inputs[r, : len(doc)] = [ids.get(token, UNK_ID) for token in doc]
         splits[name] = {"inputs": torch.from_numpy(inputs), "labels": torch.as_tensor(labels[rows_of])}
     notes = {
-        "dataset": "agnews8", "classes": list(TOPICS), **notes,
-        "documents": n, "documents_per_topic": {t: int((labels == k).sum()) for k, t in enumerate(TOPICS)},
+        "dataset": "agnews8",
+        "classes": list(TOPICS),
+        **notes,
+        "documents": n,
+        "documents_per_topic": {t: int((labels == k).sum()) for k, t in enumerate(TOPICS)},
         "splits": {name: len(rows_of) for name, rows_of in order.items()},
-        "vocab_size": len(vocab), "max_length": max_length, "width": width, "truncated_documents": truncated,
-        "empty_documents": len(empty), "empty_policy": settings["empty_documents"],
+        "vocab_size": len(vocab),
+        "max_length": max_length,
+        "width": width,
+        "truncated_documents": truncated,
+        "empty_documents": len(empty),
+        "empty_policy": settings["empty_documents"],
         "unk_rate": {name: _unk_rate(split["inputs"]) for name, split in splits.items()},
-    }  # fmt: skip
+    }
     return Corpus(splits=splits, vocab=vocab, notes=notes)
 
 

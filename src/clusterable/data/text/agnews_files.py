@@ -80,9 +80,7 @@ def _replace() -> str:
 # ------------------------------------------------------------------------------------------------ raw formats
 
 
-def read_articles(
-    path: str | Path, stats: dict[str, Any] | None = None, progress: bool = False
-) -> Iterator[Article]:
+def read_articles(path: str | Path, stats: dict[str, Any] | None = None, progress: bool = False) -> Iterator[Article]:
     """The articles of Gulli's file at ``path``, in file order: the tab-separated ``newsSpace`` dump or the
     ``newsspace200.xml`` dump, plain, bzip2 or gzip (told by the first bytes; see the module docstring).
 
@@ -217,9 +215,7 @@ def _xml_articles(stream: IO[bytes], path: Path) -> Iterator[Article]:
                 if element is not root:
                     root.clear()  # type: ignore[union-attr]
     except ET.ParseError as err:
-        raise CorruptFileError(
-            f"AG corpus file {path} is not well-formed XML ({err}); {_replace()}"
-        ) from None
+        raise CorruptFileError(f"AG corpus file {path} is not well-formed XML ({err}); {_replace()}") from None
     if fields:
         yield _xml_article(fields)
 
@@ -280,9 +276,7 @@ def _npz_data(path: Path, allow_objects: bool) -> np.ndarray:
         for allow_pickle in (False, True):
             with np.load(path, allow_pickle=allow_pickle) as archive:
                 if "data" not in archive.files:
-                    raise corrupt(
-                        f"it has no array 'data' (its arrays: {', '.join(archive.files) or 'none'})"
-                    )
+                    raise corrupt(f"it has no array 'data' (its arrays: {', '.join(archive.files) or 'none'})")
                 try:
                     return np.asarray(archive["data"])
                 except ValueError:  # an object array: its entries are pickled Python objects
@@ -313,9 +307,7 @@ def _npz_entry(entry: Any, index: int, path: Path) -> tuple[str, list[str] | Art
             if tokens is not None and not isinstance(tokens, (str, np.str_)):
                 return str(topic), [str(t) for t in tokens]
             if "title" in fields or "description" in fields:
-                return str(topic), Article(
-                    None, str(topic), _str(fields.get("title")), _str(fields.get("description"))
-                )
+                return str(topic), Article(None, str(topic), _str(fields.get("title")), _str(fields.get("description")))
             if "text" in fields:
                 return str(topic), Article(None, str(topic), _str(fields["text"]), None)
     raise CorruptFileError(

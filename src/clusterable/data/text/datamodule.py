@@ -30,9 +30,7 @@ from clusterable.data.text.glove import base_vectors
 _FIRST_WORD = 2 + len(SPECIAL_TOKENS)
 
 
-def fake_corpus(
-    num_docs_per_class: int, length: int, vocab_size: int, seed: int, num_classes: int = 8
-) -> Corpus:
+def fake_corpus(num_docs_per_class: int, length: int, vocab_size: int, seed: int, num_classes: int = 8) -> Corpus:
     """A synthetic corpus of ``num_docs_per_class`` documents per class in each of train, val and test.
 
     The ordinary words are dealt into ``num_classes`` topic blocks; each token of a class-c document is one of
@@ -89,9 +87,17 @@ def random_vectors(vocab: list[str], dim: int, seed: int) -> tuple[Tensor, dict[
     ordinary = [i for i, w in enumerate(vocab) if w not in (PAD, UNK, *SPECIAL_TOKENS)]
     rng = np.random.default_rng(seed + 1)  # another stream than base_vectors' UNK and number-token vectors
     matrix[ordinary] = rng.normal(0.0, 0.4, size=(len(ordinary), dim)).astype(np.float32)
-    stats = {"found": len(ordinary), "oov": 0, "special": sum(w in SPECIAL_TOKENS for w in vocab),
-             "vocab_size": len(vocab), "dim": dim, "oov_examples": [], "file": None, "cached": False,
-             "lines": None}  # fmt: skip
+    stats = {
+        "found": len(ordinary),
+        "oov": 0,
+        "special": sum(w in SPECIAL_TOKENS for w in vocab),
+        "vocab_size": len(vocab),
+        "dim": dim,
+        "oov_examples": [],
+        "file": None,
+        "cached": False,
+        "lines": None,
+    }
     return torch.from_numpy(matrix), stats
 
 
@@ -144,20 +150,29 @@ class TextDataModule(InMemoryDataModule):
         for key, value in (("fake_length", fake_length), ("fake_dim", fake_dim)):
             if not is_int(value) or value < 1:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
-        if is_int(num_classes) and (
-            not is_int(fake_vocab_size) or fake_vocab_size < _FIRST_WORD + num_classes
-        ):
+        if is_int(num_classes) and (not is_int(fake_vocab_size) or fake_vocab_size < _FIRST_WORD + num_classes):
             raise ValueError(
                 f"fake_vocab_size must be an integer >= {_FIRST_WORD + num_classes} (PAD, UNK, the 3 number "
                 f"tokens and a word per class), got {fake_vocab_size!r}"
             )
         # input_shape is the corpus's (L,), known once it is read: the fake length until then.
         super().__init__(
-            name, self._read_splits, [fake_length], num_classes, batch_size=batch_size, source=source,
-            fake_size=fake_size, seed=seed, shuffle_rows=shuffle_rows, shuffle_batches=shuffle_batches,
-            eval_batch_size=eval_batch_size, root=root, sampler=sampler, drop_last=drop_last,
+            name,
+            self._read_splits,
+            [fake_length],
+            num_classes,
+            batch_size=batch_size,
+            source=source,
+            fake_size=fake_size,
+            seed=seed,
+            shuffle_rows=shuffle_rows,
+            shuffle_batches=shuffle_batches,
+            eval_batch_size=eval_batch_size,
+            root=root,
+            sampler=sampler,
+            drop_last=drop_last,
             labelled_percent=labelled_percent,
-        )  # fmt: skip
+        )
         self.corpus, self.vectors = corpus, vectors
         self.fake_length, self.fake_vocab_size, self.fake_dim = (
             int(fake_length),
@@ -166,9 +181,7 @@ class TextDataModule(InMemoryDataModule):
         )
         self._word_vectors: Tensor | None = None
         self._notes: dict[str, Any] = {}
-        self._read: dict[str, Split] | None = (
-            None  # the corpus's splits, between reading and the base's checks
-        )
+        self._read: dict[str, Split] | None = None  # the corpus's splits, between reading and the base's checks
 
     @property
     def word_vectors(self) -> Tensor:
@@ -228,22 +241,13 @@ class TextDataModule(InMemoryDataModule):
         except ValueError as e:  # the reader's own argument, named as the config has it
             raise ValueError(f"corpus.{e}") from None
         if not isinstance(corpus, Corpus):
-            raise ValueError(
-                f"corpus must return a Corpus (clusterable.data.text.corpus), got {type(corpus).__name__}"
-            )
+            raise ValueError(f"corpus must return a Corpus (clusterable.data.text.corpus), got {type(corpus).__name__}")
         try:
             out = self.vectors(vocab=corpus.vocab)
         except ValueError as e:
             raise ValueError(f"vectors.{e}") from None
-        if not (
-            isinstance(out, tuple)
-            and len(out) == 2
-            and isinstance(out[0], Tensor)
-            and isinstance(out[1], dict)
-        ):
-            raise ValueError(
-                f"vectors must return (a (V, D) tensor, a dict of stats), got {type(out).__name__}"
-            )
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Tensor) and isinstance(out[1], dict)):
+            raise ValueError(f"vectors must return (a (V, D) tensor, a dict of stats), got {type(out).__name__}")
         return corpus, out[0], out[1]
 
     def _fake(self) -> tuple[Corpus, Tensor, dict[str, Any]]:
@@ -271,8 +275,9 @@ class TextDataModule(InMemoryDataModule):
         lengths = {}
         for s in SPLITS:
             if not {"inputs", "labels"} <= set(splits[s]):
-                raise ValueError(f"corpus must return splits with 'inputs' and 'labels', split '{s}' has "
-                                 f"{sorted(splits[s])}")  # fmt: skip
+                raise ValueError(
+                    f"corpus must return splits with 'inputs' and 'labels', split '{s}' has {sorted(splits[s])}"
+                )
             inputs = splits[s]["inputs"]
             if inputs.dim() != 2 or inputs.dtype not in (torch.long, torch.int32, torch.int16, torch.uint8):
                 raise ValueError(

@@ -125,8 +125,7 @@ def read_glove(
     matrix = base_vectors(vocab, dim, seed)
     found = np.zeros(len(vocab), dtype=bool)
     start = time.perf_counter()
-    log.info("reading GloVe vectors of %d words from %s (%.1f GB; once, then cached)", len(wanted), file,
-             size / 1e9)  # fmt: skip
+    log.info("reading GloVe vectors of %d words from %s (%.1f GB; once, then cached)", len(wanted), file, size / 1e9)
     lines = 0
     with open(file, "rb") as f:
         for lines, line in enumerate(f, start=1):
@@ -148,12 +147,23 @@ def read_glove(
     ordinary = [i for w, i in index.items() if w not in (PAD, UNK, *SPECIAL_TOKENS)]
     oov = [vocab[i] for i in ordinary if not found[i]]
     stats: dict[str, Any] = {
-        "found": int(found.sum()), "oov": len(oov), "special": sum(w in SPECIAL_TOKENS for w in vocab),
-        "vocab_size": len(vocab), "dim": dim, "oov_examples": oov[:10], "file": str(file), "cached": False,
+        "found": int(found.sum()),
+        "oov": len(oov),
+        "special": sum(w in SPECIAL_TOKENS for w in vocab),
+        "vocab_size": len(vocab),
+        "dim": dim,
+        "oov_examples": oov[:10],
+        "file": str(file),
+        "cached": False,
         "lines": lines,
-    }  # fmt: skip
-    log.info("GloVe: %d of %d words found, %d OOV (%.0f s)", stats["found"], len(ordinary), len(oov),
-             time.perf_counter() - start)  # fmt: skip
+    }
+    log.info(
+        "GloVe: %d of %d words found, %d OOV (%.0f s)",
+        stats["found"],
+        len(ordinary),
+        len(oov),
+        time.perf_counter() - start,
+    )
     if cache:
         _write_cache(npy, record, matrix, {"key": key, "source_size": size, "stats": stats})
     return torch.from_numpy(matrix), stats
@@ -240,6 +250,4 @@ def _write_cache(npy: Path, record: Path, matrix: np.ndarray, meta: dict[str, An
         os.replace(npy.with_name(npy.name + suffix), npy)
         os.replace(record.with_name(record.name + suffix), record)  # last: it marks the pair complete
     except OSError as e:
-        log.warning(
-            "cannot cache the GloVe vectors in %s (%s); the next run reads the file again", npy.parent, e
-        )
+        log.warning("cannot cache the GloVe vectors in %s (%s); the next run reads the file again", npy.parent, e)

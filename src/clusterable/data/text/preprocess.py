@@ -141,12 +141,7 @@ def split_number(token: str) -> tuple[str, str] | None:
 def is_year(number: str) -> bool:
     """Four bare digits (no separator) whose value is in [1700, 2200]: "1700" and "2200" are years, "1699",
     "2201" and "2,004" are not."""
-    return (
-        len(number) == 4
-        and number.isascii()
-        and number.isdigit()
-        and YEAR_RANGE[0] <= int(number) <= YEAR_RANGE[1]
-    )
+    return len(number) == 4 and number.isascii() and number.isdigit() and YEAR_RANGE[0] <= int(number) <= YEAR_RANGE[1]
 
 
 def number_token(number: str, after_dollar: bool) -> str:
@@ -209,8 +204,9 @@ class TextPreprocessor:
 
             from tqdm import tqdm
 
-            docs = tqdm(docs, total=total, desc="preprocessing AGNews once", unit="doc", file=sys.stderr,
-                        mininterval=2.0)  # fmt: skip
+            docs = tqdm(
+                docs, total=total, desc="preprocessing AGNews once", unit="doc", file=sys.stderr, mininterval=2.0
+            )
         return [self.tokens(doc) for doc in docs]
 
     def tokens(self, doc: Iterable[Any]) -> list[str]:
@@ -298,15 +294,11 @@ def lemmatiser_name(lemmatiser: Lemmatiser = "auto") -> str | None:
         version = _installed(TRAINED_PIPELINE)
         if version is None:
             return None
-        return (
-            f"spacy {spacy_version} {TRAINED_PIPELINE} {version} (trained pipeline: tagger + rule lemmatiser)"
-        )
+        return f"spacy {spacy_version} {TRAINED_PIPELINE} {version} (trained pipeline: tagger + rule lemmatiser)"
     version = _installed("spacy-lookups-data")
     if version is None:
         return None
-    return (
-        f"spacy {spacy_version} blank('en') + spacy-lookups-data {version} lemma_lookup (lookup lemmatiser)"
-    )
+    return f"spacy {spacy_version} blank('en') + spacy-lookups-data {version} lemma_lookup (lookup lemmatiser)"
 
 
 @functools.lru_cache(maxsize=4)
@@ -358,9 +350,12 @@ def _trained(spacy: Any, name: str | None) -> TextPreprocessor:
         return _looked_up(lookup, text) if lookup is not None else text
 
     return TextPreprocessor(
-        tokenize, lambda token: token.lemma_ or token.text, lemma_of_text, frozenset(nlp.Defaults.stop_words),
+        tokenize,
+        lambda token: token.lemma_ or token.text,
+        lemma_of_text,
+        frozenset(nlp.Defaults.stop_words),
         name or f"spacy {spacy.__version__} {TRAINED_PIPELINE}",
-    )  # fmt: skip
+    )
 
 
 def _lookup(spacy: Any, name: str | None) -> TextPreprocessor:
@@ -371,10 +366,13 @@ def _lookup(spacy: Any, name: str | None) -> TextPreprocessor:
         return nlp.tokenizer.pipe(texts, batch_size=batch_size)
 
     return TextPreprocessor(
-        tokenize, lambda token: _looked_up(table, token.text), lambda text: _looked_up(table, text),
-        frozenset(nlp.Defaults.stop_words), name or f"spacy {spacy.__version__} blank('en') + lemma_lookup",
+        tokenize,
+        lambda token: _looked_up(table, token.text),
+        lambda text: _looked_up(table, text),
+        frozenset(nlp.Defaults.stop_words),
+        name or f"spacy {spacy.__version__} blank('en') + lemma_lookup",
         context_free_lemmas=True,
-    )  # fmt: skip
+    )
 
 
 def _lookup_table(spacy: Any, required: bool) -> Any:
@@ -420,6 +418,4 @@ def preprocess_many(
 ) -> list[list[str]]:
     """``preprocess`` of every text, streamed through spaCy in batches of ``batch_size``; ``progress`` shows a
     tqdm bar on stderr."""
-    return load_preprocessor(lemmatiser).many(
-        texts, batch_size=batch_size, progress=progress, total=len(texts)
-    )
+    return load_preprocessor(lemmatiser).many(texts, batch_size=batch_size, progress=progress, total=len(texts))

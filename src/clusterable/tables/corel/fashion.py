@@ -89,8 +89,13 @@ BUDGETS = {name: Budget(name, size.prefix, size.about, size.epochs) for name, si
 
 SOURCES: dict[str, str | tuple[str, ...]] = {}
 for _b in BUDGETS.values():
-    SOURCES |= {f"{_b.prefix}_table1": _b.table1, f"{_b.prefix}_fig2": _b.table1, f"{_b.prefix}_table2": _b.table2,
-                f"{_b.prefix}_table4": _b.table2, f"{_b.prefix}_curves": _b.table2}  # fmt: skip
+    SOURCES |= {
+        f"{_b.prefix}_table1": _b.table1,
+        f"{_b.prefix}_fig2": _b.table1,
+        f"{_b.prefix}_table2": _b.table2,
+        f"{_b.prefix}_table4": _b.table2,
+        f"{_b.prefix}_curves": _b.table2,
+    }
 SOURCES["fashion_budgets"] = tuple(e for b in BUDGETS.values() for e in (b.table1, b.table2))
 
 
@@ -107,13 +112,13 @@ def budget_of(runs: Sequence[Run]) -> Budget:
         groups.setdefault(str(run.get("protocol.budget")), []).append(run)
     if len(groups) > 1:
         counts = ", ".join(f"{name}: {len(group)}" for name, group in sorted(groups.items()))
-        raise MixedRuns(f"the runs mix budgets ({counts}); a table is built from one budget's runs "
-                        "(make_tables.py corel/fashion_budgets sets them side by side)")  # fmt: skip
+        raise MixedRuns(
+            f"the runs mix budgets ({counts}); a table is built from one budget's runs "
+            "(make_tables.py corel/fashion_budgets sets them side by side)"
+        )
     name = next(iter(groups), "None")
     if name not in BUDGETS:
-        raise MixedRuns(
-            f"protocol.budget={name} is none of {', '.join(BUDGETS)} (runs under {runs[0].path.parent})"
-        )
+        raise MixedRuns(f"protocol.budget={name} is none of {', '.join(BUDGETS)} (runs under {runs[0].path.parent})")
     return BUDGETS[name]
 
 
@@ -167,8 +172,10 @@ def budget_note(runs: Sequence[Run], budget: Budget) -> str:
     lams = "{" + ", ".join(f"{v:g}" for v in grid) + "}" if grid else "?"
     recipes = sorted({str(r) for run in runs if (r := run.get("protocol.recipe")) is not None})
     recipe = f"; COREL recipe {'/'.join(recipes)} (corel_recipe)" if recipes else ""
-    return (f"Budget {budget.name} ({budget.about}): {size_text(runs, budget)}; λ in {lams}{recipe}. The paper's "
-            f"protocol: {PAPER_PROTOCOL}.")  # fmt: skip
+    return (
+        f"Budget {budget.name} ({budget.about}): {size_text(runs, budget)}; λ in {lams}{recipe}. The paper's "
+        f"protocol: {PAPER_PROTOCOL}."
+    )
 
 
 def _titled(what: str, runs: Sequence[Run], budget: Budget) -> str:
@@ -188,9 +195,7 @@ def as_paper_gaussian(runs: Sequence[Run], variant: str) -> list[Run]:
         if loss == "gaussian_corel" or (loss in AUTHORS and loss != variant):
             continue
         if loss == variant:
-            run = replace(
-                run, payload={**run.payload, "choices": {**run.payload["choices"], "loss": "gaussian_corel"}}
-            )
+            run = replace(run, payload={**run.payload, "choices": {**run.payload["choices"], "loss": "gaussian_corel"}})
         out.append(run)
     return out
 
@@ -232,8 +237,9 @@ def fashion_table1(runs: list[Run], out_dir: Path) -> Table:
     Table 2 reads (``tuned_lambda_from: corel/<prefix>_table1``)."""
     budget = budget_of(runs)
     title = _titled("Table 1 protocol", runs, budget) + ": λ chosen by validation accuracy"
-    table = _table1(runs, out_dir, experiment_of(runs), FASHION, models_of(runs), title, with_paper=False,
-                    tuned=FASHION_TUNED)  # fmt: skip
+    table = _table1(
+        runs, out_dir, experiment_of(runs), FASHION, models_of(runs), title, with_paper=False, tuned=FASHION_TUNED
+    )
     table.notes.insert(0, budget_note(runs, budget))
     return table
 
@@ -244,8 +250,9 @@ def fashion_fig2(runs: list[Run], out_dir: Path) -> Table:
     budget = budget_of(runs)
     model = "cnn" if "cnn" in models_of(runs) else "ffnn"
     title = _titled("Figure 2 protocol", runs, budget) + ": validation accuracy (%) against λ"
-    table = _fig2(runs, out_dir, model, title, f"corel_{budget.prefix}_fig2", [budget_note(runs, budget)],
-                  tuned=FASHION_TUNED)  # fmt: skip
+    table = _fig2(
+        runs, out_dir, model, title, f"corel_{budget.prefix}_fig2", [budget_note(runs, budget)], tuned=FASHION_TUNED
+    )
     table.claims += authors_fig2_claims(tune_lambda(r for r in runs if r.get("model") == model), model)
     return table
 
@@ -314,9 +321,7 @@ def fashion_curves(runs: list[Run], out_dir: Path) -> Table:
     models = models_of(runs)
     plt = pyplot()
     finished = [r for r in runs if r.ok]
-    fig, axes = plt.subplots(
-        len(models), len(CURVES), figsize=(4.2 * len(CURVES), 3.4 * len(models)), squeeze=False
-    )
+    fig, axes = plt.subplots(len(models), len(CURVES), figsize=(4.2 * len(CURVES), 3.4 * len(models)), squeeze=False)
     rows, missing = [], []
     last = 0
     for (m, mname), panel in zip(models.items(), axes, strict=True):
@@ -339,8 +344,11 @@ def fashion_curves(runs: list[Run], out_dir: Path) -> Table:
                 last = max(last, int(epochs[-1]))
                 digits = 2 if scale > 1 else 3
                 at_early = per_epoch.get(EARLY_EPOCHS)
-                row += [at_early.text(scale, digits) if at_early else "—", f"{means.max():.{digits}f}",
-                        per_epoch[int(epochs[-1])].text(scale, digits)]  # fmt: skip
+                row += [
+                    at_early.text(scale, digits) if at_early else "—",
+                    f"{means.max():.{digits}f}",
+                    per_epoch[int(epochs[-1])].text(scale, digits),
+                ]
             rows.append(row)
         for (_, label, _), ax in zip(CURVES, panel, strict=True):
             ax.set(xlabel="epochs trained", ylabel=label, title=f"{mname}: {label}")
@@ -353,9 +361,10 @@ def fashion_curves(runs: list[Run], out_dir: Path) -> Table:
     fig.tight_layout()
     path = save_figure(fig, out_dir, f"corel_{budget.prefix}_curves", dpi=110)
     header = ["Model", "Loss", "seeds"] + [
-        f"{short} {when}" for short in ("k-means acc", "NMI", "silhouette", "val acc")
+        f"{short} {when}"
+        for short in ("k-means acc", "NMI", "silhouette", "val acc")
         for when in (f"@{EARLY_EPOCHS}", "best", "last")
-    ]  # fmt: skip
+    ]
     notes = [
         budget_note(runs, budget),
         "From each finished run's csv/metrics.csv: the clustering evaluator (k-means, k = 10) on the 5,000 "
@@ -406,8 +415,7 @@ def fashion_budgets(runs: list[Run], out_dir: Path) -> Table:
             "sil": cells(t2, keys, "test/kmeans/silhouette"),
         }
         winners[b.name] = tune_lambda(t1, experiment_grid(b.table1))
-        notes.append(budget_note(by_budget[b.name], b)
-                     + f" Runs: {len(t1)} of Table 1, {len(t2)} of Table 2.")  # fmt: skip
+        notes.append(budget_note(by_budget[b.name], b) + f" Runs: {len(t1)} of Table 1, {len(t2)} of Table 2.")
         claims += _claims_at(b, t1, t2, out_dir)
     # The paper's claims about MNIST or AGNews alone cannot be checked on a Fashion-MNIST grid: counted, not listed.
     unchecked = [c for c in claims if c.holds is None]
@@ -431,8 +439,10 @@ def fashion_budgets(runs: list[Run], out_dir: Path) -> Table:
     )
     notes.append(na_note(PAPER))
     if unchecked:
-        notes.append(f"{len(unchecked)} claim checks left out: their numbers are not in these runs (the paper's "
-                     "MNIST and AGNews settings, or a table not run at that budget).")  # fmt: skip
+        notes.append(
+            f"{len(unchecked)} claim checks left out: their numbers are not in these runs (the paper's "
+            "MNIST and AGNews settings, or a table not run at that budget)."
+        )
     title = "COREL on Fashion-MNIST at every budget that has runs: " + ", ".join(b.name for b in present)
     return Table(title, header, rows, [n for n in notes if n], claims)
 
@@ -443,8 +453,9 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
     out: list[Claim] = []
     if t1:
         models = models_of(t1)
-        out += _table1(t1, out_dir, budget.table1, FASHION, models, "", with_paper=False, tuned=FASHION_TUNED,
-                       write=False).claims  # fmt: skip
+        out += _table1(
+            t1, out_dir, budget.table1, FASHION, models, "", with_paper=False, tuned=FASHION_TUNED, write=False
+        ).claims
         model = "cnn" if "cnn" in models else "ffnn"
         tuning = tune_lambda(r for r in t1 if r.get("model") == model)
         out.append(fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel")), model))

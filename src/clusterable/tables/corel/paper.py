@@ -63,10 +63,16 @@ DIGITS = {"digits": "Digits"}  # the corel/digits_* tables: the protocol on a CP
 # Datasets beyond the paper's: a column of their own when their runs are there (e.g. corel/table1 dataset=digits).
 OTHER_DATASETS = DIGITS
 # Figures 2 and Tables 3-4 are drawn from the runs of Table 1 and Table 2 (their configs share the sweep).
-SOURCES = {"table1": "corel/table1", "table2": "corel/table2", "table3_4": "corel/table2",
-           "fig1": "corel/fig1", "fig2": "corel/table1",
-           "digits_table1": "corel/digits_table1", "digits_table2": "corel/digits_table2",
-           "digits_table3_4": "corel/digits_table2"}  # fmt: skip
+SOURCES = {
+    "table1": "corel/table1",
+    "table2": "corel/table2",
+    "table3_4": "corel/table2",
+    "fig1": "corel/fig1",
+    "fig2": "corel/table1",
+    "digits_table1": "corel/digits_table1",
+    "digits_table2": "corel/digits_table2",
+    "digits_table3_4": "corel/digits_table2",
+}
 # "CCE's k-means accuracy falls well below its test accuracy": the number in the paper's "over X%" is stripped from
 # the text we have; we call a drop of at least this many percentage points "well below".
 WELL_BELOW_POINTS = 5.0
@@ -199,9 +205,16 @@ def _write_tuned(
 
 
 def _table1(
-    runs: list[Run], out_dir: Path, experiment: str, datasets: dict[str, str], models: dict[str, str], title: str,
-    with_paper: bool, tuned: Iterable[str] = TUNED, write: bool = True,
-) -> Table:  # fmt: skip
+    runs: list[Run],
+    out_dir: Path,
+    experiment: str,
+    datasets: dict[str, str],
+    models: dict[str, str],
+    title: str,
+    with_paper: bool,
+    tuned: Iterable[str] = TUNED,
+    write: bool = True,
+) -> Table:
     """Table 1 of ``experiment``'s runs: a row per loss of ``tuned`` (the paper's three, or more where a grid adds
     a variant; the claims stay the paper's), a column per (dataset, model); ``write`` writes the winners file."""
     swept = experiment_grid(experiment)
@@ -229,8 +242,10 @@ def _table1(
                 if t.diverged:
                     diverged_notes.append(f"{where}: λ = {_lams(t.diverged)}")
                 if t.missing():
-                    ran_notes.append(f"{where}: {_lams(t.val)} ({len(t.val)} of {len(t.grid or ())}; never ran: "
-                                     f"{_lams(t.missing())})")  # fmt: skip
+                    ran_notes.append(
+                        f"{where}: {_lams(t.val)} ({len(t.val)} of {len(t.grid or ())}; never ran: "
+                        f"{_lams(t.missing())})"
+                    )
         rows.append(row)
 
     def grid(d: str, m: str, loss: str) -> Tuning:
@@ -250,14 +265,20 @@ def _table1(
     base = DATASETS if with_paper else datasets
     settings = [(d, m) for d in base for m in models]
     claims = [
-        check("Center loss is relatively insensitive to λ (validation accuracy varies by < 1 point)",
-              ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings), lt,
-              basis="the spread (highest − lowest) of the λ grid's mean validation accuracies against 1 point: a "
-                    "spread over the grid, no two rows' seeds to test"),
-        check("Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5)",
-              ((f"{m}-{d}", best(d, m, "gaussian_corel"), at(d, m, "gaussian_corel", 0.5)) for d, m in settings),
-              gt, scale=100),
-    ]  # fmt: skip
+        check(
+            "Center loss is relatively insensitive to λ (validation accuracy varies by < 1 point)",
+            ((f"{m}-{d}", spread(d, m, "center"), 1.0) for d, m in settings),
+            lt,
+            basis="the spread (highest − lowest) of the λ grid's mean validation accuracies against 1 point: a "
+            "spread over the grid, no two rows' seeds to test",
+        ),
+        check(
+            "Gaussian-COREL gains from tuning λ (its best λ beats λ = 0.5)",
+            ((f"{m}-{d}", best(d, m, "gaussian_corel"), at(d, m, "gaussian_corel", 0.5)) for d, m in settings),
+            gt,
+            scale=100,
+        ),
+    ]
     lams = sorted({lam for t in tuning.values() for lam in t.val})
     notes = [supplement.NOTE] if published else []
     notes += [
@@ -272,13 +293,9 @@ def _table1(
             "tuned_lambda_partial=true), the λ that ran per setting: " + "; ".join(ran_notes) + "."
         )
     if diverged_notes:
-        notes.append(
-            "Diverged (Gaussian-COREL below λ = 0.5 is unbounded below): " + "; ".join(diverged_notes) + "."
-        )
+        notes.append("Diverged (Gaussian-COREL below λ = 0.5 is unbounded below): " + "; ".join(diverged_notes) + ".")
     if path is not None:
-        notes.append(
-            f"Winners written to {path}, read by the experiments with tuned_lambda_from: {experiment}."
-        )
+        notes.append(f"Winners written to {path}, read by the experiments with tuned_lambda_from: {experiment}.")
     return Table(title, header, rows, [n for n in notes if n], claims)
 
 
@@ -317,8 +334,15 @@ def _tuning_text(t: Tuning) -> str:
 
 def table1(runs: list[Run], out_dir: Path) -> Table:
     """Table 1: the λ with the best validation accuracy per (dataset, model, loss); writes the winners file."""
-    return _table1(runs, out_dir, "corel/table1", _datasets(runs, DATASETS), MODELS,
-                   "COREL Table 1: λ chosen by validation accuracy", with_paper=True)  # fmt: skip
+    return _table1(
+        runs,
+        out_dir,
+        "corel/table1",
+        _datasets(runs, DATASETS),
+        MODELS,
+        "COREL Table 1: λ chosen by validation accuracy",
+        with_paper=True,
+    )
 
 
 def digits_table1(runs: list[Run], out_dir: Path) -> Table:
@@ -364,30 +388,42 @@ def lambda_notes(runs: list[Run]) -> list[str]:
     fixed = sum("loss.lam" in r.params for r in runs)
     notes = []
     if tuned and fallback < sum(run_lambda(r) is not None for r in recorded):
-        notes.append(f"λ in each cell: the winner of {', '.join(tuned)} (validation accuracy) for that dataset, "
-                     "model and loss (tuned_lambda_from).")  # fmt: skip
+        notes.append(
+            f"λ in each cell: the winner of {', '.join(tuned)} (validation accuracy) for that dataset, "
+            "model and loss (tuned_lambda_from)."
+        )
     elif recorded and not tuned:
-        notes.append("λ NOT tuned: these runs record no tuned_lambda_from (set to null, or run before the tuned-λ "
-                     "protocol), so every COREL loss ran at its config's λ, shown in its cell.")  # fmt: skip
+        notes.append(
+            "λ NOT tuned: these runs record no tuned_lambda_from (set to null, or run before the tuned-λ "
+            "protocol), so every COREL loss ran at its config's λ, shown in its cell."
+        )
     if fallback:
-        notes.append(f"λ NOT tuned in {fallback} run(s): Table 1's winners were missing when they ran, so they ran at "
-                     "their config's λ (tuned_lambda_fallback, set by debug=smoke; a full run fails instead). To "
-                     f"smoke-test the hand-off: `python train.py -m experiment={', '.join(tuned) or 'corel/table1'} "
-                     "debug=smoke`, make its table, then run this grid again.")  # fmt: skip
+        notes.append(
+            f"λ NOT tuned in {fallback} run(s): Table 1's winners were missing when they ran, so they ran at "
+            "their config's λ (tuned_lambda_fallback, set by debug=smoke; a full run fails instead). To "
+            f"smoke-test the hand-off: `python train.py -m experiment={', '.join(tuned) or 'corel/table1'} "
+            "debug=smoke`, make its table, then run this grid again."
+        )
     if fixed:
         notes.append(f"{fixed} run(s) set loss.lam on the command line (λ fixed on purpose).")
     partial = [r for r in runs if r.payload.get("tuned_lambda_incomplete") is not None]
     if partial:
         cells = sorted({"/".join(key_of(r, ("dataset", "model", "loss"))) for r in partial})
-        notes.append(f"λ from an INCOMPLETE Table 1 grid in {len(partial)} run(s) (tuned_lambda_partial=true: the "
-                     f"winner among the λ that ran): {', '.join(cells)}.")  # fmt: skip
+        notes.append(
+            f"λ from an INCOMPLETE Table 1 grid in {len(partial)} run(s) (tuned_lambda_partial=true: the "
+            f"winner among the λ that ran): {', '.join(cells)}."
+        )
     return notes
 
 
 def _table2(
-    runs: list[Run], datasets: dict[str, str], models: dict[str, str], title: str, with_paper: bool,
+    runs: list[Run],
+    datasets: dict[str, str],
+    models: dict[str, str],
+    title: str,
+    with_paper: bool,
     losses: Mapping[str, str] = LOSSES,
-) -> Table:  # fmt: skip
+) -> Table:
     """Table 2: test accuracy per (model, loss) row and dataset column; ``losses`` the rows (the paper's four, or
     more where a grid adds a variant); the claims compare the paper's four."""
     keys = ("dataset", "model", "loss")
@@ -419,34 +455,51 @@ def _table2(
     base = DATASETS if with_paper else datasets
     settings = [(d, m) for m in models for d in base]
     claims = [
-        check("Gaussian-COREL beats CCE in every setting",
-              ((f"{m}-{d}", cell(d, m, "gaussian_corel"), cell(d, m, "cce")) for d, m in settings), gt, scale=100),
-    ]  # fmt: skip
+        check(
+            "Gaussian-COREL beats CCE in every setting",
+            ((f"{m}-{d}", cell(d, m, "gaussian_corel"), cell(d, m, "cce")) for d, m in settings),
+            gt,
+            scale=100,
+        ),
+    ]
     if with_paper:
-        claims.append(_gaussian_best_claim({f"{m}-{d}": (cell(d, m, "gaussian_corel").mean, best_other(d, m)[1].mean)
-                                            for d, m in settings}))  # fmt: skip
+        claims.append(
+            _gaussian_best_claim(
+                {f"{m}-{d}": (cell(d, m, "gaussian_corel").mean, best_other(d, m)[1].mean) for d, m in settings}
+            )
+        )
     else:
-        best = ((f"{m}-{d} vs {LOSSES.get(o, 'the others')}", cell(d, m, "gaussian_corel"), c)
-                for d, m in settings for o, c in [best_other(d, m)])  # fmt: skip
+        best = (
+            (f"{m}-{d} vs {LOSSES.get(o, 'the others')}", cell(d, m, "gaussian_corel"), c)
+            for d, m in settings
+            for o, c in [best_other(d, m)]
+        )
         claims.append(check("Gaussian-COREL is the best loss in every setting", best, gt, scale=100))
     images = _images(base)
     if "cnn" in models:  # the claim is about the CNN only
         cosine = ((f"cnn-{d}", cell(d, "cnn", "cosine_corel"), cell(d, "cnn", "cce")) for d in images)
-        claims.append(
-            check("Cosine-COREL beats CCE with the CNN on both image datasets", cosine, gt, scale=100)
-        )
+        claims.append(check("Cosine-COREL beats CCE with the CNN on both image datasets", cosine, gt, scale=100))
     center = ((f"{m}-{d}", cell(d, m, "center"), cell(d, m, "cce")) for m in models for d in images)
     text = "Center loss beats CCE on both image datasets" if with_paper else "Center loss beats CCE"
     claims.append(check(text, center, gt, scale=100))
     if with_paper:  # the paper's AGNews claims (and Cosine-COREL's other loss, FFNN-MNIST)
         claims += [
-            check("Center loss loses to CCE on AGNews with both models",
-                  ((f"{m}-agnews8", cell("agnews8", m, "center"), cell("agnews8", m, "cce")) for m in models), lt,
-                  scale=100),
-            check("Cosine-COREL loses to CCE with the CNN on AGNews and with the FFNN on MNIST",
-                  ((f"{m}-{d}", cell(d, m, "cosine_corel"), cell(d, m, "cce"))
-                   for d, m in (("agnews8", "cnn"), ("mnist", "ffnn"))), lt, scale=100),
-        ]  # fmt: skip
+            check(
+                "Center loss loses to CCE on AGNews with both models",
+                ((f"{m}-agnews8", cell("agnews8", m, "center"), cell("agnews8", m, "cce")) for m in models),
+                lt,
+                scale=100,
+            ),
+            check(
+                "Cosine-COREL loses to CCE with the CNN on AGNews and with the FFNN on MNIST",
+                (
+                    (f"{m}-{d}", cell(d, m, "cosine_corel"), cell(d, m, "cce"))
+                    for d, m in (("agnews8", "cnn"), ("mnist", "ffnn"))
+                ),
+                lt,
+                scale=100,
+            ),
+        ]
     notes = [na_note(PAPER)] if with_paper else []
     notes += lambda_notes(runs)
     if any(d in TEXT_DATASETS for d in datasets):
@@ -467,9 +520,7 @@ def _gaussian_best_claim(pairs: dict[str, tuple[float, float]]) -> Claim:
     text = "Gaussian-COREL is the best loss in at least 4 of the 6 settings, FFNN-MNIST not one of them"
     missing = [name for name, pair in pairs.items() if any(math.isnan(v) for v in pair)]
     if not pairs or missing:  # a count over the 6 settings: none can be left out
-        return Claim(
-            text, None, f"numbers missing for {', '.join(missing)}" if missing else "numbers missing"
-        )
+        return Claim(text, None, f"numbers missing for {', '.join(missing)}" if missing else "numbers missing")
     best = [name for name, (g, other) in pairs.items() if g > other]
     holds = len(best) >= 4 and "ffnn-mnist" not in best
     how = "a count of the settings where its mean test accuracy is the highest, as the paper counts: no seed test"
@@ -478,33 +529,44 @@ def _gaussian_best_claim(pairs: dict[str, tuple[float, float]]) -> Claim:
 
 def table2(runs: list[Run], out_dir: Path) -> Table:
     """Table 2: test accuracy (%) mean ± std over seeds at the best validation epoch, each loss at its tuned λ."""
-    return _table2(runs, _datasets(runs, DATASETS), MODELS, "COREL Table 2: test accuracy (%), mean ± std over seeds",
-                   with_paper=True)  # fmt: skip
+    return _table2(
+        runs,
+        _datasets(runs, DATASETS),
+        MODELS,
+        "COREL Table 2: test accuracy (%), mean ± std over seeds",
+        with_paper=True,
+    )
 
 
 def digits_table2(runs: list[Run], out_dir: Path) -> Table:
     """Table 2's protocol on digits with the FFNN (``corel/digits_table2``), each loss at digits_table1's λ."""
-    return _table2(runs, DIGITS, {"ffnn": "FFNN"},
-                   "COREL Table 2 protocol on digits (FFNN): test accuracy (%), mean ± std over seeds",
-                   with_paper=False)  # fmt: skip
+    return _table2(
+        runs,
+        DIGITS,
+        {"ffnn": "FFNN"},
+        "COREL Table 2 protocol on digits (FFNN): test accuracy (%), mean ± std over seeds",
+        with_paper=False,
+    )
 
 
 CLUSTER_METRICS = {"acc": "Acc", "ari": "ARI", "v_measure": "V-M", "silhouette": "Sil."}
 
 
-def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str], title: str,
-              notes: list[str], losses: Mapping[str, str] = LOSSES) -> Table:  # fmt: skip
+def _table3_4(
+    runs: list[Run],
+    datasets: dict[str, str],
+    models: dict[str, str],
+    title: str,
+    notes: list[str],
+    losses: Mapping[str, str] = LOSSES,
+) -> Table:
     """Clustering of the test representations, one block of rows per dataset (a row per loss of ``losses``), with
     the claims of each (on the paper's four losses)."""
     keys = ("dataset", "model", "loss")
     header = ["Dataset", "Model", "Loss"] + [
         f"{meth} {name}" for meth in ("K-Means", "GMM") for name in CLUSTER_METRICS.values()
     ]
-    table = {
-        (meth, k): cells(runs, keys, f"test/{meth}/{k}")
-        for meth in ("kmeans", "gmm")
-        for k in CLUSTER_METRICS
-    }
+    table = {(meth, k): cells(runs, keys, f"test/{meth}/{k}") for meth in ("kmeans", "gmm") for k in CLUSTER_METRICS}
     drops = _drops(runs, keys)
     lams = lambda_cells(runs, keys)
     rows: list[list[str]] = []
@@ -531,15 +593,27 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
             return max(others.items(), key=lambda item: item[1].mean)
 
         if d not in TEXT_DATASETS:  # the paper's silhouette claim is Fashion's (Table 4)
-            claims.append(check(
-                f"Cosine-COREL has the highest k-means silhouette ({dname})",
-                ((f"{m}-{d} vs {LOSSES.get(o, o)}", cell("kmeans", "silhouette", m, "cosine_corel"), c)
-                 for m in models for o, c in [best_other(m)]), gt, digits=3,
-            ))  # fmt: skip
-        claims.append(_drop_claim(dname, {m: {loss: drops.get((d, encoder(d, m), loss), Cell())
-                                              for loss in ("cce", *COREL)} for m in models}))  # fmt: skip
-    notes = notes + ["Acc is Hungarian-matched; k = the number of classes; silhouette on a seeded sample of 2,000 "
-                     "test points."]  # fmt: skip
+            claims.append(
+                check(
+                    f"Cosine-COREL has the highest k-means silhouette ({dname})",
+                    (
+                        (f"{m}-{d} vs {LOSSES.get(o, o)}", cell("kmeans", "silhouette", m, "cosine_corel"), c)
+                        for m in models
+                        for o, c in [best_other(m)]
+                    ),
+                    gt,
+                    digits=3,
+                )
+            )
+        claims.append(
+            _drop_claim(
+                dname,
+                {m: {loss: drops.get((d, encoder(d, m), loss), Cell()) for loss in ("cce", *COREL)} for m in models},
+            )
+        )
+    notes = notes + [
+        "Acc is Hungarian-matched; k = the number of classes; silhouette on a seeded sample of 2,000 test points."
+    ]
     notes += lambda_notes([r for r in runs if r.get("dataset") in datasets])
     if any(d in TEXT_DATASETS for d in datasets):
         notes.append(_TEXT_NOTE)
@@ -548,9 +622,13 @@ def _table3_4(runs: list[Run], datasets: dict[str, str], models: dict[str, str],
 
 def table3_4(runs: list[Run], out_dir: Path) -> Table:
     """Tables 3 (AGNews) and 4 (Fashion-MNIST): k-means / GMM clustering of the test representations."""
-    return _table3_4(runs, {"agnews8": "AGNews (Table 3)", "fashion_mnist": "Fashion (Table 4)"}, MODELS,
-                     "COREL Tables 3-4: clustering the test representations (AGNews, Fashion-MNIST)",
-                     [na_note(PAPER)])  # fmt: skip
+    return _table3_4(
+        runs,
+        {"agnews8": "AGNews (Table 3)", "fashion_mnist": "Fashion (Table 4)"},
+        MODELS,
+        "COREL Tables 3-4: clustering the test representations (AGNews, Fashion-MNIST)",
+        [na_note(PAPER)],
+    )
 
 
 def digits_table3_4(runs: list[Run], out_dir: Path) -> Table:
@@ -578,8 +656,10 @@ def _drop_claim(dataset: str, drops: dict[str, dict[str, Cell]]) -> Claim:
     -> {loss: its drops over seeds, in points}). Each loss's drops against ``WELL_BELOW_POINTS``: the one-sample t
     over seeds (``report.compare``), CCE's above it, each COREL loss's below it; the detail prints k-means minus
     test accuracy and p."""
-    text = (f"CCE's k-means accuracy on {dataset} falls well below (>= {WELL_BELOW_POINTS:g} points) its test "
-            "accuracy while the COREL losses' (Cosine, Gaussian) do not")  # fmt: skip
+    text = (
+        f"CCE's k-means accuracy on {dataset} falls well below (>= {WELL_BELOW_POINTS:g} points) its test "
+        "accuracy while the COREL losses' (Cosine, Gaussian) do not"
+    )
     # Checked on the models whose numbers are there, naming the others.
     known = {m: d for m, d in drops.items() if all(c.values for c in d.values())}
     if not known:
@@ -602,10 +682,16 @@ def _drop_claim(dataset: str, drops: dict[str, dict[str, Cell]]) -> Claim:
         parts.append(f"{m}: {', '.join(said)}")
     kinds = {c.test for c in compared}
     how = "; ".join(
-        ([f"each loss's drops over seeds against {WELL_BELOW_POINTS:g} points, one-sample t, one-sided, "
-          f"α = {ALPHA:g}"] if "one-sample" in kinds else [])
+        (
+            [
+                f"each loss's drops over seeds against {WELL_BELOW_POINTS:g} points, one-sample t, one-sided, "
+                f"α = {ALPHA:g}"
+            ]
+            if "one-sample" in kinds
+            else []
+        )
         + (["one seed: means compared, no test"] if "one seed" in kinds else [])
-    )  # fmt: skip
+    )
     detail = f"{how}; k-means minus test accuracy in points (p): " + "; ".join(parts)
     if missing := [m for m in drops if m not in known]:
         detail += f"; no numbers for {', '.join(missing)}"
@@ -623,11 +709,17 @@ def fig2_claim(tuning: Tuning | None, model: str = "cnn") -> Claim:
     """Figure 2's claim on Gaussian-COREL's λ grid: its best λ is above 0.5 and beats the best λ at or below 0.5
     (λ = 0.5 itself where it ran; undecided without a run at or below 0.5, or without a winner). The figure is the
     Fashion-MNIST CNN's: a grid of another encoder (``model``) does not test it, and says so."""
-    text = ("Weighting attraction highly (λ > 0.5) gives Gaussian-COREL its best validation accuracy, above every "
-            "λ <= 0.5 (Figure 2: Fashion-MNIST, the CNN)")  # fmt: skip
+    text = (
+        "Weighting attraction highly (λ > 0.5) gives Gaussian-COREL its best validation accuracy, above every "
+        "λ <= 0.5 (Figure 2: Fashion-MNIST, the CNN)"
+    )
     if model != "cnn":
-        return Claim(text, None, f"a claim about the CNN, not tested on the {MODELS.get(model, model)}: the CNN's "
-                     "grid is corel/fashion150_recovered_cnn")  # fmt: skip
+        return Claim(
+            text,
+            None,
+            f"a claim about the CNN, not tested on the {MODELS.get(model, model)}: the CNN's "
+            "grid is corel/fashion150_recovered_cnn",
+        )
     best = tuning.winner() if tuning is not None else None
     low = {lam: c for lam, c in tuning.qualifying().items() if lam <= 0.5} if tuning is not None else {}
     if best is None or not low:
@@ -640,8 +732,9 @@ def fig2_claim(tuning: Tuning | None, model: str = "cnn") -> Claim:
     return replace(claim, detail=f"{chosen}; {claim.detail}")
 
 
-def _fig2(runs: list[Run], out_dir: Path, model: str, title: str, figure: str, notes: list[str],
-          tuned: Iterable[str] = TUNED) -> Table:  # fmt: skip
+def _fig2(
+    runs: list[Run], out_dir: Path, model: str, title: str, figure: str, notes: list[str], tuned: Iterable[str] = TUNED
+) -> Table:
     """Figure 2 for ``model``: validation accuracy against λ, a line per loss of ``tuned``, the paper's claim on
     Gaussian-COREL."""
     plt = pyplot()
@@ -668,22 +761,23 @@ def _fig2(runs: list[Run], out_dir: Path, model: str, title: str, figure: str, n
         means = np.array([100 * p[1].mean for p in pts])
         stds = np.array([100 * p[1].std for p in pts])
         line = ax.errorbar(lams, means, yerr=stds, marker="o", ms=3, capsize=2, label=LABELS[loss])
-        published = {
-            lam: v for lam, v in supplement.curve("fashion_mnist", model, loss).items() if v is not None
-        }
+        published = {lam: v for lam, v in supplement.curve("fashion_mnist", model, loss).items() if v is not None}
         if published:
-            ax.plot(list(published), list(published.values()), "--", color=line[0].get_color(), alpha=0.5,
-                    label=f"{LABELS[loss]}, paper")  # fmt: skip
+            ax.plot(
+                list(published),
+                list(published.values()),
+                "--",
+                color=line[0].get_color(),
+                alpha=0.5,
+                label=f"{LABELS[loss]}, paper",
+            )
     claims = [fig2_claim(tuning.get(("fashion_mnist", model, "gaussian_corel")), model)]
-    ax.set(xlabel="λ (weight of attraction)", ylabel="validation accuracy (%)",
-           title=f"Fashion-MNIST, {MODELS[model]}")  # fmt: skip
+    ax.set(xlabel="λ (weight of attraction)", ylabel="validation accuracy (%)", title=f"Fashion-MNIST, {MODELS[model]}")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     path = save_figure(fig, out_dir, figure, dpi=120)
-    notes = (
-        notes + [supplement.NOTE] + ([f"Diverged, not plotted: {'; '.join(diverged)}."] if diverged else [])
-    )
+    notes = notes + [supplement.NOTE] + ([f"Diverged, not plotted: {'; '.join(diverged)}."] if diverged else [])
     return Table(title, ["Loss", "λ", "val acc", "paper", "Δ"], rows, [n for n in notes if n], claims, [path])
 
 
@@ -709,6 +803,4 @@ def fig1(runs: list[Run], out_dir: Path) -> Table:
         rows.append([lname, f"{100 * (run.metric('test/acc') or math.nan):.2f}", str(run.path)])
     fig.tight_layout()
     path = save_figure(fig, out_dir, "corel_fig1")
-    return Table(
-        "COREL Figure 1: MNIST CNN latent spaces", ["Loss", "test acc (%)", "run"], rows, [], [], [path]
-    )
+    return Table("COREL Figure 1: MNIST CNN latent spaces", ["Loss", "test acc (%)", "run"], rows, [], [], [path])

@@ -50,8 +50,9 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
         loss,
         lam,
     ), group in points.items():  # a point of a curve is one config, seeds pooled
-        require_one_config(group, ("dataset", "model", "loss", "loss.lam"),
-                           f"{dataset} {model} {loss} λ={lam:g}", "val/acc")  # fmt: skip
+        require_one_config(
+            group, ("dataset", "model", "loss", "loss.lam"), f"{dataset} {model} {loss} λ={lam:g}", "val/acc"
+        )
     for run in runs:
         lam = run_lambda(run)
         setting = key_of(run, ("dataset", "model", "loss"))
@@ -85,19 +86,15 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                 ours = f"diverged{shown_before}" if lam in gone else _cell(cell) if cell.values else "failed"
                 delta = _num(cell.mean - pub, sign=True) if cell.values else "—"
                 found = [clustering.get((dataset, model, loss, lam, key)) for key in CLUSTERING]
-                shown = [f"{c.mean * scale:.{digits}f}" if c else "—" for c, (scale, digits) in
-                         zip(found, CLUSTERING_FORMAT, strict=True)]  # fmt: skip
-                rows.append(
-                    [f"{dataset} {model}", NAMES.get(loss, loss), f"{lam:g}", ours, _num(pub), delta, *shown]
-                )
-            mad, n = mean_abs_difference(
-                {lam: c.mean for lam, c in grid.items() if c.values}, dataset, model, loss
-            )
+                shown = [
+                    f"{c.mean * scale:.{digits}f}" if c else "—"
+                    for c, (scale, digits) in zip(found, CLUSTERING_FORMAT, strict=True)
+                ]
+                rows.append([f"{dataset} {model}", NAMES.get(loss, loss), f"{lam:g}", ours, _num(pub), delta, *shown])
+            mad, n = mean_abs_difference({lam: c.mean for lam, c in grid.items() if c.values}, dataset, model, loss)
             if grid:
                 left_out = (
-                    f", diverged at λ {', '.join(f'{lam:g}' for lam in sorted(gone))} (not in it)"
-                    if gone
-                    else ""
+                    f", diverged at λ {', '.join(f'{lam:g}' for lam in sorted(gone))} (not in it)" if gone else ""
                 )
                 mads.append(f"{NAMES.get(loss, loss)} ({dataset} {model}) {_num(mad)} over {n} λ{left_out}")
     notes = [
@@ -121,9 +118,12 @@ def _num(x: float, sign: bool = False) -> str:
 
 
 def _figure(
-    curves: dict[tuple[str, str, str], dict[float, Cell]], losses: list[str], panels: list[tuple[str, str]],
-    out_dir: Path, stem: str,
-) -> Path:  # fmt: skip
+    curves: dict[tuple[str, str, str], dict[float, Cell]],
+    losses: list[str],
+    panels: list[tuple[str, str]],
+    out_dir: Path,
+    stem: str,
+) -> Path:
     """Ours (solid, our λ) beside the supplement's curves (dashed, all 20 λ), a panel per setting."""
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
@@ -131,15 +131,24 @@ def _figure(
     for ax, (dataset, model) in zip(axes[0], panels, strict=True):
         for name in series:  # each published curve once, in its series' colour
             pub = {lam: v for lam, v in curve(dataset, model, name).items() if v is not None}
-            ax.plot(list(pub), list(pub.values()), "o--", color=SERIES_COLOURS[name], alpha=0.45, markersize=3,
-                    label=f"{NAMES[name]}, paper")  # fmt: skip
-        for loss in losses:  # ours in the colour of the series it is compared with, a marker a loss
-            ours = sorted(
-                (lam, c.mean) for lam, c in curves.get((dataset, model, loss), {}).items() if c.values
+            ax.plot(
+                list(pub),
+                list(pub.values()),
+                "o--",
+                color=SERIES_COLOURS[name],
+                alpha=0.45,
+                markersize=3,
+                label=f"{NAMES[name]}, paper",
             )
+        for loss in losses:  # ours in the colour of the series it is compared with, a marker a loss
+            ours = sorted((lam, c.mean) for lam, c in curves.get((dataset, model, loss), {}).items() if c.values)
             if ours:
-                ax.plot(*zip(*ours, strict=True), MARKERS.get(loss, "s-"), color=SERIES_COLOURS[PUBLISHED_SERIES[loss]],
-                        label=f"{NAMES.get(loss, loss)}, ours")  # fmt: skip
+                ax.plot(
+                    *zip(*ours, strict=True),
+                    MARKERS.get(loss, "s-"),
+                    color=SERIES_COLOURS[PUBLISHED_SERIES[loss]],
+                    label=f"{NAMES.get(loss, loss)}, ours",
+                )
         ax.set(title=f"{dataset} {model}", xlabel="λ", ylabel="best validation accuracy (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -167,22 +176,34 @@ SEARCHED = {
 def fashion150_published(runs: list[Run], out_dir: Path) -> Table:
     """The 150-epoch Fashion-MNIST λ grid on the recipe the paper's text gives (class vectors learned, eq. 6)
     beside the supplement's curves."""
-    return curves_table(runs, out_dir, "COREL λ curves at 150 epochs, the paper's text's recipe, beside the "
-                        "supplement's Figure 1", "corel_fashion150_published")  # fmt: skip
+    return curves_table(
+        runs,
+        out_dir,
+        "COREL λ curves at 150 epochs, the paper's text's recipe, beside the supplement's Figure 1",
+        "corel_fashion150_published",
+    )
 
 
 def fashion150_recovered_published(runs: list[Run], out_dir: Path) -> Table:
     """The same grid on the recipe recovered from the curves (class vectors untrained; Gaussian-COREL as the
     authors' bounded loss with γ fixed) beside the supplement's curves."""
-    return curves_table(runs, out_dir, "COREL λ curves at 150 epochs, the recovered recipe, beside the supplement's "
-                        "Figure 1", "corel_fashion150_recovered_published")  # fmt: skip
+    return curves_table(
+        runs,
+        out_dir,
+        "COREL λ curves at 150 epochs, the recovered recipe, beside the supplement's Figure 1",
+        "corel_fashion150_recovered_published",
+    )
 
 
 def fashion150_recovered_cnn_published(runs: list[Run], out_dir: Path) -> Table:
     """Gaussian-COREL's λ curve of the Fashion-MNIST CNN at 150 epochs on the recovered recipe beside the
     supplement's CNN curve (the paper's Figure 2), with Figure 2's claim judged on it."""
-    table = curves_table(runs, out_dir, "COREL Figure 2 on the CNN at 150 epochs, the recovered recipe, beside the "
-                         "supplement's CNN curve", "corel_fashion150_recovered_cnn_published")  # fmt: skip
+    table = curves_table(
+        runs,
+        out_dir,
+        "COREL Figure 2 on the CNN at 150 epochs, the recovered recipe, beside the supplement's CNN curve",
+        "corel_fashion150_recovered_cnn_published",
+    )
     tuning = tune_lambda(r for r in runs if r.get("model") == "cnn")
     claim = fig2_claim(tuning.get(("fashion_mnist", "cnn", "gaussian_corel_authors_fixed_gamma")), "cnn")
     table.claims.append(replace(claim, text=f"[authors' loss, γ fixed] {claim.text}"))
@@ -192,8 +213,12 @@ def fashion150_recovered_cnn_published(runs: list[Run], out_dir: Path) -> Table:
 def fashion150_recovered_width_published(runs: list[Run], out_dir: Path) -> Table:
     """The recovered recipe's 150-epoch FFNN grid at 256 units a layer (ours elsewhere: 500; the paper's width is
     stripped) beside the supplement's curves: whether the width accounts for the offset left at 500."""
-    return curves_table(runs, out_dir, "COREL λ curves at 150 epochs, the recovered recipe with 256-unit layers, "
-                        "beside the supplement's Figure 1", "corel_fashion150_recovered_width_published")  # fmt: skip
+    return curves_table(
+        runs,
+        out_dir,
+        "COREL λ curves at 150 epochs, the recovered recipe with 256-unit layers, beside the supplement's Figure 1",
+        "corel_fashion150_recovered_width_published",
+    )
 
 
 def fashion_recipe_search(runs: list[Run], out_dir: Path) -> Table:
@@ -202,16 +227,19 @@ def fashion_recipe_search(runs: list[Run], out_dir: Path) -> Table:
     below it) and the supplement's value at that λ."""
     header = ["Loss", "λ", *SEARCHED.values(), "best val (epoch)", "last epoch's val", "paper"]
     rows = []
-    for run in sorted(
-        runs, key=lambda r: (as_text(r.get("loss")), -(run_lambda(r) or 0), key_of(r, SEARCHED))
-    ):
+    for run in sorted(runs, key=lambda r: (as_text(r.get("loss")), -(run_lambda(r) or 0), key_of(r, SEARCHED))):
         loss, lam = as_text(run.get("loss")), run_lambda(run)
         curve = logged_curve(run, "val/acc")
         best = max(curve, key=lambda p: (p[1], -p[0])) if curve else None
         outcome = (
-            "diverged" if run.diverged else "failed" if not run.ok
-            else f"{100 * best[1]:.2f} ({best[0]})" if best else "no log"
-        )  # fmt: skip
+            "diverged"
+            if run.diverged
+            else "failed"
+            if not run.ok
+            else f"{100 * best[1]:.2f} ({best[0]})"
+            if best
+            else "no log"
+        )
         last = f"{100 * curve[-1][1]:.2f}" if curve and run.ok else "—"
         pub = value(as_text(run.get("dataset")), as_text(run.get("model")), loss, lam or math.nan)
         rows.append([NAMES.get(loss, loss), f"{lam:g}", *key_of(run, SEARCHED), outcome, last, _num(pub)])
@@ -221,5 +249,6 @@ def fashion_recipe_search(runs: list[Run], out_dir: Path) -> Table:
         "0.001, slope 0.01, a LeakyReLU after the last layer, class vectors trained). Best val: the best epoch's "
         "validation accuracy (%) and that epoch (0-based); the paper's value is its 150 epochs' best.",
     ]
-    return Table("COREL's unpublished settings searched at the ends of the λ range (Fashion-MNIST, FFNN)",
-                 header, rows, notes)  # fmt: skip
+    return Table(
+        "COREL's unpublished settings searched at the ends of the λ range (Fashion-MNIST, FFNN)", header, rows, notes
+    )

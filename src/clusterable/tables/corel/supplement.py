@@ -45,9 +45,7 @@ def winner(dataset: str, model: str, loss: str) -> tuple[float, float] | None:
     return min(points, key=lambda p: (-p[1], p[0])) if points else None
 
 
-def mean_abs_difference(
-    ours: Mapping[float, float], dataset: str, model: str, loss: str
-) -> tuple[float, int]:
+def mean_abs_difference(ours: Mapping[float, float], dataset: str, model: str, loss: str) -> tuple[float, int]:
     """Mean |ours − published| (points) over the λ both have, and how many λ that is (NaN, 0 without any);
     ``ours`` in percent."""
     pub = curve(dataset, model, loss)

@@ -22,9 +22,34 @@ from clusterable.tables.csrl.tvae import fig3, fig9, fig10, fig11
 
 AE_POOL = "csrl/autoencoders"
 # Fig. 12 is drawn from the Fig. 4 runs, Fig. 13 (the standard RBM) from the Fig. 5 runs.
-SOURCES = {"fig2": AE_POOL, "fig7": AE_POOL, "fig8": AE_POOL, "fig3": "csrl/fig3", "fig9": "csrl/fig9",
-           "fig10": "csrl/fig10", "fig11": "csrl/fig11", "fig4": "csrl/fig4", "fig12": "csrl/fig4",
-           "fig5": "csrl/fig5", "fig13": "csrl/fig5"}  # fmt: skip
+SOURCES = {
+    "fig2": AE_POOL,
+    "fig7": AE_POOL,
+    "fig8": AE_POOL,
+    "fig3": "csrl/fig3",
+    "fig9": "csrl/fig9",
+    "fig10": "csrl/fig10",
+    "fig11": "csrl/fig11",
+    "fig4": "csrl/fig4",
+    "fig12": "csrl/fig4",
+    "fig5": "csrl/fig5",
+    "fig13": "csrl/fig5",
+}
 
-__all__ = ["SOURCES", "ae_results", "kmeans_raw", "select_lr", "fig2", "fig3", "fig4", "fig5", "fig7", "fig8",
-           "fig9", "fig10", "fig11", "fig12", "fig13"]  # fmt: skip
+__all__ = [
+    "SOURCES",
+    "ae_results",
+    "kmeans_raw",
+    "select_lr",
+    "fig2",
+    "fig3",
+    "fig4",
+    "fig5",
+    "fig7",
+    "fig8",
+    "fig9",
+    "fig10",
+    "fig11",
+    "fig12",
+    "fig13",
+]

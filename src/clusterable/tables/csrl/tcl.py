@@ -75,13 +75,22 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
         key=lambda r: (supervised(r), not one_cluster(r), as_text(r.get("seed", ""))),
     )
     tsne = {id(r): load_npz(r, "latent_test_tsne.npz") for r in ok}
-    linearity = {id(r): local_linearity(d["xy"]) if d is not None else math.nan for r, d in
-                 ((r, tsne[id(r)]) for r in ok)}  # fmt: skip
-    rows = [[_model(r), "with" if supervised(r) else "without", as_text(r.get("seed", "default")),
-             "—" if one_cluster(r) else metric_text(r, "test/ari"), metric_text(r, "test/kmeans/ari"),
-             metric_text(r, "test/kmeans/silhouette"),
-             "missing" if math.isnan(linearity[id(r)]) else f"{linearity[id(r)]:.3f}", "n/a"]
-            for r in ok]  # fmt: skip
+    linearity = {
+        id(r): local_linearity(d["xy"]) if d is not None else math.nan for r, d in ((r, tsne[id(r)]) for r in ok)
+    }
+    rows = [
+        [
+            _model(r),
+            "with" if supervised(r) else "without",
+            as_text(r.get("seed", "default")),
+            "—" if one_cluster(r) else metric_text(r, "test/ari"),
+            metric_text(r, "test/kmeans/ari"),
+            metric_text(r, "test/kmeans/silhouette"),
+            "missing" if math.isnan(linearity[id(r)]) else f"{linearity[id(r)]:.3f}",
+            "n/a",
+        ]
+        for r in ok
+    ]
 
     # The paper's layout: columns CL, TCL; rows without, with class information; the first seed of each.
     panels: dict[tuple[bool, bool], Run] = {}
@@ -93,8 +102,9 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
         plt = pyplot()
         rows_shown = sorted({s for s, _ in panels})
         cols_shown = sorted({t for _, t in panels})
-        fig, axes = plt.subplots(len(rows_shown), len(cols_shown), squeeze=False,
-                                 figsize=(4.2 * len(cols_shown), 4.2 * len(rows_shown)))  # fmt: skip
+        fig, axes = plt.subplots(
+            len(rows_shown), len(cols_shown), squeeze=False, figsize=(4.2 * len(cols_shown), 4.2 * len(rows_shown))
+        )
         for i, sup in enumerate(rows_shown):
             for j, tensorized in enumerate(cols_shown):
                 ax, run = axes[i][j], panels.get((sup, tensorized))
@@ -104,8 +114,11 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
                     continue
                 d = tsne[id(run)]
                 ax.scatter(d["xy"][:, 0], d["xy"][:, 1], c=d["labels"], cmap="tab10", s=3)
-                ax.set_title(f"{_model(run)}, {'with' if sup else 'without'} class information, "
-                             f"seed {as_text(run.get('seed', 'default'))}", fontsize=9)  # fmt: skip
+                ax.set_title(
+                    f"{_model(run)}, {'with' if sup else 'without'} class information, "
+                    f"seed {as_text(run.get('seed', 'default'))}",
+                    fontsize=9,
+                )
         fig.tight_layout()
         figures.append(save_figure(fig, out_dir, "csrl_fig4"))
 
@@ -120,24 +133,50 @@ def fig4(runs: list[Run], out_dir: Path) -> Table:
 
     km = "test/kmeans/ari"
     claims = [
-        check("With class information TCL groups the classes better (k-means ARI on the embeddings higher)",
-              [("TCL, with vs without", cell(km, True, False), cell(km, False, False))], gt, digits=3),
-        check(f"Without class information the cluster structures do not align with the classes, for both CL and "
-              f"TCL (ARI < {ALIGNED}: TCL's learned clusters, CL's k-means clusters)",
-              [("TCL", cell("test/ari", False, False), ALIGNED), ("CL", cell(km, False, True), ALIGNED)], lt,
-              digits=3),
-        check("CL learns connected point clouds where TCL learns curves (t-SNE maps locally more "
-              "one-dimensional for TCL: higher local linearity)",
-              [("without class information", linearity_cell(False, False), linearity_cell(False, True)),
-               ("with class information", linearity_cell(True, False), linearity_cell(True, True))], gt, digits=3),
-        check("With class information CL separates its clusters slightly better (k-means silhouette on z higher "
-              "than without)",
-              [("CL, with vs without", cell("test/kmeans/silhouette", True, True),
-                cell("test/kmeans/silhouette", False, True))], gt, digits=3),
-        check("With class information TCL groups similar points together where CL does not (k-means ARI on z: "
-              "TCL above CL)",
-              [("with class information", cell(km, True, False), cell(km, True, True))], gt, digits=3),
-    ]  # fmt: skip
+        check(
+            "With class information TCL groups the classes better (k-means ARI on the embeddings higher)",
+            [("TCL, with vs without", cell(km, True, False), cell(km, False, False))],
+            gt,
+            digits=3,
+        ),
+        check(
+            f"Without class information the cluster structures do not align with the classes, for both CL and "
+            f"TCL (ARI < {ALIGNED}: TCL's learned clusters, CL's k-means clusters)",
+            [("TCL", cell("test/ari", False, False), ALIGNED), ("CL", cell(km, False, True), ALIGNED)],
+            lt,
+            digits=3,
+        ),
+        check(
+            "CL learns connected point clouds where TCL learns curves (t-SNE maps locally more "
+            "one-dimensional for TCL: higher local linearity)",
+            [
+                ("without class information", linearity_cell(False, False), linearity_cell(False, True)),
+                ("with class information", linearity_cell(True, False), linearity_cell(True, True)),
+            ],
+            gt,
+            digits=3,
+        ),
+        check(
+            "With class information CL separates its clusters slightly better (k-means silhouette on z higher "
+            "than without)",
+            [
+                (
+                    "CL, with vs without",
+                    cell("test/kmeans/silhouette", True, True),
+                    cell("test/kmeans/silhouette", False, True),
+                )
+            ],
+            gt,
+            digits=3,
+        ),
+        check(
+            "With class information TCL groups similar points together where CL does not (k-means ARI on z: "
+            "TCL above CL)",
+            [("with class information", cell(km, True, False), cell(km, True, True))],
+            gt,
+            digits=3,
+        ),
+    ]
     notes = [
         na_note(PAPER),
         "t-SNE of the test embeddings (the 1,000 training images). CL: the same network with one head "
@@ -169,11 +208,16 @@ def fig12(runs: list[Run], out_dir: Path) -> Table:
         pos = float(np.abs(data["positive"] - data["anchor"]).mean())
         neg = float(np.abs(data["negative"] - data["anchor"]).mean())
         rows.append([run_label(run, ("loss.supervised", "seed"), runs), f"{pos:.4f}", f"{neg:.4f}", "n/a"])
-        claims.append(check("The elastic positive is a deformed copy of its anchor: closer to it than the negative "
-                            "(mean absolute pixel difference), yet not identical",
-                            [("shown triplets", pos, neg)], lambda a, b: 0 < a < b, digits=4,
-                            basis="one run's shown triplets, positive's distance against the negative's: one run, "
-                                  "no seed test"))  # fmt: skip
+        claims.append(
+            check(
+                "The elastic positive is a deformed copy of its anchor: closer to it than the negative "
+                "(mean absolute pixel difference), yet not identical",
+                [("shown triplets", pos, neg)],
+                lambda a, b: 0 < a < b,
+                digits=4,
+                basis="one run's shown triplets, positive's distance against the negative's: one run, no seed test",
+            )
+        )
     header = ["Run", "mean abs(positive - anchor)", "mean abs(negative - anchor)", "paper"]
     notes = ["From the unsupervised TCL run of Fig. 4: the negative is a point of another TCL cluster."]
     return Table("CSRL Figure 12: TCL's elastic positives", header, rows, notes, claims, figures)

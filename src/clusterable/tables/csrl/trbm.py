@@ -65,8 +65,16 @@ def fig5(runs: list[Run], out_dir: Path) -> Table:
 
     ok = [r for r in runs if r.ok and not one_cluster(r)]
     header = ["Run", "ARI", "MSE, own cluster's RBM", "MSE, other cluster's RBM", "paper"]
-    rows = [[label(r), metric_text(r, "test/ari"), metric_text(r, "test/trbm/mse_own", 4),
-             metric_text(r, "test/trbm/mse_other", 4), "n/a"] for r in ok]  # fmt: skip
+    rows = [
+        [
+            label(r),
+            metric_text(r, "test/ari"),
+            metric_text(r, "test/trbm/mse_own", 4),
+            metric_text(r, "test/trbm/mse_other", 4),
+            "n/a",
+        ]
+        for r in ok
+    ]
     figures = []
     run = next((r for r in ok if load_npz(r, NPZ) is not None), None)
     if run is not None:
@@ -74,16 +82,27 @@ def fig5(runs: list[Run], out_dir: Path) -> Table:
         titles = ["inputs"] + [f"RBM of cluster {j}" for j in range(len(grids) - 1)]
         figures.append(_draw(list(zip(titles, grids, strict=True)), out_dir, "csrl_fig5"))
     claims = [
-        check("Each cluster's RBM reconstructs its own class only: lower error under the point's own cluster "
-              "than under the other (every run)",
-              ((label(r), _value(r, "test/trbm/mse_own"), _value(r, "test/trbm/mse_other"))
-               for r in ok), lt, digits=4, basis=PER_RUN),
-        check(f"The RBMs split the classes (ARI of the eq.-2 clusters >= {SPLIT_ARI}, every run)",
-              ((label(r), _value(r, "test/ari"), SPLIT_ARI) for r in ok), ge, digits=3, basis=PER_RUN),
-    ]  # fmt: skip
-    notes = [na_note(PAPER),
-             "MSE: per pixel, one mean-field Gibbs step p(v | p(h | x)) of the RBM named.",
-             "The standard RBM of the same runs (loss.num_clusters=1) is Fig. 13."]  # fmt: skip
+        check(
+            "Each cluster's RBM reconstructs its own class only: lower error under the point's own cluster "
+            "than under the other (every run)",
+            ((label(r), _value(r, "test/trbm/mse_own"), _value(r, "test/trbm/mse_other")) for r in ok),
+            lt,
+            digits=4,
+            basis=PER_RUN,
+        ),
+        check(
+            f"The RBMs split the classes (ARI of the eq.-2 clusters >= {SPLIT_ARI}, every run)",
+            ((label(r), _value(r, "test/ari"), SPLIT_ARI) for r in ok),
+            ge,
+            digits=3,
+            basis=PER_RUN,
+        ),
+    ]
+    notes = [
+        na_note(PAPER),
+        "MSE: per pixel, one mean-field Gibbs step p(v | p(h | x)) of the RBM named.",
+        "The standard RBM of the same runs (loss.num_clusters=1) is Fig. 13.",
+    ]
     return Table("CSRL Figure 5: TRBM reconstructions", header, rows, notes, claims, figures)
 
 
@@ -102,14 +121,21 @@ def fig13(runs: list[Run], out_dir: Path) -> Table:
     ok = [r for r in runs if r.ok]
     standard = [r for r in ok if one_cluster(r)]
     tensorized = {key_of(r, KEYS): r for r in ok if not one_cluster(r)}
-    header = ["Run", "model", "MSE, own RBM", "MSE, worst class", "MSE, other cluster's RBM", "class match",
-              "paper"]  # fmt: skip
+    header = ["Run", "model", "MSE, own RBM", "MSE, worst class", "MSE, other cluster's RBM", "class match", "paper"]
     rows = []
     for r in sorted(ok, key=lambda r: (label(r), not one_cluster(r))):
         other = "—" if one_cluster(r) else metric_text(r, "test/trbm/mse_other", 4)
-        rows.append([label(r), "standard RBM" if one_cluster(r) else "TRBM",
-                     metric_text(r, "test/trbm/mse_own", 4), metric_text(r, "test/trbm/mse_own_worst_class", 4),
-                     other, metric_text(r, "test/trbm/class_match"), "n/a"])  # fmt: skip
+        rows.append(
+            [
+                label(r),
+                "standard RBM" if one_cluster(r) else "TRBM",
+                metric_text(r, "test/trbm/mse_own", 4),
+                metric_text(r, "test/trbm/mse_own_worst_class", 4),
+                other,
+                metric_text(r, "test/trbm/class_match"),
+                "n/a",
+            ]
+        )
     figures = []
     run = next((r for r in standard if load_npz(r, NPZ) is not None), None)
     if run is not None:
@@ -127,14 +153,24 @@ def fig13(runs: list[Run], out_dir: Path) -> Table:
         noise = _value(twin, "test/trbm/mse_other") if twin is not None else math.nan
         pairs.append((label(r), _value(r, "test/trbm/mse_own_worst_class"), noise))
     claims = [
-        check(f"The standard RBM reconstructs both digits: each input comes out as its own digit (reconstruction "
-              f"nearest the mean input of its class for >= {CLASS_MATCH:.0%} of the inputs, every run)",
-              ((label(r), _value(r, "test/trbm/class_match"), CLASS_MATCH) for r in standard), ge, digits=3,
-              basis=PER_RUN),
-        check("The standard RBM reconstructs both digits where each cluster-specific RBM reconstructs only its own "
-              "(standard RBM's MSE on its worst class below the TRBM's MSE under the other cluster's RBM, "
-              "same seed, every run)", pairs, lt, digits=4, basis=PER_RUN),
-    ]  # fmt: skip
+        check(
+            f"The standard RBM reconstructs both digits: each input comes out as its own digit (reconstruction "
+            f"nearest the mean input of its class for >= {CLASS_MATCH:.0%} of the inputs, every run)",
+            ((label(r), _value(r, "test/trbm/class_match"), CLASS_MATCH) for r in standard),
+            ge,
+            digits=3,
+            basis=PER_RUN,
+        ),
+        check(
+            "The standard RBM reconstructs both digits where each cluster-specific RBM reconstructs only its own "
+            "(standard RBM's MSE on its worst class below the TRBM's MSE under the other cluster's RBM, "
+            "same seed, every run)",
+            pairs,
+            lt,
+            digits=4,
+            basis=PER_RUN,
+        ),
+    ]
     notes = [
         na_note(PAPER),
         "MSE: per pixel, one mean-field Gibbs step p(v | p(h | x)); worst class: the largest per-class mean of "

@@ -60,9 +60,7 @@ def class_spread(data: dict[str, np.ndarray] | None) -> float:
     return float(np.mean(spreads)) if spreads else math.nan
 
 
-def knn_accuracy(
-    train: dict[str, np.ndarray] | None, test: dict[str, np.ndarray] | None, k: int = K
-) -> float:
+def knn_accuracy(train: dict[str, np.ndarray] | None, test: dict[str, np.ndarray] | None, k: int = K) -> float:
     """Fraction of the unseen points whose class is the majority class of their ``k`` nearest training points in
     the same latent space (the same eq.-2 cluster): how well the latent means group the classes. NaN without
     data."""
@@ -70,9 +68,7 @@ def knn_accuracy(
         return math.nan
     keep = test["labels"] >= 0
     hits = []
-    for mu, cluster, label in zip(
-        test["mu"][keep, :2], test["cluster"][keep], test["labels"][keep], strict=True
-    ):
+    for mu, cluster, label in zip(test["mu"][keep, :2], test["cluster"][keep], test["labels"][keep], strict=True):
         same = (train["cluster"] == cluster) & (train["labels"] >= 0)
         if not same.any():
             hits.append(False)
@@ -127,9 +123,7 @@ def _draw(figure: str, title: str, panels: list[Run], out_dir: Path, among: list
     return save_figure(fig, out_dir, f"csrl_{figure}")
 
 
-def tvae_figure(
-    figure: str, title: str, runs: list[Run], out_dir: Path, one_class_each: bool = True
-) -> Table:
+def tvae_figure(figure: str, title: str, runs: list[Run], out_dir: Path, one_class_each: bool = True) -> Table:
     """Figs. 3, 9-11: per run, the purity and ARI of the eq.-2 clusters on the training and the unseen points, the
     k-NN accuracy of the unseen points' latent means and the classes' spread; the figure redraws the purest TVAE
     run (training points) beside the standard VAE run of the same KL weight and seed. ``one_class_each``: the
@@ -139,20 +133,38 @@ def tvae_figure(
         return run_label(r, KEYS, runs)
 
     ok = [r for r in runs if r.ok]
-    tvae = sorted(
-        (r for r in ok if not one_cluster(r)), key=lambda r: -(r.metric("train/tvae/purity") or -1.0)
-    )
+    tvae = sorted((r for r in ok if not one_cluster(r)), key=lambda r: -(r.metric("train/tvae/purity") or -1.0))
     standard = sorted((r for r in ok if one_cluster(r)), key=name)
     knn = {id(r): knn_accuracy(_latents(r, "train"), _latents(r, "test")) for r in ok}
     spread = {id(r): class_spread(_latents(r, "train")) for r in ok}
-    rows = [[name(r), _model(r), metric_text(r, "train/tvae/purity"), metric_text(r, "test/tvae/purity"),
-             metric_text(r, "train/ari"), metric_text(r, "test/ari"), f"{knn[id(r)]:.3f}", f"{spread[id(r)]:.3f}",
-             metric_text(r, "train/kl", 4), "n/a"]
-            for r in tvae + standard]  # fmt: skip
-    rows += [[name(r), _model(r), f"failed: {r.payload.get('error')}", *[""] * 6, "n/a"]
-             for r in runs if not r.ok]  # fmt: skip
-    header = ["Run", "model", "purity (train)", "purity (test)", "ARI (train)", "ARI (test)",
-              f"{K}-NN acc. (test)", "class spread (train)", "final KL", "paper"]  # fmt: skip
+    rows = [
+        [
+            name(r),
+            _model(r),
+            metric_text(r, "train/tvae/purity"),
+            metric_text(r, "test/tvae/purity"),
+            metric_text(r, "train/ari"),
+            metric_text(r, "test/ari"),
+            f"{knn[id(r)]:.3f}",
+            f"{spread[id(r)]:.3f}",
+            metric_text(r, "train/kl", 4),
+            "n/a",
+        ]
+        for r in tvae + standard
+    ]
+    rows += [[name(r), _model(r), f"failed: {r.payload.get('error')}", *[""] * 6, "n/a"] for r in runs if not r.ok]
+    header = [
+        "Run",
+        "model",
+        "purity (train)",
+        "purity (test)",
+        "ARI (train)",
+        "ARI (test)",
+        f"{K}-NN acc. (test)",
+        "class spread (train)",
+        "final KL",
+        "paper",
+    ]
 
     def same_setting(r: Run) -> tuple[str, ...]:
         return key_of(r, KEYS)
@@ -164,52 +176,67 @@ def tvae_figure(
     figure_path = _draw(figure, title, [r for r in panels if r is not None], out_dir, runs)
     pairs = [(r, by_setting[same_setting(r)]) for r in tvae if same_setting(r) in by_setting]
     claims = [
-        check(f"The standard VAE's embeddings are grouped by class (§IV.B: \"all embeddings are grouped by class\"; "
-              f"{K}-NN class accuracy of the unseen points' latent means >= {GROUPED}, every standard-VAE run)",
-              ((name(r), knn[id(r)], GROUPED) for r in standard), ge, digits=3, basis=PER_RUN),
-    ]  # fmt: skip
+        check(
+            f'The standard VAE\'s embeddings are grouped by class (§IV.B: "all embeddings are grouped by class"; '
+            f"{K}-NN class accuracy of the unseen points' latent means >= {GROUPED}, every standard-VAE run)",
+            ((name(r), knn[id(r)], GROUPED) for r in standard),
+            ge,
+            digits=3,
+            basis=PER_RUN,
+        ),
+    ]
     if one_class_each:
         claims = [
-            check(f"Each cluster-specific latent space holds one class (purity of the eq.-2 clusters >= {PURE} on "
-                  "the training points, every TVAE run)",
-                  ((name(r), r.metric("train/tvae/purity") or math.nan, PURE) for r in tvae), ge, digits=3,
-                  basis=PER_RUN),
-            check(f"Unseen points are assigned as well (test purity >= {PURE}, every TVAE run)",
-                  ((name(r), r.metric("test/tvae/purity") or math.nan, PURE) for r in tvae), ge, digits=3,
-                  basis=PER_RUN),
+            check(
+                f"Each cluster-specific latent space holds one class (purity of the eq.-2 clusters >= {PURE} on "
+                "the training points, every TVAE run)",
+                ((name(r), r.metric("train/tvae/purity") or math.nan, PURE) for r in tvae),
+                ge,
+                digits=3,
+                basis=PER_RUN,
+            ),
+            check(
+                f"Unseen points are assigned as well (test purity >= {PURE}, every TVAE run)",
+                ((name(r), r.metric("test/tvae/purity") or math.nan, PURE) for r in tvae),
+                ge,
+                digits=3,
+                basis=PER_RUN,
+            ),
             *claims,
-            check("Each class gets a latent Gaussian of its own in the TVAE, where the standard VAE constrains all "
-                  "classes to one N(0, I) (§IV.B): each class spreads further in its TVAE latent space than in the "
-                  "standard VAE's (class spread of the training latent means, TVAE > standard VAE at the same KL "
-                  "weight and seed)",
-                  ((name(t), spread[id(t)], spread[id(s)]) for t, s in pairs), gt, digits=3,
-                  basis="each TVAE run against the standard VAE run of its KL weight and seed (the claim is of "
-                        "every run): no seed test"),
-        ]  # fmt: skip
-    notes = [na_note(PAPER),
-             "purity: the fraction of points whose eq.-2 cluster's majority class is their class (the standard VAE has "
-             "one cluster: its purity is the largest class's share); ARI of the eq.-2 assignment against the classes.",
-             f"{K}-NN acc.: the fraction of unseen points whose class is the majority class of their {K} nearest "
-             "training points in the same latent space. Class spread: the RMS distance of a class's training latent "
-             "means to their mean, in the latent space holding most of the class, averaged over the classes.",
-             "The paper's other statements on these panels (samples of the standard VAE show every class with "
-             "interpolations between them, those of each TVAE latent space one class; the standard VAE's samples have "
-             "a higher contrast because the TVAE's data are centred) are read off the figure."]  # fmt: skip
+            check(
+                "Each class gets a latent Gaussian of its own in the TVAE, where the standard VAE constrains all "
+                "classes to one N(0, I) (§IV.B): each class spreads further in its TVAE latent space than in the "
+                "standard VAE's (class spread of the training latent means, TVAE > standard VAE at the same KL "
+                "weight and seed)",
+                ((name(t), spread[id(t)], spread[id(s)]) for t, s in pairs),
+                gt,
+                digits=3,
+                basis="each TVAE run against the standard VAE run of its KL weight and seed (the claim is of "
+                "every run): no seed test",
+            ),
+        ]
+    notes = [
+        na_note(PAPER),
+        "purity: the fraction of points whose eq.-2 cluster's majority class is their class (the standard VAE has "
+        "one cluster: its purity is the largest class's share); ARI of the eq.-2 assignment against the classes.",
+        f"{K}-NN acc.: the fraction of unseen points whose class is the majority class of their {K} nearest "
+        "training points in the same latent space. Class spread: the RMS distance of a class's training latent "
+        "means to their mean, in the latent space holding most of the class, averaged over the classes.",
+        "The paper's other statements on these panels (samples of the standard VAE show every class with "
+        "interpolations between them, those of each TVAE latent space one class; the standard VAE's samples have "
+        "a higher contrast because the TVAE's data are centred) are read off the figure.",
+    ]
     if not standard:
         notes.append("No standard-VAE run (loss.num_clusters=1): its column and claims are missing.")
     return Table(title, header, rows, notes, claims, [figure_path] if figure_path else [])
 
 
 def fig3(runs: list[Run], out_dir: Path) -> Table:
-    return tvae_figure(
-        "fig3", "CSRL Figure 3: VAE and TVAE latent spaces, MNIST {0, 1, 9}, BCE", runs, out_dir
-    )
+    return tvae_figure("fig3", "CSRL Figure 3: VAE and TVAE latent spaces, MNIST {0, 1, 9}, BCE", runs, out_dir)
 
 
 def fig9(runs: list[Run], out_dir: Path) -> Table:
-    return tvae_figure(
-        "fig9", "CSRL Figure 9: VAE and TVAE latent spaces, MNIST {0, 1, 9}, MSE", runs, out_dir
-    )
+    return tvae_figure("fig9", "CSRL Figure 9: VAE and TVAE latent spaces, MNIST {0, 1, 9}, MSE", runs, out_dir)
 
 
 def fig10(runs: list[Run], out_dir: Path) -> Table:
@@ -221,9 +248,12 @@ def fig10(runs: list[Run], out_dir: Path) -> Table:
 def fig11(runs: list[Run], out_dir: Path) -> Table:
     """Fig. 11: two encodings for six classes; the paper: {0, 6} in one, {1, 3, 7, 9} in the other."""
     table = tvae_figure(
-        "fig11", "CSRL Figure 11: VAE and TVAE with 2 encodings, MNIST {0, 1, 3, 6, 7, 9}", runs, out_dir,
+        "fig11",
+        "CSRL Figure 11: VAE and TVAE with 2 encodings, MNIST {0, 1, 3, 6, 7, 9}",
+        runs,
+        out_dir,
         one_class_each=False,  # six classes in two encodings
-    )  # fmt: skip
+    )
     # Labels are positions in [0, 1, 3, 6, 7, 9]: 0 -> digit 0, 3 -> digit 6, and 1, 2, 4, 5 -> 1, 3, 7, 9.
     groups: list[bool | None] = []
     detail = []
@@ -236,8 +266,9 @@ def fig11(runs: list[Run], out_dir: Path) -> Table:
             groups.append(None)
             detail.append(f"{name}: the data do not hold the six classes")
             continue
-        majority = {int(c): int(np.bincount(data["cluster"][data["labels"] == c]).argmax())
-                    for c in np.unique(data["labels"])}  # fmt: skip
+        majority = {
+            int(c): int(np.bincount(data["cluster"][data["labels"] == c]).argmax()) for c in np.unique(data["labels"])
+        }
         round_ = {majority[0], majority[3]}
         straight = {majority[k] for k in (1, 2, 4, 5)}
         ok = len(round_) == 1 and len(straight) == 1 and round_ != straight
