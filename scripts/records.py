@@ -42,18 +42,16 @@ it stays whole); 2 a usage error or an experiment without runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
-from clusterable.run.cell import FINISHED, LOCK_FILE, PARTIAL
-from clusterable.rundir import METRICS_FILE
+from clusterable.record import METRICS_FILE, PARTIAL, RecordError, RunRecord
+from clusterable.run.cell import LOCK_FILE
 
 KEPT_SUFFIXES = (
     ".json",
@@ -90,27 +88,22 @@ class Tally:
         self.refused: list[str] = []  # something wrong: unreadable, busy
 
 
-def read_record(cell: Path) -> dict[str, Any] | None:
-    """The cell's metrics.json, None where there is none; ``Unreadable`` naming the file and why."""
-    path = cell / METRICS_FILE
-    if not path.exists():
-        return None
+def read_record(cell: Path) -> RunRecord | None:
+    """The cell's record, None where there is none; ``Unreadable`` naming the file and why."""
     try:
-        payload = json.loads(path.read_text())
-    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise Unreadable(f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    if not isinstance(payload, dict):
-        raise Unreadable(f"{path} cannot be read (not a mapping)")
-    return payload
+        return RunRecord.read(cell)
+    except RecordError as e:
+        path, _, why = str(e).partition(": ")
+        raise Unreadable(f"{path} cannot be read ({why})") from None
 
 
-def finished(payload: dict[str, Any] | None) -> bool:
-    return payload is not None and payload.get("status") in FINISHED
+def finished(record: RunRecord | None) -> bool:
+    return record is not None and record.finished
 
 
-def same_run(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same_run(a: RunRecord, b: RunRecord) -> bool:
     """Whether two records are of one run (a copy of it), not of two trainings of the same cell."""
-    return all(a.get(key) == b.get(key) for key in SAME_RUN_KEYS)
+    return all(getattr(a, key) == getattr(b, key) for key in SAME_RUN_KEYS)
 
 
 def cells_below(sweep: Path) -> list[Path]:
@@ -131,9 +124,9 @@ def record_files(cell: Path) -> Iterator[Path]:
                 yield entry.relative_to(cell)
 
 
-def lacks_csv_log(cell: Path, payload: dict[str, Any]) -> bool:
+def lacks_csv_log(cell: Path, record: RunRecord) -> bool:
     """Whether the run logged to CSV (``logger.csv``) but its folder holds no ``csv/metrics.csv``."""
-    loggers = (payload.get("config") or {}).get("logger") or {}
+    loggers = (record.config or {}).get("logger") or {}
     return "csv" in loggers and not (cell / "csv" / "metrics.csv").is_file()
 
 
@@ -174,7 +167,7 @@ def copy_cell(src: Path, dest: Path, name: str, tally: Tally, lock: bool) -> Non
         tally.refused.append(f"unreadable {name}: {e}: restore it, or remove the cell's folder")
         return
     if not finished(record):
-        status = None if record is None else record.get("status")
+        status = None if record is None else record.status
         why = f"status {status}, not finished"
         if status == PARTIAL:
             why += " (trained, an evaluator failed: clusterable-eval finishes it)"
@@ -196,13 +189,13 @@ def copy_cell(src: Path, dest: Path, name: str, tally: Tally, lock: bool) -> Non
             held.release(force=True)
 
 
-def _copy_locked(src: Path, dest: Path, name: str, record: dict[str, Any], tally: Tally) -> None:
+def _copy_locked(src: Path, dest: Path, name: str, record: RunRecord, tally: Tally) -> None:
     files = list(record_files(src))
     try:
         there, unreadable = read_record(dest), None
     except Unreadable as e:
         there, unreadable = None, str(e)
-    if there is not None and there.get("status") == PARTIAL:
+    if there is not None and there.status == PARTIAL:
         tally.lines.append(
             f"left {name}: a partial run is there (trained, an evaluator failed): clusterable-eval "
             "finishes it; remove its folder to put this record there instead"
@@ -223,7 +216,7 @@ def _copy_locked(src: Path, dest: Path, name: str, record: dict[str, Any], tally
     note = f" (it replaced {unreadable})" if unreadable else ""
     if dest.is_dir():
         if not note and any(p.name != LOCK_FILE for p in dest.iterdir()):
-            status = "no metrics.json" if there is None else f"status {there.get('status')}"
+            status = "no metrics.json" if there is None else f"status {there.status}"
             note = f" (it replaced an unfinished attempt: {status}, and whatever it had written)"
         clean_attempt(dest)
     copy_files(src, dest, files)

@@ -605,7 +605,7 @@ def test_the_run_layer_records_a_value_outside_its_domain_as_failed(tmp_path: Pa
     del cfg.hydra
     state = HydraConfig.instance().cfg
     try:
-        payload = run(cfg, ctx)
+        payload = run(cfg, ctx).to_dict()
     finally:
         HydraConfig.instance().cfg = state
     assert payload["status"] == "failed" and payload["timing"] == {}

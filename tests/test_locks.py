@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from filelock import FileLock, Timeout
 
-from clusterable import hydra_callbacks
+from clusterable import outcomes
 from clusterable.data.folders.image_cache import _locked
-from clusterable.run.cell import BUSY, LOCK_FILE, lock_cell, release_cell, reuse_or_clean
+from clusterable.record import RunRecord
+from clusterable.run.cell import BUSY_ERROR, LOCK_FILE, lock_cell, release_cell, reuse_or_clean
 from clusterable.run.context import RunContext
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -47,17 +48,17 @@ def test_a_held_cell_is_refused_to_another_lock_without_waiting(tmp_path: Path) 
 def test_a_busy_cell_is_one_line_and_left_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(hydra_callbacks.RECORDS_ENV, raising=False)
+    monkeypatch.delenv(outcomes.RECORDS_ENV, raising=False)
     cell = tmp_path / "cell"
     cell.mkdir()
     (cell / "metrics.json").write_text("{}")  # the running sweep's files: never cleaned by the second one
     other = _other_sweep(cell)
     other.acquire()
     try:
-        record = reuse_or_clean(RunContext(run_dir=cell, single=False), {"config": {}}, {})
+        record = reuse_or_clean(RunContext(run_dir=cell, single=False), RunRecord(config={}), {})
     finally:
         other.release()
-    assert record == {"status": "busy", "error": BUSY, "metrics": {}}
+    assert record == RunRecord(status="busy", error=BUSY_ERROR)
     assert capsys.readouterr().out == f"busy {cell}: another process runs this cell\n"
     assert (cell / "metrics.json").read_text() == "{}"
 

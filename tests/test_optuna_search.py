@@ -189,14 +189,16 @@ def test_a_metric_no_trial_records_fails_each_trial_before_training(train) -> No
 
 
 def test_a_diverged_or_failed_run_gives_its_sweeper_no_value() -> None:
-    from clusterable.rundir import objective_value
+    from clusterable.record import RunRecord
 
     metrics = {"val/acc": 0.9, "val/loss": 0.3}
-    assert objective_value({"status": "ok", "metrics": metrics}, "val/acc") == 0.9
-    assert objective_value({"status": "diverged", "metrics": metrics}, "val/acc") is None  # best epoch's value kept
-    assert objective_value({"status": "failed", "metrics": metrics}, "val/acc") is None
-    assert objective_value({"status": "ok", "metrics": metrics}, "val/nmi") is None
-    assert objective_value({"status": "ok", "metrics": {"val/acc": True}}, "val/acc") is None
+    assert RunRecord(status="ok", metrics=metrics).optimized("val/acc") == 0.9
+    assert RunRecord(status="diverged", metrics=metrics).optimized("val/acc") is None  # best epoch's value kept
+    assert RunRecord(status="failed", metrics=metrics).optimized("val/acc") is None
+    assert RunRecord(status="ok", metrics=metrics).optimized("val/nmi") is None
+    assert RunRecord(status="ok", metrics={"val/acc": True}).optimized("val/acc") is None
+    # the key defaults to the one its config optimizes
+    assert RunRecord(status="ok", metrics=metrics, config={"optimized_metric": "val/loss"}).optimized() == 0.3
 
 
 def test_a_search_without_optuna_installed_is_one_line(train, monkeypatch) -> None:

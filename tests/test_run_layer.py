@@ -41,7 +41,7 @@ def run_in_process(tmp_path: Path, *overrides: str) -> dict:
     HydraConfig.instance().cfg = None
     try:
         assert not HydraConfig.initialized()  # nothing of Hydra's global state is there for the run to read
-        return run(cfg, ctx)
+        return run(cfg, ctx).to_dict()  # metrics.json as written
     finally:
         HydraConfig.instance().cfg = hydra_state
 

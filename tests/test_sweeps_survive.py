@@ -359,7 +359,7 @@ def test_a_single_ddp_run_is_not_refused_by_the_sweep_check():
     assert ddp_in_sweep(OmegaConf.create({"trainer": {"strategy": "auto", "devices": 1}})) is None
     slurm = {
         "trainer": {"strategy": "ddp", "devices": 4},
-        "hydra": {"launcher": {"_target_": "x.SlurmLauncher"}},
+        "hydra": {"runtime": {"choices": {"hydra/launcher": "submitit_slurm"}}},
     }
     assert ddp_in_sweep(OmegaConf.create(slurm)) is None  # each SLURM job starts its own ranks
     assert ddp_in_sweep(OmegaConf.create({"trainer": {"strategy": "auto", "devices": "0,1"}})) is not None
@@ -422,20 +422,20 @@ def test_a_full_disk_in_a_sweep_still_ends_with_the_summary(train, monkeypatch):
 def test_a_config_file_edited_during_a_sweep_fails_the_later_cells_not_mixes_them(train, monkeypatch, tmp_path):
     # Hydra composes each cell when it starts it: an experiment edited after the first cell would give the second
     # another config under the same experiment. The second cell is refused in one line; the first is kept.
-    from clusterable.run import record
+    from clusterable.run import wrapper
 
     conf = tmp_path / "conf" / "experiment"
     conf.mkdir(parents=True)
     mine = conf / "mine.yaml"
     mine.write_text("# @package _global_\nname: mine\ntrainer:\n  max_epochs: 1\n")
-    real, printed = record.print_summary, []
+    real, printed = wrapper.print_summary, []
 
     def summary_then_edit(*args, **kwargs):
         real(*args, **kwargs)
         printed.append(1)
         mine.write_text("# @package _global_\nname: mine\ntrainer:\n  max_epochs: 2\n")
 
-    monkeypatch.setattr(record, "print_summary", summary_then_edit)
+    monkeypatch.setattr(wrapper, "print_summary", summary_then_edit)
     result = train(
         "-m",
         f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
@@ -481,17 +481,17 @@ def test_nothing_writable_at_all_is_still_one_line(train, monkeypatch):
 
 
 def test_an_outcome_record_that_cannot_be_written_does_not_crash_the_cell(tmp_path, monkeypatch):
-    from clusterable import hydra_callbacks
+    from clusterable import outcomes
 
     records = tmp_path / "records"
     records.mkdir()
-    monkeypatch.setenv(hydra_callbacks.RECORDS_ENV, str(records))
+    monkeypatch.setenv(outcomes.RECORDS_ENV, str(records))
 
     def write_text(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
 
     monkeypatch.setattr(Path, "write_text", write_text)
-    hydra_callbacks.record_outcome(tmp_path / "cell", "ok", None)
+    outcomes.record_outcome(tmp_path / "cell", "ok", None)
     monkeypatch.undo()
     assert not list(records.iterdir())  # nothing half-written for the summary to read
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from clusterable.rundir import write_metrics
+from clusterable.record import RunRecord
 from clusterable.tables import corel
 from clusterable.tables.report import Cell, Run, cells, load_runs, p_text
 
@@ -70,8 +70,7 @@ def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], ext
             params = {"dataset": d, "model": m, "loss": loss, "seed": str(seed)}
             path = tmp_path / "multirun" / "full" / "corel" / "table2" / ",".join(f"{k}={v}" for k, v in params.items())
             metrics = {"test/acc": acc, **(extra(d, m, loss, acc) if extra and acc is not None else {})}
-            write_metrics(
-                path,
+            RunRecord.from_dict(
                 {
                     "status": "ok" if acc is not None else "failed",
                     "error": None,
@@ -82,8 +81,8 @@ def fake_runs(tmp_path: Path, accs: dict[tuple[str, str, str], list[float]], ext
                     "metrics": metrics if acc is not None else {},
                     "choices": {"experiment": "corel/table2", "dataset": d, "model": m, "loss": loss},
                     "config": {"seed": seed},
-                },
-            )
+                }
+            ).write(path)
     runs, mode = load_runs(tmp_path, "corel/table2")
     assert mode == "full"
     return runs
@@ -182,7 +181,7 @@ def test_cells_mean_std_and_missing():
     cell = Cell([0.5, 0.7])
     assert cell.text(100) == "60.00 ± 14.14" and Cell().text() == "missing" and Cell([], 2).text() == "failed"
     assert cell.sem == pytest.approx(cell.std / 2**0.5)
-    run = Run(Path("."), {}, {"status": "failed", "metrics": {}, "choices": {"loss": "cce"}})
+    run = Run(Path("."), {}, RunRecord(status="failed", choices={"loss": "cce"}))
     assert cells([run], ("loss",), "test/acc")[("cce",)].failed == 1
 
 

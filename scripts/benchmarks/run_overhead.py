@@ -37,8 +37,8 @@ def _one_run(run_dir: Path, epochs: int) -> dict:
     ctx = RunContext.from_hydra(cfg.hydra, run_dir)
     del cfg.hydra
     start = time.perf_counter()
-    payload = run(cfg, ctx)
-    return {"wall_s": time.perf_counter() - start, **payload["timing"]}
+    record = run(cfg, ctx)
+    return {"wall_s": time.perf_counter() - start, **record.timing}
 
 
 def measure() -> dict:

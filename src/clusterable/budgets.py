@@ -5,8 +5,8 @@ A table built from the grid titles and pools its runs by their ``protocol.budget
 budget that is no size, or one that a run's ``trainer.max_epochs`` contradicts, would put a 10-epoch run in the
 150-epoch table under that table's title. Such a value is refused three times, in one line each:
 
-- before anything runs (``BudgetCheck``, a Hydra callback, ``hydra.callbacks`` in ``train.yaml``): a single run's or
-  a sweep's config, exit status 2, no folder made;
+- before anything runs (``hydra_callbacks.BudgetCheck``, a Hydra callback, ``hydra.callbacks`` in ``train.yaml``):
+  a single run's or a sweep's config, exit status 2, no folder made;
 - by the cells sweeper as it composes the cells of a sweep's first batch (a budget or epochs swept per cell): the
   whole sweep refused, exit 2, before any cell runs;
 - in the run layer (``run.checks.check_config``), for what reaches a run another way (a later batch, an Optuna
@@ -23,11 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from clusterable.config import ConfigError
-from clusterable.hydra_callbacks import refuse_before_start
 
 
 @dataclass(frozen=True)
@@ -86,17 +84,3 @@ def check(config: DictConfig, mode: str) -> None:
     """Raise ``ConfigError`` (one line) for a run whose ``protocol.budget`` it may not carry (``problem``)."""
     if found := config_problem(config, mode):
         raise ConfigError(found)
-
-
-class BudgetCheck(Callback):
-    """Refuse a run's or a sweep's config whose ``protocol.budget`` is no size or contradicts its epochs, before
-    Hydra creates any folder: one ``error:`` line, exit status 2, nothing recorded."""
-
-    def _check(self, config: DictConfig) -> None:
-        refuse_before_start(config_problem(config) or None)
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(config)
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._check(config)

@@ -26,16 +26,30 @@ from omegaconf.errors import OmegaConfBaseException
 from clusterable import hydra_callbacks, interrupts, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
 from clusterable.preflight import check_group_options, null_groups, swept_group_key
+from clusterable.record import OK, RunRecord
 from clusterable.run import RunContext, run
-from clusterable.rundir import is_write_error, objective_value, write_error
+from clusterable.rundir import is_write_error, write_error
+
+# The records of the single runs (not a sweep's cells) this command ran: what its exit status is derived from.
+_single_runs: list[RunRecord] = []
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def hydra_main(cfg: DictConfig) -> float | None:
     """One job. Returns the value of ``cfg.optimized_metric`` (for hyperparameter sweepers such as Optuna), None
     unless the run ended ``ok``."""
-    payload = run(cfg, RunContext.from_hydra(HydraConfig.get(), optimized_metric=cfg.get("optimized_metric")))
-    return objective_value(payload, cfg.get("optimized_metric"))
+    ctx = RunContext.from_hydra(HydraConfig.get(), optimized_metric=cfg.get("optimized_metric"))
+    record = run(cfg, ctx)
+    if ctx.single:
+        _single_runs.append(record)
+    return record.optimized()
+
+
+def exit_status(single_runs: list[RunRecord], sweeps: list[dict[str, int]]) -> int:
+    """The command's exit status from what it ran: 1 when a single run did not end ``ok`` (failed, diverged,
+    partial, busy) or a sweep counted a failed or partial cell (``hydra_callbacks.sweep_failed``), else 0."""
+    failed = any(r.status != OK for r in single_runs) or any(map(hydra_callbacks.sweep_failed, sweeps))
+    return 1 if failed else 0
 
 
 def _hydra_choices() -> dict | None:
@@ -44,7 +58,7 @@ def _hydra_choices() -> dict | None:
 
 
 def main() -> None:
-    hydra_callbacks.exit_status["code"] = 0
+    _single_runs.clear()
     # `scheduler=null` (no scheduler) as Hydra takes it, `~scheduler`; a group every run needs is refused.
     args, problem = null_groups(sys.argv[1:])
     if problem:
@@ -86,8 +100,8 @@ def main() -> None:
         print(f"error: {e}; --cfg job prints one cell's config without -m", file=sys.stderr)
         sys.exit(2)
     finally:  # a sweep Hydra did not finish (Ctrl-C, a full disk) still says what its cells did
-        hydra_callbacks.end_sweep()
-    sys.exit(hydra_callbacks.exit_status["code"])
+        sweeps = hydra_callbacks.end_sweep()
+    sys.exit(exit_status(_single_runs, sweeps))
 
 
 def _one_line(error: BaseException) -> str:

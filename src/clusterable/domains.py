@@ -20,13 +20,13 @@ unknown type as ``all``), ``logger.wandb.offline=no`` or 64 threads on a 2-core 
 domain as one line naming the key, the value and the domain
 (``optimizer.momentum must be a number in [0, 1), got 1.5 (torch.optim.SGD's momentum)``), or None.
 
-It runs twice before training. ``DomainCheck`` (a Hydra callback, ``hydra.callbacks`` in ``train.yaml``) refuses a
-single run's or a sweep's config before Hydra creates any run folder (one ``error:`` line, exit status 2, nothing
-recorded), and an Optuna search whose range reaches outside its key's domain (``search_space_problem``), and the
-cells sweeper checks each cell's config as it composes it (the whole sweep refused, exit 2,
-before any cell runs). ``run.checks.check_config`` runs it again in the run layer, for what reaches a run another way
-(an Optuna trial's searched value, a stacked member, a test calling ``run.run``): the run is recorded ``failed``.
-"""
+It runs twice before training. ``hydra_callbacks.DomainCheck`` (a Hydra callback, ``hydra.callbacks`` in
+``train.yaml``) refuses a single run's or a sweep's config before Hydra creates any run folder (one ``error:`` line,
+exit status 2, nothing recorded), and an Optuna search whose range reaches outside its key's domain
+(``search_space_problem``), and the cells sweeper checks each cell's config as it composes it (the whole sweep
+refused, exit 2, before any cell runs). ``run.checks.check_config`` runs it again in the run layer, for what reaches
+a run another way (an Optuna trial's searched value, a stacked member, a test calling ``run.run``): the run is
+recorded ``failed``. """
 
 from __future__ import annotations
 
@@ -39,11 +39,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from clusterable.config import ConfigError
-from clusterable.hydra_callbacks import refuse_before_start
 
 
 class DomainError(ConfigError):
@@ -1007,16 +1005,3 @@ def search_space_problem(cfg: DictConfig) -> str | None:
                 bounds = "its choices" if spec.get("type") == "categorical" else f"[{values[0]}, {values[1]}]"
                 return f"hydra.sweeper.search_space.{key} searches {bounds}, outside its domain: {found}"
     return None
-
-
-class DomainCheck(Callback):
-    """Refuse a run's or a sweep's config before Hydra creates any folder for it: one ``error:`` line naming the
-    key, the value and its domain, exit status 2, nothing recorded (``hydra.callbacks.domains`` in train.yaml,
-    before the sweep summary starts, so a refused sweep prints no tally)."""
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        refuse_before_start(problem(config))
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        refuse_before_start(problem(config))
-        refuse_before_start(search_space_problem(config))

@@ -6,8 +6,9 @@ cells' reasons and a non-zero exit status when any cell failed or is partial. A 
 Hydra does not finish (Ctrl-C, a full disk) still prints its summary: ``clusterable.cli`` calls ``end_sweep``.
 
 Jobs may run in other processes (``hydra/launcher=joblib``, ``submitit_*``), so each job writes its outcome as a
-small file in a folder the sweep names in an environment variable (inherited by the launched processes); the
-summary reads them back in the launching process.
+small file (``clusterable.outcomes``) in a folder the sweep names in an environment variable (inherited by the
+launched processes); the summary reads them back in the launching process, and ``end_sweep`` hands its tally to
+``clusterable.cli``, which derives the exit status from it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import os
 import shutil
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,19 +26,24 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
-# The launching process's exit status, read by ``clusterable.cli.main`` after Hydra returns.
-exit_status = {"code": 0}
-# Outcomes this process could not write (a full disk), by records folder: the summary counts them all the same.
-_unwritten: dict[str, list[dict[str, Any]]] = {}
+from clusterable import budgets, domains
+from clusterable.outcomes import CONFIG_SNAPSHOT, RECORDS_ENV, config_digests, unwritten
+from clusterable.record import DIVERGED, FAILED, OK, PARTIAL, SKIPPED, STATUSES
+
 # The sweep under way in this process, so that one Hydra does not finish (Ctrl-C) still ends with its summary.
 _sweeps: list[SweepSummary] = []
-STATUSES = ("ok", "diverged", "failed", "skipped", "partial", "busy", "interrupted")
+# The tallies of the sweeps summarized since ``end_sweep`` last returned them: what ``cli.main`` derives its exit
+# status from.
+_tallies: list[dict[str, int]] = []
 
 
 class CommandLineError(Exception):
     """A mistake on the command line found once Hydra has composed the config (``-m`` with DDP): one line, exit
     status 2, before any cell runs."""
+
+
+# The launcher options that start each cell as a job of its own, with its own ranks (a DDP cell may sweep there).
+OWN_JOB_LAUNCHERS = ("submitit_slurm",)
 
 
 def ddp_in_sweep(config: DictConfig) -> str | None:
@@ -48,8 +53,8 @@ def ddp_in_sweep(config: DictConfig) -> str | None:
     """
     trainer = config.get("trainer") or {}
     strategy, devices = str(trainer.get("strategy", "auto")), trainer.get("devices", 1)
-    launcher = str(((config.get("hydra") or {}).get("launcher") or {}).get("_target_", ""))
-    if "Slurm" in launcher:
+    choices = ((config.get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    if choices.get("hydra/launcher") in OWN_JOB_LAUNCHERS:
         return None
     several = _device_count(devices) not in (0, 1)  # -1: every device
     if not (several or any(name in strategy.lower() for name in ("ddp", "fsdp", "deepspeed"))):
@@ -74,69 +79,12 @@ def _device_count(devices: Any) -> int:
     return int(text) if text.lstrip("-").isdigit() else 1
 
 
-def record_outcome(run_dir: Path, status: str, error: str | None, cell: str | None = None) -> None:
-    """Write one job's outcome (one of ``STATUSES``) for the sweep summary; no-op outside a sweep.
-
-    ``cell`` names the cell in the summary (default: the run directory's name, i.e. its overrides).
-    """
-    folder = os.environ.get(RECORDS_ENV)
-    if not folder:
-        return
-    record = {"dir": str(run_dir), "cell": cell or run_dir.name, "status": status, "error": error}
-    path = Path(folder, f"{uuid.uuid4().hex}.json")
-    try:  # whole or not at all (the summary globs *.json), and a full disk must not turn the outcome into a crash
-        path.with_suffix(".tmp").write_text(json.dumps(record))
-        path.with_suffix(".tmp").replace(path)
-    except OSError:
-        path.with_suffix(".tmp").unlink(missing_ok=True)
-        # Kept in memory instead: a cell of this process (basic or stacked launcher) is still counted, and a
-        # failure on a full disk still makes the exit status 1.
-        _unwritten.setdefault(folder, []).append(record)
-
-
-# In a sweep's outcome folder: the digest of every config file its cells compose from, taken when the sweep starts.
-CONFIG_SNAPSHOT = "config-files.json"
-
-
 def config_roots(config: DictConfig) -> list[str]:
     """The folders a sweep's cells compose from: the package's configs and each ``hydra.searchpath`` folder."""
     from clusterable.config import CONFIG_DIR
 
     paths = (config.get("hydra") or {}).get("searchpath") or []
     return [CONFIG_DIR, *(str(p).removeprefix("file://") for p in paths if str(p).startswith("file://"))]
-
-
-def config_digests(roots: Sequence[str]) -> dict[str, str]:
-    """``{path: sha256}`` of every YAML file below ``roots``."""
-    import hashlib
-
-    out = {}
-    for root in roots:
-        for path in sorted(Path(root).rglob("*.yaml")) if Path(root).is_dir() else []:
-            with contextlib.suppress(OSError):
-                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
-def config_files_changed() -> str | None:
-    """In a cell of a sweep: which config files changed since the sweep started (``experiment/mine.yaml edited``),
-    or None. Hydra composes each cell from the files when it starts it, so a file edited during a long sweep
-    would give its later cells another config than its earlier ones, under the same experiment."""
-    folder = os.environ.get(RECORDS_ENV)
-    if not folder:
-        return None
-    try:
-        snapshot = json.loads(Path(folder, CONFIG_SNAPSHOT).read_text())
-    except (OSError, ValueError):
-        return None  # no snapshot (a full disk when the sweep started): nothing to compare
-    now = config_digests(snapshot["roots"])
-    before = snapshot["files"]
-    changes = [f"{p} {'edited' if p in now else 'removed'}" for p in sorted(before) if now.get(p) != before[p]]
-    changes += [f"{p} added" for p in sorted(set(now) - set(before))]
-    if not changes:
-        return None
-    more = f" and {len(changes) - 1} more" if len(changes) > 1 else ""
-    return changes[0] + more
 
 
 def refuse_before_start(found: str | None) -> None:
@@ -185,7 +133,8 @@ class OutputFolderCheck(Callback):
 
 
 class SweepSummary(Callback):
-    """Collect every job's outcome and print the sweep's tally at its end; exit status 1 if any cell failed."""
+    """Collect every job's outcome and print the sweep's tally at its end (``end_sweep`` hands the tallies to the
+    command line, whose exit status is 1 if any cell failed)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -214,19 +163,20 @@ class SweepSummary(Callback):
                 outcomes.append(json.loads(path.read_text()))
             except (OSError, ValueError):  # cut short (a full disk, a killed job): that cell goes uncounted
                 continue
-        outcomes += _unwritten.pop(str(self.records), [])
+        outcomes += unwritten.pop(str(self.records), [])
         shutil.rmtree(self.records, ignore_errors=True)
         os.environ.pop(RECORDS_ENV, None)
         counts = {s: sum(o["status"] == s for o in outcomes) for s in STATUSES}
-        diverged = f"{counts['diverged']} diverged, " if counts["diverged"] else ""
+        _tallies.append(counts)
+        diverged = f"{counts[DIVERGED]} diverged, " if counts[DIVERGED] else ""
         # Shown only when a cell had them, so that the usual line stays the one users (and scripts) know.
-        rare = "".join(f", {counts[s]} {s}" for s in ("partial", "busy", "interrupted") if counts[s])
+        rare = "".join(f", {counts[s]} {s}" for s in STATUSES[4:] if counts[s])
         print(
-            f"sweep: {counts['ok']} ok, {diverged}{counts['failed']} failed, {counts['skipped']} skipped{rare} "
+            f"sweep: {counts[OK]} ok, {diverged}{counts[FAILED]} failed, {counts[SKIPPED]} skipped{rare} "
             f"({self.records.parent})"
         )
         # Each diverged cell printed its reason when it stopped, and the tables show them: one line here.
-        cells = sorted(o["cell"] for o in outcomes if o["status"] == "diverged")
+        cells = sorted(o["cell"] for o in outcomes if o["status"] == DIVERGED)
         if cells:
             more = f" and {len(cells) - 1} more" if len(cells) > 1 else ""
             print(f"diverged: {cells[0]}{more} (the loss is unbounded there: a result, see each metrics.json)")
@@ -235,21 +185,29 @@ class SweepSummary(Callback):
         # A partial cell (trained; an evaluator failed) is not a result either: said the same way.
         reasons: dict[tuple[str, str | None], list[str]] = {}
         for o in outcomes:
-            if o["status"] in ("failed", "partial"):
+            if o["status"] in (FAILED, PARTIAL):
                 reasons.setdefault((o["status"], o["error"]), []).append(o["cell"])
         for (status, error), failed in reasons.items():
             failed.sort()
             more = f"{len(failed)} cells ({failed[0]} and {len(failed) - 1} more)"
             where = failed[0] if len(failed) == 1 else more
             print(f"{status}: {where}: {error}", file=sys.stderr)
-        if counts["failed"] or counts["partial"]:
-            exit_status["code"] = 1
 
 
-def end_sweep() -> None:
-    """Print the summary of a sweep Hydra did not finish (Ctrl-C, a full disk): the cells recorded so far."""
+def end_sweep() -> list[dict[str, int]]:
+    """Print the summary of a sweep Hydra did not finish (Ctrl-C, a full disk): the cells recorded so far. Returns
+    the tallies (status -> cells) of every sweep summarized since the last call, and forgets them."""
     while _sweeps:
         _sweeps[-1].summarize()
+    tallies = list(_tallies)
+    _tallies.clear()
+    return tallies
+
+
+def sweep_failed(tally: dict[str, int]) -> bool:
+    """Whether a sweep's tally makes its command fail (exit 1): a cell failed, or is partial (trained, an
+    evaluator failed). Diverged cells are results of their grid; skipped ones were finished before."""
+    return bool(tally.get(FAILED) or tally.get(PARTIAL))
 
 
 def discard_sweep() -> None:
@@ -270,3 +228,30 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's live process
         return True
     return True
+
+
+class DomainCheck(Callback):
+    """Refuse a run's or a sweep's config before Hydra creates any folder for it: one ``error:`` line naming the
+    key, the value and its domain, exit status 2, nothing recorded (``hydra.callbacks.domains`` in train.yaml,
+    before the sweep summary starts, so a refused sweep prints no tally)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse_before_start(domains.problem(config))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse_before_start(domains.problem(config))
+        refuse_before_start(domains.search_space_problem(config))
+
+
+class BudgetCheck(Callback):
+    """Refuse a run's or a sweep's config whose ``protocol.budget`` is no size or contradicts its epochs, before
+    Hydra creates any folder: one ``error:`` line, exit status 2, nothing recorded."""
+
+    def _check(self, config: DictConfig) -> None:
+        refuse_before_start(budgets.config_problem(config) or None)
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self._check(config)

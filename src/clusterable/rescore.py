@@ -44,8 +44,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.run.cell import PARTIAL, TRAINED
-from clusterable.rundir import METRICS_FILE, read_metrics, write_metrics
+from clusterable.record import METRICS_FILE, PARTIAL, TRAINED, RecordError, RescoreEntry, RunRecord
 
 CHECKPOINT = Path("checkpoints") / "best.ckpt"
 NAME_EVALUATORS = "name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
@@ -73,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         evaluators = evaluator_nodes(overrides) if overrides else None
         runs = find_runs(targets, Path(args.outputs) if args.outputs else None, args.mode)
-        if evaluators is None and not any((read_metrics(r) or {}).get("evaluators_failed") for r in runs):
+        if evaluators is None and not any(_evaluators_failed(r) for r in runs):
             raise RescoreError(
                 f"{NAME_EVALUATORS}; without them it finishes runs whose evaluators failed, and none of these has one"
             )
@@ -93,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     nothing = f", {idle} with nothing to finish" if idle else ""
     print(f"rescore: {len(runs) - failed - idle} re-scored{nothing}, {failed} failed")
     return 1 if failed else 0
+
+
+def _evaluators_failed(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` is partial: an evaluator failed (a record that cannot be read: no)."""
+    try:
+        record = RunRecord.read(run_dir)
+    except RecordError:
+        return False
+    return record is not None and bool(record.evaluators_failed)
 
 
 def evaluator_nodes(overrides: list[str]) -> DictConfig:
@@ -141,84 +149,85 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     metrics to its ``metrics.json``; the line that says what was done. ``RescoreError`` when nothing could be
     added, or when an evaluator failed (after the others' metrics were added); ``NothingToFinish``."""
     from clusterable.evaluation.runner import score
-    from clusterable.run.record import evaluators_finished
+    from clusterable.run.wrapper import evaluators_finished
 
-    payload = _trained(run_dir)
-    failed_before = payload.get("evaluators_failed") or {}
+    record = _trained(run_dir)
+    failed_before = dict(record.evaluators_failed or {})
     finishing = evaluator_cfg is None
     if evaluator_cfg is None:
         if not failed_before:
-            raise NothingToFinish(f"nothing to finish: status {payload.get('status')}, no evaluator failed")
-        evaluator_cfg = _own_evaluators(payload, list(failed_before))
+            raise NothingToFinish(f"nothing to finish: status {record.status}, no evaluator failed")
+        evaluator_cfg = _own_evaluators(record, list(failed_before))
     _require_kept(run_dir)
-    cfg, parts = _rebuilt(run_dir, payload, evaluator_cfg)
-    represented, source = _representations(run_dir, payload, parts, cfg, prefer_checkpoint=finishing)
+    cfg, parts = _rebuilt(run_dir, record, evaluator_cfg)
+    represented, source = _representations(run_dir, record, parts, cfg, prefer_checkpoint=finishing)
     failures: dict[str, Any] = {}
     metrics = score(
         represented, parts.datamodule, parts.evaluators, cfg.eval_stages, parts.module.head, run_dir, cfg.seed, failures
     )
-    clash = sorted(set(metrics) & set(payload["metrics"]))
+    clash = sorted(set(metrics) & set(record.metrics))
     if clash and not replace:
         raise RescoreError(
             f"it already has {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} (--replace overwrites)"
         )
     nodes = OmegaConf.to_container(evaluator_cfg, resolve=True)
-    own = (payload.get("config") or {}).get("evaluator") or {}
+    own = (record.config or {}).get("evaluator") or {}
     # A failed evaluator is finished only by its own settings: scored otherwise, the run's config would not say
     # how its numbers were made.
     finished = [n for n in failed_before if n in nodes and n not in failures and nodes[n] == own.get(n)]
     for name, failure in failures.items():
         if name in failed_before:
             failed_before[name] = {"stage": failure.stage, "error": failure.error}
+    if failed_before != (record.evaluators_failed or {}):
+        record.evaluators_failed = failed_before
     if metrics:
-        payload["metrics"].update(metrics)
-        entry = {
-            "evaluator": nodes,
-            "keys": sorted(metrics),
-            "from": source,
-            "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        }
-        payload.setdefault("rescored", []).append({**entry, **({"finished": finished} if finished else {})})
-    if payload.get("status") == PARTIAL:
-        evaluators_finished(payload, finished)
+        record.metrics.update(metrics)
+        entry = RescoreEntry(evaluator=nodes, keys=sorted(metrics), at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        entry["from"] = source
+        if finished:
+            entry["finished"] = finished
+        record.rescored = [*(record.rescored or []), entry]
+    if record.status == PARTIAL:
+        evaluators_finished(record, finished)
     if metrics or finished or failures:
-        write_metrics(run_dir, payload)
+        record.write(run_dir)
     if projector is not None and "test" in represented:
         _export(projector, run_dir, represented["test"])
     done = f"{len(metrics)} metrics added from {source}"
     if finished:
-        done += f"; finished {', '.join(f'evaluator.{n}' for n in finished)}: status {payload['status']}"
+        done += f"; finished {', '.join(f'evaluator.{n}' for n in finished)}: status {record.status}"
     if failures:
-        still = f"; status {payload['status']}" if payload.get("status") == PARTIAL else ""
+        still = f"; status {record.status}" if record.status == PARTIAL else ""
         raise RescoreError(f"{'; '.join(f.error for f in failures.values())} ({done}{still})")
-    if payload.get("status") == PARTIAL:
-        left = list(payload.get("evaluators_failed") or {})
+    if record.status == PARTIAL:
+        left = list(record.evaluators_failed or {})
         named = ", ".join(f"evaluator.{n}" for n in left)
         other = [n for n in left if n in nodes]  # scored here, but not with the settings its config records
-        why = (
-            f"{', '.join(f'evaluator.{n}' for n in other)} scored with other settings than its config's, which failed"
-            if other
-            else "run clusterable-eval without evaluator=... to finish it"
-        )
+        otherwise = f"{', '.join(f'evaluator.{n}' for n in other)} scored with other settings than its config's"
+        why = f"{otherwise}, which failed" if other else "run clusterable-eval without evaluator=... to finish it"
         done += f"; still partial: {named} failed ({why})"
     return done
 
 
-def _trained(run_dir: Path) -> dict[str, Any]:
+def _trained(run_dir: Path) -> RunRecord:
     """The run's record, refused in one line unless it is of a trained run (``TRAINED``) with metrics."""
-    payload = read_metrics(run_dir)
-    if payload is None:
-        what = "cannot be read" if (Path(run_dir) / METRICS_FILE).exists() else "is missing"
+    try:
+        record = RunRecord.read(run_dir)
+    except RecordError:
+        record = None
+        what = "cannot be read"
+    else:
+        what = "is missing"
+    if record is None:
         raise RescoreError(f"its {METRICS_FILE} {what}")
-    status = payload.get("status")
-    if status not in TRAINED or not payload.get("metrics"):
-        raise RescoreError(f"not a trained run (status {status}): only a run whose training finished is scored")
-    return payload
+    if record.status not in TRAINED or not record.metrics:
+        raise RescoreError(f"not a trained run (status {record.status}): only a run whose training finished is scored")
+    return record
 
 
-def _own_evaluators(payload: dict[str, Any], names: list[str]) -> DictConfig:
+def _own_evaluators(record: RunRecord, names: list[str]) -> DictConfig:
     """The run's own settings (its recorded config) of the evaluators ``names``."""
-    own = (payload.get("config") or {}).get("evaluator") or {}
+    own = (record.config or {}).get("evaluator") or {}
     missing = [n for n in names if n not in own]
     if missing:
         raise RescoreError(
@@ -227,22 +236,22 @@ def _own_evaluators(payload: dict[str, Any], names: list[str]) -> DictConfig:
     return OmegaConf.create({n: own[n] for n in names})
 
 
-def _rebuilt(run_dir: Path, payload: dict[str, Any], evaluator_cfg: DictConfig) -> tuple[DictConfig, Any]:
+def _rebuilt(run_dir: Path, record: RunRecord, evaluator_cfg: DictConfig) -> tuple[DictConfig, Any]:
     """The run's recorded config with the new evaluators, and its parts built from it (data read again)."""
     from clusterable.run.context import RunContext
     from clusterable.run.parts import build_parts
 
-    recorded = dict(payload["config"])
+    recorded = dict(record.config or {})
     recorded["evaluator"] = OmegaConf.to_container(evaluator_cfg, resolve=True)
     recorded["validation_evaluators"] = []
     cfg = OmegaConf.create(recorded)
-    ctx = RunContext(run_dir=Path(run_dir), choices=payload.get("choices") or {}, single=True)
+    ctx = RunContext(run_dir=Path(run_dir), choices=record.choices or {}, single=True)
     torch.manual_seed(int(cfg.seed))
     return cfg, build_parts(cfg, ctx)
 
 
 def _representations(
-    run_dir: Path, payload: dict[str, Any], parts: Any, cfg: DictConfig, prefer_checkpoint: bool = False
+    run_dir: Path, record: RunRecord, parts: Any, cfg: DictConfig, prefer_checkpoint: bool = False
 ) -> tuple[dict, str]:
     """split -> (encoder output, representation, split tensors) from the kept files, or embedded again from the
     best checkpoint; and which. ``prefer_checkpoint``: the checkpoint first where there is one (finishing a run:
@@ -253,7 +262,7 @@ def _representations(
     stages = list(dict.fromkeys(["train", *cfg.eval_stages]))
     checkpoint = Path(run_dir) / CHECKPOINT
     if prefer_checkpoint and checkpoint.exists():
-        return _embedded(run_dir, payload, parts, stages), f"{CHECKPOINT.name}, embedded again"
+        return _embedded(run_dir, record, parts, stages), f"{CHECKPOINT.name}, embedded again"
     kept = saved.load(run_dir, module.device)
     if kept is not None and all(s in kept for s in stages) and saved.load_head(run_dir, module.head):
         out = {}
@@ -274,7 +283,7 @@ def _representations(
             "again (run its cell again, with the evaluators added)"
         )
     print(f"{run_dir}: no kept representations: embedding its splits again from {CHECKPOINT.name}")
-    return _embedded(run_dir, payload, parts, stages), f"{CHECKPOINT.name}, embedded again"
+    return _embedded(run_dir, record, parts, stages), f"{CHECKPOINT.name}, embedded again"
 
 
 def _require_kept(run_dir: Path) -> None:
@@ -291,7 +300,7 @@ def _require_kept(run_dir: Path) -> None:
         )
 
 
-def _embedded(run_dir: Path, payload: dict[str, Any], parts: Any, stages: list[str]) -> dict:
+def _embedded(run_dir: Path, record: RunRecord, parts: Any, stages: list[str]) -> dict:
     """Every split of ``stages`` embedded again from the run's best checkpoint, refused where the checkpoint is of
     another epoch than the run's best: it is another attempt's (a cell run again, stopped, and its record put back)."""
     from clusterable.evaluation import saved
@@ -300,10 +309,10 @@ def _embedded(run_dir: Path, payload: dict[str, Any], parts: Any, stages: list[s
     module = parts.module
     state = torch.load(Path(run_dir) / CHECKPOINT, map_location=module.device, weights_only=True)
     epoch = int(state["epoch"]) if state.get("global_step", 1) > 0 else None  # as run.training.restore_best
-    if "best_epoch" in payload and epoch != payload["best_epoch"]:
+    if epoch != record.best_epoch:
         raise RescoreError(
             f"its checkpoint ({CHECKPOINT.as_posix()}) is of epoch {epoch}, its record's best "
-            f"epoch is {payload['best_epoch']}: another attempt's model, not the one its metrics are "
+            f"epoch is {record.best_epoch}: another attempt's model, not the one its metrics are "
             "of"
         )
     saved.set_state(module, state["state_dict"])

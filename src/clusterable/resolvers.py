@@ -96,12 +96,12 @@ def run_stamp() -> str:
 
 def _monitor_mode(monitor: str | None) -> str | None:
     """``checkpoint.mode`` when it is not set: ``min`` for a loss, ``max`` for an accuracy, a recall, an NMI, ...
-    (``run.checks.monitor_direction``), None for a metric it does not know (the run refuses it in one line, asking
+    (``metric_names.monitor_direction``), None for a metric it does not know (the run refuses it in one line, asking
     for ``checkpoint.mode``). A null monitor (the last epoch is tested: no mode is used) gives ``max``, the value
     the config held before the mode followed the monitor, so that those runs' recorded configs compare equal."""
     if monitor is None:
         return "max"
-    from clusterable.run.checks import monitor_direction
+    from clusterable.metric_names import monitor_direction
 
     return monitor_direction(str(monitor))
 

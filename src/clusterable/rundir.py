@@ -6,16 +6,14 @@ from __future__ import annotations
 import errno
 import functools
 import hashlib
-import json
-import math
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-METRICS_FILE = "metrics.json"
+from clusterable.record import METRICS_FILE, CodeVersion, Provenance, RecordError, RunRecord
+
 # Trainer limits that make a run less than a full one; the values that still mean "everything". max_steps is not
 # one: like max_epochs it is the length of training a protocol asks for (DSCL's 100 and 200 iterations).
 LIMITS = {
@@ -39,60 +37,6 @@ IGNORED_IN_COMPARISON = (
 )
 
 
-def objective_value(payload: dict[str, Any], metric: Any) -> float | None:
-    """What a run gives a hyperparameter sweeper: its ``metric`` (``optimized_metric``) from its record, None unless
-    it ended ``ok``. A diverged run keeps its best epoch's metrics in its record, but its trial failed: told to
-    Optuna as complete, the runaway's early value would steer the search."""
-    if payload.get("status") != "ok":
-        return None
-    value = (payload.get("metrics") or {}).get(str(metric))
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _plain(value: Any) -> Any:
-    """JSON-safe: tensors/NumPy scalars to floats, NaN/inf to None (JSON has neither)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_metrics(run_dir: str | Path, payload: dict[str, Any]) -> Path:
-    """Write ``metrics.json`` atomically (temporary file in the same folder, then rename), mode 0644 less umask.
-
-    A run killed mid-write leaves either the old file or the new one, never half a file.
-    """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".metrics-", suffix=".json")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o644 & ~umask)  # mkstemp makes 0600: tables and colleagues must be able to read it
-    path = run_dir / METRICS_FILE
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_plain(payload), f, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError as e:  # a full disk: no half-written temporary file left beside the runs
-        Path(tmp).unlink(missing_ok=True)
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    return path
-
-
-def read_metrics(run_dir: str | Path) -> dict[str, Any] | None:
-    """The run's metrics.json, or None if there is none (or it is unreadable)."""
-    path = Path(run_dir) / METRICS_FILE
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def tables_dir(outputs: str | Path, mode: str) -> Path:
     """Where tables made from runs of ``mode`` go: ``<outputs>/tables/``, smoke ones in ``<outputs>/tables/smoke/``
     (so that they never overwrite, or are read as, a full table's files)."""
@@ -100,24 +44,22 @@ def tables_dir(outputs: str | Path, mode: str) -> Path:
 
 
 class UnreadableRuns(ValueError):
-    """Some metrics.json below a table's folder cannot be read (truncated, not JSON, not a mapping, no
+    """Some metrics.json below a table's folder cannot be read (truncated, not JSON, not a run record, no
     permission): a table that left them out would count their runs as never run."""
 
 
-def find_runs(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Every run directory below ``root`` with its metrics.json, sorted by path; ``UnreadableRuns`` (one line
-    naming each file and why) when any metrics.json cannot be read, so that no table silently leaves a run out."""
+def find_runs(root: str | Path) -> list[tuple[Path, RunRecord]]:
+    """Every run directory below ``root`` with its record, sorted by path; ``UnreadableRuns`` (one line naming
+    each file and why) when any metrics.json cannot be read, so that no table silently leaves a run out."""
     out, bad = [], []
     for path in sorted(Path(root).rglob(METRICS_FILE)):
         try:
-            payload = json.loads(path.read_text())
-        except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            bad.append(f"{path} ({type(e).__name__})")
+            record = RunRecord.read(path.parent)
+        except RecordError as e:
+            bad.append(str(e).replace(f"{path}: ", f"{path} (", 1) + ")")
             continue
-        if not isinstance(payload, dict):
-            bad.append(f"{path} (not a mapping)")
-            continue
-        out.append((path.parent, payload))
+        if record is not None:
+            out.append((path.parent, record))
     if bad:
         raise UnreadableRuns(
             f"{len(bad)} metrics.json cannot be read: {', '.join(bad)}; a copy cut short or a file edited by "
@@ -126,7 +68,7 @@ def find_runs(root: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-def provenance(config: Mapping[str, Any], debug: str | None) -> dict[str, Any]:
+def provenance(config: Mapping[str, Any], debug: str | None) -> Provenance:
     """What a run really was: its data source, its ``debug`` group and the trainer limits that were set.
 
     ``config`` is the composed config (resolved or not); ``debug`` the selected debug option or None.
@@ -134,13 +76,13 @@ def provenance(config: Mapping[str, Any], debug: str | None) -> dict[str, Any]:
     trainer = config.get("trainer") or {}
     limits = {k: trainer[k] for k in LIMITS if k in trainer and trainer[k] is not None}
     source = (config.get("dataset") or {}).get("source", "real")
-    return {
-        "data_source": source,
-        "debug": debug,
-        "limits": limits,
-        "max_epochs": trainer.get("max_epochs"),
-        "max_steps": trainer.get("max_steps"),
-    }
+    return Provenance(
+        data_source=source,
+        debug=debug,
+        limits=limits,
+        max_epochs=trainer.get("max_epochs"),
+        max_steps=trainer.get("max_steps"),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -148,10 +90,10 @@ def _code_version() -> tuple[tuple[str, Any], ...]:
     return tuple(_read_code_version().items())
 
 
-def code_version() -> dict[str, Any]:
+def code_version() -> CodeVersion:
     """``_read_code_version`` once per process: the code a process imported is the code it runs, whatever is edited
     on disk while a long sweep goes on."""
-    return dict(_code_version())
+    return CodeVersion(**dict(_code_version()))
 
 
 # What a package hash reads: the package's own folder and its Hydra plugins (the launchers and sweepers train and
@@ -239,7 +181,7 @@ def _read_code_version(package_dir: Path | None = None) -> dict[str, Any]:
     return out
 
 
-def run_mode(prov: Mapping[str, Any]) -> str:
+def run_mode(prov: Provenance) -> str:
     """``full`` for a run on real data with no debug group and no limit that cuts it short, else ``smoke``.
 
     Smoke runs are never stored where full runs live (the mode is part of the sweep folder) and never enter a

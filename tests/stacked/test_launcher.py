@@ -134,6 +134,7 @@ def test_a_group_is_composed_once_the_sweeper_s_configs_handed_to_the_launcher(t
 
 def test_groups_side_by_side_share_the_cores_and_memory_by_n_jobs() -> None:
     from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
 
     from clusterable.config import CONFIG_DIR
     from clusterable.run import RunContext
@@ -143,6 +144,10 @@ def test_groups_side_by_side_share_the_cores_and_memory_by_n_jobs() -> None:
             "train", overrides=["hydra/launcher=stacked", "hydra.launcher.n_jobs=3"], return_hydra_config=True
         )
     cfg.hydra.runtime.output_dir = "/tmp/unused"
+    # composed, not launched: the launcher has not said how many run side by side; it says so in each cell
+    assert RunContext.from_hydra(cfg.hydra).parallel_jobs == 1
+    with open_dict(cfg):
+        cfg.hydra.launcher.parallel_jobs = 3
     assert RunContext.from_hydra(cfg.hydra).parallel_jobs == 3  # cpu_threads and memory_bound divide by it
 
 
@@ -199,8 +204,7 @@ def test_n_jobs_auto_is_a_number_in_each_cell_s_hydra_record(train, monkeypatch)
     result = train(*SWEEP, "loss=cce", "seed=0,1", "hydra.launcher.n_jobs=auto")
     assert result.code == 0, result.err
     hydra_files = list(train.outputs.rglob(".hydra/hydra.yaml"))
-    assert len(hydra_files) == 2 and all("n_jobs: 1\n" in f.read_text() for f in hydra_files)
-    assert all("n_jobs: auto" not in f.read_text() for f in hydra_files)
+    assert len(hydra_files) == 2 and all("parallel_jobs: 1\n" in f.read_text() for f in hydra_files)
 
 
 def test_a_group_that_would_train_slower_stacked_runs_one_by_one(train, monkeypatch) -> None:

@@ -63,7 +63,7 @@ def _without_hydra(body):
 
 
 def single(tmp_path: Path, name: str, overrides: list[str]) -> dict:
-    return _without_hydra(lambda: run(*_cell(tmp_path, name, overrides)))
+    return _without_hydra(lambda: run(*_cell(tmp_path, name, overrides)).to_dict())
 
 
 def stacked(
@@ -76,7 +76,7 @@ def stacked(
         prepared = [prepare(*_cell(tmp_path, name, o)) for name, o in cells.items()]
         assert all(isinstance(p, Prepared) for p in prepared)
         assert run_stack(prepared, progress=False, speed_check=speed_check, compile=compile) == []  # every cell stacked
-        return {name: p.payload for name, p in zip(cells, prepared, strict=True)}
+        return {name: p.record.to_dict() for name, p in zip(cells, prepared, strict=True)}
 
     return _without_hydra(body)
 

@@ -10,7 +10,7 @@ import numpy as np
 import yaml
 
 from clusterable.config import CONFIG_DIR
-from clusterable.rundir import read_metrics, write_metrics
+from clusterable.record import RunRecord
 
 SMOKE_LIMITS = {"limit_train_batches": 3}
 CONF = Path(CONFIG_DIR)
@@ -103,7 +103,7 @@ def write_run(
             recorded,
         )
     payload["config"] = merged(recorded, config or {})
-    write_metrics(path, payload)
+    RunRecord.from_dict(payload).write(path)
     if mode is None:
         hydra = {"hydra": {"runtime": {"choices": {**chosen, "hydra/launcher": "basic"}}}}
         (path / ".hydra").mkdir()
@@ -117,8 +117,9 @@ def blank_overrides(outputs: Path) -> int:
     """Set every run's recorded ``overrides`` below ``outputs`` to []; returns how many runs it rewrote."""
     n = 0
     for path in outputs.rglob("metrics.json"):
-        payload = read_metrics(path.parent)
-        write_metrics(path.parent, {**payload, "overrides": []})
+        record = RunRecord.read(path.parent)
+        record.overrides = []
+        record.write(path.parent)
         n += 1
     return n
 

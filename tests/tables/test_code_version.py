@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterable.rundir import code_version, package_hash, package_roots, read_metrics, write_metrics
+from clusterable.record import RunRecord
+from clusterable.rundir import code_version, package_hash, package_roots
 from tables.rundirs import write_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -101,7 +102,7 @@ def hashed_run(outputs: Path, seed: int, code: dict) -> Path:
         {"test/acc": 0.88 + seed / 100},
         config={"protocol": {"budget": "cpu"}, "trainer": {"max_epochs": 10}},
     )
-    write_metrics(run, {**read_metrics(run), "code": {"package": "0.1.0", **code}})
+    RunRecord.from_dict({**RunRecord.read(run).to_dict(), "code": {"package": "0.1.0", **code}}).write(run)
     return run
 
 

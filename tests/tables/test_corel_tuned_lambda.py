@@ -346,7 +346,10 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
     assert result.code == 0 and "sweep: 2 ok, 0 failed" in result.out, result
     assert "λ: 0.5, the config's (Table 1's smoke winners are missing: tuned_lambda_fallback)" in result.out
     runs = {m["config"]["loss"]["_target_"].rsplit(".", 1)[-1]: m for m in all_metrics(train.outputs)}
-    assert runs["GaussianCOREL"]["lambda_fallback"] is True and runs["GaussianCOREL"]["config"]["loss"]["lam"] == 0.5
+    assert (
+        runs["GaussianCOREL"]["notes"]["lambda_fallback"] is True
+        and runs["GaussianCOREL"]["config"]["loss"]["lam"] == 0.5
+    )
     assert "lambda_fallback" not in runs["CCELoss"]  # no λ to tune
     code, out, err = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert code == 0, err
@@ -384,7 +387,7 @@ def test_a_smoke_table2_without_table1_runs_at_the_config_lambda_and_the_table_s
     write_winners(winners_file(train.outputs, table, "smoke"), table, table, "smoke", both)
     result = train(*center)
     assert "sweep: 0 ok, 0 failed, 1 skipped" in result.out, result.out
-    assert not any(m.get("lambda_fallback") for m in all_metrics(train.outputs))
+    assert not any(m.get("notes", {}).get("lambda_fallback") for m in all_metrics(train.outputs))
     code, out, _ = make_tables("corel/digits_table2", "--outputs", str(train.outputs))
     assert "(λ 0.5)" in out and "NOT tuned" not in out
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from scipy import stats
 
+from clusterable.record import RunRecord
 from clusterable.tables.csrl import ae_results, kmeans_raw, select_lr
 from clusterable.tables.csrl.autoencoders import (
     CLUSTERING,
@@ -25,7 +26,7 @@ from clusterable.tables.report import Run, p_text
 def run(choices: dict[str, str], config: dict[str, Any], metrics: dict[str, float], ok: bool = True) -> Run:
     """A run as it records itself (choices, resolved config), with no override strings."""
     payload = {"status": "ok" if ok else "failed", "metrics": metrics, "choices": choices, "config": config}
-    return Run(Path("."), {}, payload)
+    return Run(Path("."), {}, RunRecord.from_dict(payload))
 
 
 def ae1(lr: float, seed: int, metrics: dict[str, float], ok: bool = True, denoise: bool = False) -> Run:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clusterable.rundir import read_metrics
-from clusterable.tables.report import Run, as_text, load_runs, recorded_choices
+from clusterable.record import RunRecord
+from clusterable.tables.report import Run, as_text, hydra_choices, load_runs
 
 from .rundirs import blank_overrides, corel_table2_runs, csrl_runs, write_run
 from .test_corel_tuned_lambda import table1_runs
@@ -29,7 +29,7 @@ def test_run_get_reads_a_group_choice_then_the_resolved_config():
         "protocol": {"task": "denoising"},
     }
     choices = {"loss": "cce", "loss/metric": "triplet", "dataset": "mnist", "scheduler": None}
-    run = Run(Path("."), {"loss": "center"}, {"choices": choices, "config": config})
+    run = Run(Path("."), {"loss": "center"}, RunRecord(choices=choices, config=config))
     # A group's name gives the option (not its config node, nor the override string: display only).
     assert run.get("loss") == "cce" and run.get("loss/metric") == "triplet" and run.get("dataset") == "mnist"
     assert run.get("scheduler", "none") is None  # a group left unselected is recorded as null
@@ -46,7 +46,7 @@ def test_run_get_reads_a_group_choice_then_the_resolved_config():
 def test_a_run_recorded_before_choices_takes_them_from_its_hydra_yaml(tmp_path):
     params = {"dataset": "mnist", "model": "cnn", "loss": "cce", "seed": 1}
     path = write_run(tmp_path, "corel/table2", params, {"test/acc": 0.9}, mode=None)  # a legacy record
-    assert "choices" not in read_metrics(path) and (path / ".hydra" / "hydra.yaml").is_file()
+    assert RunRecord.read(path).choices is None and (path / ".hydra" / "hydra.yaml").is_file()
     (run,), _ = load_runs(tmp_path, "corel/table2")
     assert (run.get("dataset"), run.get("model"), run.get("loss"), run.get("seed")) == (
         "mnist",
@@ -54,14 +54,10 @@ def test_a_run_recorded_before_choices_takes_them_from_its_hydra_yaml(tmp_path):
         "cce",
         1,
     )
-    assert run.payload["choices"] == {
-        "experiment": "corel/table2",
-        **{k: params[k] for k in ("dataset", "model", "loss")},
-    }
-    # Recorded choices win over the file; a run with neither records none; an unreadable file is none.
-    assert recorded_choices(path, {"choices": {"loss": "center"}}) == {"loss": "center"}
+    assert run.record.choices == {"experiment": "corel/table2", **{k: params[k] for k in ("dataset", "model", "loss")}}
+    # A run without the file records none; an unreadable file is none.
     (path / ".hydra" / "hydra.yaml").write_text("hydra: [unclosed")
-    assert recorded_choices(path, {}) == {} and recorded_choices(tmp_path / "nowhere", {}) == {}
+    assert hydra_choices(path) == {} and hydra_choices(tmp_path / "nowhere") == {}
 
 
 # ---- the acceptance test: blanked overrides, the same tables ----------------------------------------------------
@@ -157,7 +153,7 @@ def test_a_table_from_runs_with_blank_overrides_is_the_same_table(tmp_path, make
     shutil.copytree(tmp_path / "runs", tmp_path / "blank")
     runs = len(list((tmp_path / "runs").rglob("metrics.json")))
     assert blank_overrides(tmp_path / "blank") == runs > 0
-    assert all(not read_metrics(p.parent)["overrides"] for p in (tmp_path / "blank").rglob("metrics.json"))
+    assert all(not RunRecord.read(p.parent).overrides for p in (tmp_path / "blank").rglob("metrics.json"))
     for table in tables:
         made = {}
         for name in ("runs", "blank"):

@@ -66,14 +66,14 @@ def test_runs_that_read_different_files_are_two_configs(tmp_path: Path, make_tab
 
 def write_notes(run: Path, notes: dict | None = None, code: dict | None = None, **items) -> None:
     """Add what a real run records beside its config to a hand-made run: its ``data_notes``, ``code``, ``items``."""
-    from clusterable.rundir import read_metrics, write_metrics
+    from clusterable.record import RunRecord
 
-    payload = read_metrics(run)
+    payload = RunRecord.read(run).to_dict()
     if notes is not None:
         payload["data_notes"] = notes
     if code is not None:
         payload["code"] = code
-    write_metrics(run, {**payload, **items})
+    RunRecord.from_dict({**payload, **items}).write(run)  # a resolver's note as schema 1 held it: read into notes
 
 
 def test_a_table2_on_winners_of_an_incomplete_grid_says_so(tmp_path: Path, make_tables) -> None:
@@ -99,12 +99,12 @@ def test_two_code_versions_are_refused_unless_pooled_on_purpose(tmp_path: Path, 
 
 
 def test_every_run_records_its_code_version(train) -> None:
-    from clusterable.rundir import read_metrics
+    from clusterable.record import RunRecord
 
     result = train("trainer.max_epochs=1", "evaluator=[classification]", "+trainer.limit_train_batches=2")
     assert result.code == 0, result.err
     (run,) = [p.parent for p in train.outputs.rglob("metrics.json")]
-    code = read_metrics(run)["code"]
+    code = RunRecord.read(run).code
     assert code["package"] and len(code["commit"]) == 40 and isinstance(code["dirty"], bool)
 
 

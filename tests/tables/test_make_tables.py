@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterable.record import RunRecord
 from clusterable.tables import csrl
 from clusterable.tables.report import MixedRuns, Run, load_runs, require_uniform
 
@@ -117,7 +118,7 @@ def test_legacy_metrics_without_provenance_load_as_full_real_runs(tmp_path, run_
 
 
 def test_runs_of_two_modes_are_never_one_table():
-    runs = [Run(Path(f"/o/multirun/{m}/x/seed=0"), {}, {"status": "ok", "mode": m}) for m in ("full", "smoke")]
+    runs = [Run(Path(f"/o/multirun/{m}/x/seed=0"), {}, RunRecord(status="ok", mode=m)) for m in ("full", "smoke")]
     with pytest.raises(MixedRuns, match=r"the runs mix modes \(full: 1, smoke: 1\); remove or move the smoke ones"):
         require_uniform(runs)
     require_uniform(runs[:1])

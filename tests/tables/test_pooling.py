@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusterable.record import RunRecord
 from clusterable.tables.report import Run, config_differences, describe, load_runs, seed_note
 
 from .rundirs import write_run
@@ -98,7 +99,7 @@ def test_config_differences_names_keys_and_ignores_axes_and_unrecorded_keys(tmp_
     # A group's name covers no key below it: runs of one loss that differ in loss.lam are two configs.
     assert set(config_differences(runs, axes=("loss",))) == {"loss.lam"}
     assert seed_note(runs) == "Runs (seeds) per configuration: 1, over 2 configurations."
-    assert seed_note([Run(tmp_path, {}, {})]) == ""
+    assert seed_note([Run(tmp_path, {}, RunRecord())]) == ""
 
 
 def test_a_truncated_metrics_json_is_named_and_the_table_refused(tmp_path, make_tables):
@@ -129,7 +130,11 @@ def test_safir_cells_are_one_config_too(tmp_path, make_tables):
 def test_the_note_says_the_step_budget_the_runs_trained_for(tmp_path):
     """A step budget is a protocol's length of training (DSCL): the table's note says it, as it says max_epochs."""
     runs = [
-        Run(tmp_path, {}, {"provenance": {"data_source": "real", "max_epochs": None, "max_steps": steps}})
+        Run(
+            tmp_path,
+            {},
+            RunRecord.from_dict({"provenance": {"data_source": "real", "max_epochs": None, "max_steps": steps}}),
+        )
         for steps in (300, 5, -1)
     ]
     assert describe(runs, "full")[1] == "Full runs (data=real, max_steps=300/5)."
@@ -169,9 +174,9 @@ def test_runs_not_at_their_experiments_protocol_are_named(tmp_path, make_tables)
 def test_a_table_says_how_it_treats_runs_that_diverged_after_a_good_epoch(tmp_path):
     from clusterable.tables.report import Run, describe
 
-    kept = Run(tmp_path, {}, {"status": "diverged", "metrics": {"test/acc": 0.9}, "failed_epoch": 3})
-    lost = Run(tmp_path, {}, {"status": "diverged", "metrics": {}, "failed_epoch": 0})
-    _, note = describe([kept, lost, Run(tmp_path, {}, {"status": "ok", "metrics": {"test/acc": 0.8}})], "full")
+    kept = Run(tmp_path, {}, RunRecord(status="diverged", metrics={"test/acc": 0.9}, failed_epoch=3))
+    lost = Run(tmp_path, {}, RunRecord(status="diverged", failed_epoch=0))
+    _, note = describe([kept, lost, Run(tmp_path, {}, RunRecord(status="ok", metrics={"test/acc": 0.8}))], "full")
     assert note == (
         "1 run(s) diverged after a good epoch: their metrics.json keeps that epoch's metrics, which no cell uses "
         "(counted with its cell's failed runs)."

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from clusterable.rundir import read_metrics, write_metrics
+from clusterable.record import RunRecord
 from clusterable.tables.report import Run, config_differences, load_runs
 from tables.rundirs import write_run
 
@@ -34,17 +34,18 @@ def digits_run(outputs: Path, loss: str, seed: int, kmeans: float) -> Path:
 def rescore(run: Path, value: float, **clustering) -> None:
     """What ``clusterable.rescore <run> evaluator=[clustering] evaluator.clustering.<k>=<v> --replace`` writes: the
     clustering metrics replaced, and a ``rescored`` entry with the evaluators' composed configs and the keys."""
-    payload = read_metrics(run)
-    payload["metrics"].update({key: value for key in CLUSTER_KEYS})
-    payload.setdefault("rescored", []).append(
+    record = RunRecord.read(run)
+    record.metrics.update({key: value for key in CLUSTER_KEYS})
+    record.rescored = [
+        *(record.rescored or []),
         {
             "evaluator": {"clustering": {**CLUSTERING, **clustering}},
             "keys": CLUSTER_KEYS,
             "from": "its kept representations (representations.npz)",
             "at": "2026-01-01T00:00:00",
-        }
-    )
-    write_metrics(run, payload)
+        },
+    ]
+    record.write(run)
 
 
 def grid(outputs: Path) -> dict[int, Path]:
@@ -120,5 +121,5 @@ def test_a_grouping_without_a_metric_compares_every_rescored_metric(tmp_path: Pa
     assert set(differ) == {f"evaluator.clustering.silhouette_sample of re-scored {k}" for k in CLUSTER_KEYS}
     assert config_differences(group, metric="test/acc") == {}
     # a run recorded before re-scoring existed, or never re-scored, reads its recorded leaves for every metric
-    plain = Run(cce[1], {}, read_metrics(cce[1]))
+    plain = Run(cce[1], {}, RunRecord.read(cce[1]))
     assert plain.rescored == {} and plain.leaves_for("test/kmeans/acc") == plain.leaves

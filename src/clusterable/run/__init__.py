@@ -9,7 +9,7 @@ in its resolver, the word vectors in the text dataset, per-sample steps in the m
     cfg = compose("train", overrides=[...], return_hydra_config=True)   # hydra's compose API
     ctx = RunContext.from_hydra(cfg.hydra, run_dir, optimized_metric=cfg.get("optimized_metric"))
     del cfg.hydra
-    payload = run(cfg, ctx)                                             # the metrics.json record
+    record = run(cfg, ctx)                                              # its RunRecord (metrics.json)
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable import hydra_callbacks, resolvers
-from clusterable.run.cell import TRAINED, reuse_or_clean
+from clusterable import resolvers
+from clusterable.outcomes import config_files_changed
+from clusterable.record import RecordError, RunRecord
+from clusterable.run.cell import reuse_or_clean
 from clusterable.run.context import RunContext
-from clusterable.run.record import finish, new_payload, recorded
-from clusterable.rundir import read_metrics
+from clusterable.run.wrapper import finish, new_record, recorded
 
 __all__ = ["Prepared", "RunContext", "prepare", "run"]
 
@@ -37,23 +38,23 @@ class Prepared:
 
     cfg: DictConfig
     ctx: RunContext
-    payload: dict[str, Any]
+    record: RunRecord
 
 
-def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
+def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | RunRecord:
     """Resolve the config once, then reuse the cell or lock and clean it: a ``Prepared`` cell to train, or the
-    payload that ends it here (a finished run reused, ``busy``, or a config that does not resolve, recorded).
+    record that ends it here (a finished run reused, ``busy``, or a config that does not resolve, recorded).
 
     Only DDP rank 0 reuses or cleans the cell.
     """
     rank_zero = _is_rank_zero()
     with resolvers.group_choices(ctx.choices), resolvers.collect_notes() as notes:
-        payload = new_payload(cfg, ctx)
-        if not ctx.single and (changed := hydra_callbacks.config_files_changed()) is not None:
-            payload["config"] = OmegaConf.to_container(cfg, resolve=False)
+        record = new_record(cfg, ctx)
+        if not ctx.single and (changed := config_files_changed()) is not None:
+            record.config = OmegaConf.to_container(cfg, resolve=False)
             return finish(
                 ctx,
-                payload,
+                record,
                 f"the config files changed after this sweep started ({changed}): one "
                 "sweep never mixes two versions of its configs; run the command again for the cells "
                 "left (finished ones are kept)",
@@ -61,26 +62,35 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | dict[str, Any]:
                 write=False,
             )
         try:  # resolved once: nothing below resolves an interpolation again
-            payload["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+            record.config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as e:  # a broken interpolation in an experiment file: a config error like any other
-            payload["config"] = OmegaConf.to_container(cfg, resolve=False)
+            record.config = OmegaConf.to_container(cfg, resolve=False)
             error = f"config: {missing_key(e, cfg) or str(e).splitlines()[0]}"
             # A trained run in the cell is never overwritten by an attempt whose config did not even resolve.
-            finished = (read_metrics(ctx.run_dir) or {}).get("status") in TRAINED
+            finished = _trained(ctx.run_dir)
             kept = "; the cell's finished run is left as it was" if finished else ""
-            return finish(ctx, payload, error + kept, rank_zero, write=not finished)
-    if notes:  # what a resolver remarked (COREL's λ fell back to the config's): recorded with the run
-        payload.update({key: value for key, (value, _) in notes.items()}, resolver_notes=sorted(notes))
-    if left_out := drop_unselected_settings(payload["config"], ctx.overrides):
-        payload["left_out_settings"] = left_out
+            return finish(ctx, record, error + kept, rank_zero, write=not finished)
+    # what a resolver remarked (COREL's λ fell back to the config's): recorded with the run
+    record.notes = {key: value for key, (value, _) in sorted(notes.items())}
+    if left_out := drop_unselected_settings(record.config, ctx.overrides):
+        record.left_out_settings = left_out
         print(f"note: {', '.join(left_out)} left out: settings of evaluators this run does not select")
-    if rank_zero and (previous := reuse_or_clean(ctx, payload, notes)) is not None:
+    if rank_zero and (previous := reuse_or_clean(ctx, record, notes)) is not None:
         return previous
-    resolved = OmegaConf.create(payload["config"])
+    resolved = OmegaConf.create(record.config)
     OmegaConf.set_struct(resolved, True)
     for _, message in notes.values():
         print(message)
-    return Prepared(resolved, ctx, payload)
+    return Prepared(resolved, ctx, record)
+
+
+def _trained(run_dir: Any) -> bool:
+    """Whether the cell holds a trained run's record (one that cannot be read holds none)."""
+    try:
+        previous = RunRecord.read(run_dir)
+    except RecordError:
+        return False
+    return previous is not None and previous.trained
 
 
 def drop_unselected_settings(config: dict[str, Any], overrides: Sequence[str]) -> list[str]:
@@ -125,9 +135,9 @@ def missing_key(e: Exception, cfg: DictConfig) -> str | None:
     return None
 
 
-def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the metrics.json payload (``status`` ``ok``, ``failed``,
-    ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one, or
+def run(cfg: DictConfig, ctx: RunContext) -> RunRecord:
+    """Train and evaluate one configuration; returns its record, as metrics.json holds it (``status`` ``ok``,
+    ``failed``, ``diverged``: the loss ran away, a result of its grid, with its best epoch's metrics when it had one, or
     ``partial``: trained, but an evaluator failed, the others' metrics kept), or a ``busy`` record, written
     nowhere, when another process holds the cell's lock.
 
@@ -137,14 +147,12 @@ def run(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
     if not isinstance(cell, Prepared):
         return cell
     rank_zero = _is_rank_zero()
-    with recorded(cell.ctx, cell.payload, rank_zero) as loggers:
-        _train_and_evaluate(cell.cfg, cell.ctx, cell.payload, loggers, rank_zero)
-    return cell.payload
+    with recorded(cell.ctx, cell.record, rank_zero) as loggers:
+        _train_and_evaluate(cell.cfg, cell.ctx, cell.record, loggers, rank_zero)
+    return cell.record
 
 
-def _train_and_evaluate(
-    cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], loggers: list, rank_zero: bool
-) -> None:
+def _train_and_evaluate(cfg: DictConfig, ctx: RunContext, record: RunRecord, loggers: list, rank_zero: bool) -> None:
     """The single run's width of the phases (``run.phases``): assemble, fit in Lightning's loop, conclude."""
     from clusterable.callbacks import EpochTimer
     from clusterable.run import training
@@ -152,14 +160,14 @@ def _train_and_evaluate(
     from clusterable.run.phases import Outcome, assemble, conclude
 
     training.quiet_lightning()
-    parts = assemble(cfg, ctx, payload)
+    parts = assemble(cfg, ctx, record)
     checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
     validation = [parts.validation] if cfg.validation_evaluators else []
     trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation])
     parts.module.check_devices(trainer.world_size)
 
     timing, diverged = training.fit(trainer, parts, timer)
-    payload["timing"].update(timing)
+    record.timing.update(timing)
     outcome = Outcome(
         steps=trainer.global_step,
         last_train=trainer.callback_metrics,
@@ -169,7 +177,7 @@ def _train_and_evaluate(
     conclude(
         cfg,
         ctx,
-        payload,
+        record,
         parts,
         outcome,
         lambda: training.restore_best(checkpoint, trainer, parts.module),

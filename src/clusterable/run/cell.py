@@ -21,18 +21,13 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from clusterable import hydra_callbacks
+from clusterable.outcomes import record_outcome
+from clusterable.record import BUSY, PARTIAL, SKIPPED, RecordError, RunRecord
 from clusterable.run.context import RunContext
-from clusterable.rundir import clean_cell, config_changes, read_metrics, write_metrics
+from clusterable.rundir import clean_cell, config_changes
 
-FINISHED = ("ok", "diverged")
-# Training finished, an evaluator failed: the others' metrics are recorded, the run is not ok (no table pools it).
-PARTIAL = "partial"
-# The runs whose trained model is recorded (their metrics, representations, checkpoint): never overwritten by an
-# attempt that does not train, and what ``clusterable.rescore`` scores.
-TRAINED = (*FINISHED, PARTIAL)
 LOCK_FILE = ".lock"
-BUSY = "another process runs this cell"
+BUSY_ERROR = "another process runs this cell"
 # The cells this process holds locked: run directory -> its held lock (releasing it frees the cell).
 _held: dict[Path, FileLock] = {}
 
@@ -69,7 +64,7 @@ def release_cell(run_dir: Path) -> None:
         lock.release(force=True)
 
 
-def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, Any]) -> dict[str, Any] | None:
+def reuse_or_clean(ctx: RunContext, record: RunRecord, notes: dict[str, Any]) -> RunRecord | None:
     """The finished record to keep (the cell is skipped), a ``busy`` record (not written) when another process runs
     the cell, or None after locking and cleaning the cell for a new attempt (``release_cell`` when it is recorded).
 
@@ -78,29 +73,26 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
     now, and that winner is 0.5: the same value, the same run).
     """
     if not lock_cell(ctx.run_dir):
-        print(f"busy {ctx.run_dir}: {BUSY}")
-        hydra_callbacks.record_outcome(ctx.run_dir, "busy", BUSY)
-        if ctx.single:
-            hydra_callbacks.exit_status["code"] = 1
-        return {"status": "busy", "error": BUSY, "metrics": {}}
-    previous = read_metrics(ctx.run_dir)
-    if previous is not None and previous.get("status") in TRAINED:
-        if "config" not in previous:
+        print(f"busy {ctx.run_dir}: {BUSY_ERROR}")
+        record_outcome(ctx.run_dir, BUSY, BUSY_ERROR)
+        return RunRecord(status=BUSY, error=BUSY_ERROR)
+    previous = _previous(ctx.run_dir)
+    if previous is not None and previous.trained:
+        if previous.config is None:
             changes = ["its metrics.json records no config (an older version wrote it)"]
         else:
-            changes = config_changes(previous["config"], payload["config"])
+            changes = config_changes(previous.config, record.config or {})
         if not changes:
-            stale = [key for key in previous.get("resolver_notes", []) if key not in notes]
+            stale = [key for key in previous.notes if key not in notes]
             for key in stale:
-                previous.pop(key, None)
-                previous["resolver_notes"].remove(key)
+                del previous.notes[key]
             if stale:
-                write_metrics(ctx.run_dir, previous)
+                previous.write(ctx.run_dir)
             release_cell(ctx.run_dir)
-            if previous["status"] == PARTIAL:
+            if previous.status == PARTIAL:
                 return _kept_partial(ctx, previous)
-            print(f"skip {ctx.run_dir}: metrics.json says {previous['status']} and its config is the one asked for")
-            hydra_callbacks.record_outcome(ctx.run_dir, "skipped", None)
+            print(f"skip {ctx.run_dir}: metrics.json says {previous.status} and its config is the one asked for")
+            record_outcome(ctx.run_dir, SKIPPED, None)
             return previous
         shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
         # (a partial run of another config: its trained model is of the other config, so it trains again)
@@ -114,15 +106,21 @@ def reuse_or_clean(ctx: RunContext, payload: dict[str, Any], notes: dict[str, An
     return None
 
 
-def _kept_partial(ctx: RunContext, previous: dict[str, Any]) -> dict[str, Any]:
+def _previous(run_dir: Path) -> RunRecord | None:
+    """The cell's record, None when it has none or one that cannot be read (redone: an attempt cut short)."""
+    try:
+        return RunRecord.read(run_dir)
+    except RecordError:
+        return None
+
+
+def _kept_partial(ctx: RunContext, previous: RunRecord) -> RunRecord:
     """A partial run of the config asked for, kept: one line saying how to finish it, counted ``partial`` (not
     ``skipped``: the sweep still ends non-zero until it is finished)."""
-    failed = ", ".join(f"evaluator.{name}" for name in previous.get("evaluators_failed") or {}) or "an evaluator"
+    failed = ", ".join(f"evaluator.{name}" for name in previous.evaluators_failed or {}) or "an evaluator"
     print(
         f"partial {ctx.run_dir}: its training finished and {failed} failed; not trained again: "
         f"clusterable-eval {ctx.run_dir} re-runs the failed evaluators from what it kept"
     )
-    hydra_callbacks.record_outcome(ctx.run_dir, PARTIAL, previous.get("error"))
-    if ctx.single:
-        hydra_callbacks.exit_status["code"] = 1
+    record_outcome(ctx.run_dir, PARTIAL, previous.error)
     return previous

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from clusterable import budgets, domains
 from clusterable.config import ConfigError, check_node, check_value
 from clusterable.contracts import EVALUATOR_ARGS
+from clusterable.metric_names import monitor_direction
 
 # The framework's arguments to the parts it calls later (a partial optimizer gets the parameters, a scheduler the
 # optimizer and the number of steps).
@@ -45,48 +46,6 @@ TOP_LEVEL = {
     # A paper's own settings (sub-batch sizes, step counts, a table's row label, ...), read by its configs and tables.
     "protocol": dict[str, Any],
 }
-
-
-# Which way a monitored metric improves, by its name (a segment of the key, before any ``@k``): the metrics the
-# module and the evaluators log. ``train/<part>`` are the parts of the loss the head minimises.
-MAXIMISED = frozenset(
-    {
-        "acc",
-        "accuracy",
-        "recall",
-        "precision",
-        "map",
-        "r_precision",
-        "nmi",
-        "ami",
-        "ari",
-        "v_measure",
-        "silhouette",
-        "homogeneity",
-        "completeness",
-        "purity",
-        "f1",
-        "auc",
-    }
-)
-MINIMISED = frozenset({"loss", "mse", "mae", "rmse", "error", "nll", "kl", "recon"})
-
-
-def monitor_direction(key: str) -> Literal["min", "max"] | None:
-    """``min`` or ``max``: which way the metric ``key`` (``checkpoint.monitor``) improves, from its name: a
-    ``train/`` key is a loss part (min), else the last segment that names a known metric decides
-    (``val/recall@1/cos`` max, ``val/kmeans/nmi`` max, ``val/loss`` min); None for a name it does not know (an
-    evaluator of one's own: ``val/separation``)."""
-    segments = key.split("/")
-    if segments[0] == "train":
-        return "min"
-    for segment in reversed(segments):
-        name = segment.split("@")[0].lower()
-        if name in MAXIMISED:
-            return "max"
-        if name in MINIMISED:
-            return "min"
-    return None
 
 
 def check_monitor_mode(cfg: DictConfig) -> None:

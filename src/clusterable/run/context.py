@@ -7,13 +7,20 @@ A test builds one from a composed config's ``hydra`` node (``RunContext.from_hyd
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+# The key of the launcher's node (``hydra.launcher.parallel_jobs``) into which every launcher that runs local cells
+# side by side writes, in each cell's config, how many it runs at once, resolved to a number (the joblib
+# launcher's ``n_jobs=-1``, the stacked launcher's ``n_jobs=auto``). A launcher that runs a cell alone on its
+# machine (the basic one, SLURM's: one job a cell) writes nothing: 1.
+PARALLEL_JOBS = "parallel_jobs"
+# The sweeper options that run a hyperparameter search (``hydra/sweeper=optuna``): a run's objective is checked.
+SEARCH_SWEEPERS = ("optuna",)
 
 
 @dataclass(frozen=True)
@@ -27,9 +34,9 @@ class RunContext:
         overrides: the command line's (or the sweep cell's) overrides, for display and the record.
         job_name: Hydra's job name (its log file is ``<job_name>.log`` in ``run_dir``).
         single: a single run (``python train.py ...``), not a cell of a sweep (``-m``).
-        parallel_jobs: how many local jobs run side by side (the joblib launcher's ``n_jobs``, the stacked
-            launcher's groups at once; 1 otherwise), so the default CPU threads divide the cores among them (and a
-            stack the device's free memory).
+        parallel_jobs: how many local jobs run side by side (``hydra.launcher.parallel_jobs``, written by the
+            launcher: the joblib launcher's workers, the stacked launcher's groups at once; 1 otherwise), so the
+            default CPU threads divide the cores among them (and a stack the device's free memory).
         objective: the metric a hyperparameter search optimises (``optimized_metric`` under
             ``hydra/sweeper=optuna``), which the run must record; None outside a search.
     """
@@ -50,16 +57,8 @@ class RunContext:
         ``return_hydra_config=True``); ``run_dir`` defaults to its ``runtime.output_dir``; ``optimized_metric``
         (the task config's) is the run's ``objective`` when Hydra's sweeper is a search (Optuna's)."""
         choices = {k: v for k, v in OmegaConf.to_container(hydra.runtime.choices).items() if not k.startswith("hydra/")}
-        launcher = hydra.get("launcher") or {}
-        jobs = 1
-        if "joblib" in str(launcher.get("_target_", "")):
-            n_jobs = int(launcher.get("n_jobs") or -1)
-            jobs = n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
-        elif "stacked" in str(launcher.get("_target_", "")):
-            # ``auto`` is set to a number in each cell's config by the launcher, before any cell runs
-            n_jobs = launcher.get("n_jobs")
-            jobs = max(1, n_jobs) if isinstance(n_jobs, int) else 1
-        searching = "OptunaSweeper" in str((hydra.get("sweeper") or {}).get("_target_", ""))
+        jobs = (hydra.get("launcher") or {}).get(PARALLEL_JOBS) or 1
+        searching = hydra.runtime.choices.get("hydra/sweeper") in SEARCH_SWEEPERS
         return cls(
             objective=str(optimized_metric) if searching and optimized_metric is not None else None,
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
@@ -67,5 +66,5 @@ class RunContext:
             overrides=tuple(OmegaConf.to_container(hydra.overrides.task, resolve=False)),  # as typed
             job_name=str(hydra.job.name),
             single=str(hydra.mode) in ("RUN", "RunMode.RUN"),
-            parallel_jobs=jobs,
+            parallel_jobs=max(1, int(jobs)),
         )

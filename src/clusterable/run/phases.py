@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from clusterable.record import OK, RunRecord
 from clusterable.run.context import RunContext
 from clusterable.run.parts import Parts
 
@@ -39,7 +40,7 @@ class Outcome:
     diverged: BaseException | None = None
 
 
-def assemble(cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], threads: bool = True) -> Parts:
+def assemble(cfg: DictConfig, ctx: RunContext, record: RunRecord, threads: bool = True) -> Parts:
     """Check the config, set torch's threads (``threads``: a stack sets them once for all its members) and the
     seed, build the parts and check the monitor (and a search's objective) against what they log; ``data_notes``
     recorded. Raises the one-line errors of each check."""
@@ -49,14 +50,14 @@ def assemble(cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], threads:
     from clusterable.run.checks import check_config
     from clusterable.run.parts import build_parts, check_logger_extras, check_monitor, check_objective
 
-    check_config(cfg, payload["mode"])
+    check_config(cfg, record.mode)
     check_logger_extras(cfg)
     if threads:
-        payload["torch_threads"] = training.cpu_threads(cfg, ctx)
+        record.torch_threads = training.cpu_threads(cfg, ctx)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     parts = build_parts(cfg, ctx)
     if parts.data_notes is not None:  # what reading the data did (a corpus's lemmatiser, OOV words)
-        payload["data_notes"] = parts.data_notes
+        record.data_notes = parts.data_notes
     check_monitor(cfg, ctx, parts)
     check_objective(cfg, ctx, parts)
     return parts
@@ -65,7 +66,7 @@ def assemble(cfg: DictConfig, ctx: RunContext, payload: dict[str, Any], threads:
 def conclude(
     cfg: DictConfig,
     ctx: RunContext,
-    payload: dict[str, Any],
+    record: RunRecord,
     parts: Parts,
     outcome: Outcome,
     keep_best: Callable[[], int | None],
@@ -79,19 +80,19 @@ def conclude(
     An evaluator that fails costs only its own metrics: the others' are recorded and ``EvaluationIncomplete``
     names it (``partial``). Off DDP rank 0 only the status is set."""
     from clusterable.run import training
-    from clusterable.run.record import EvaluationIncomplete
+    from clusterable.run.wrapper import EvaluationIncomplete
 
     if outcome.diverged is not None and not outcome.has_best:
         raise outcome.diverged
     if not rank_zero:
-        payload["status"] = "ok"
+        record.status = OK
         return
-    payload["best_epoch"] = keep_best()
-    payload["metrics"], failures, payload["timing"]["eval_s"] = training.evaluate(cfg, ctx, parts, outcome.last_train)
+    record.best_epoch = keep_best()
+    record.metrics, failures, record.timing["eval_s"] = training.evaluate(cfg, ctx, parts, outcome.last_train)
     for lg in loggers:
-        lg.log_metrics({k: v for k, v in payload["metrics"].items() if v == v}, step=outcome.steps)  # not NaN
+        lg.log_metrics({k: v for k, v in record.metrics.items() if v == v}, step=outcome.steps)  # not NaN
     if failures:  # recorded partial, with the other evaluators' metrics (and the divergence, if any)
         raise EvaluationIncomplete(failures, outcome.diverged)
     if outcome.diverged is not None:  # recorded diverged, with the best epoch's metrics
         raise outcome.diverged
-    payload["status"] = "ok"
+    record.status = OK

@@ -3,7 +3,7 @@
 ``run_stack(cells)`` is ``run.run`` for a group: each member is assembled as its single run assembles it (its
 seed, its parts, its checks; a member whose parts fail is recorded ``failed`` alone), the members train together
 (``stacked.fit``), and each is then restored to its best epoch as a single-run module, checkpointed, evaluated by
-the single run's evaluation and recorded by the single run's wrapper (``run.record.recorded``): the same files and
+the single run's evaluation and recorded by the single run's wrapper (``run.wrapper.recorded``): the same files and
 keys, plus ``stacked`` (the group it trained in). A failure of the whole stack (a bug, Ctrl-C, SIGTERM) is
 recorded in every member.
 """
@@ -20,8 +20,9 @@ import torch
 from omegaconf import OmegaConf
 
 from clusterable import interrupts
+from clusterable.record import StackInfo
 from clusterable.run import Prepared
-from clusterable.run.record import recorded
+from clusterable.run.wrapper import recorded
 from clusterable.stacked.errors import NotStackable
 from clusterable.stacked.fit import init_clusters
 from clusterable.stacked.grouping import PRECISIONS, flat, why_not_stackable
@@ -53,7 +54,7 @@ def run_stack(
     threads = training.cpu_threads(first.cfg, first.ctx)
     built = []
     for i, member in enumerate(members):
-        member.cell.payload["torch_threads"] = threads
+        member.cell.record.torch_threads = threads
         try:
             error = _build(member)
         except KeyboardInterrupt:  # every member not recorded yet is recorded interrupted
@@ -101,14 +102,13 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
     except BaseException as e:  # noqa: BLE001  (a bug, Ctrl-C: every member records it)
         _record_all(built, e)
         return []
-    group = {
-        "members": len(built),
-        "index": None,
-        "cells": [m.name for m in built],
-        "varies": _varying(built),
-        "device": str(stack.device),
-        "speed": times.as_record() if times is not None else None,
-    }
+    group = StackInfo(
+        members=len(built),
+        cells=[m.name for m in built],
+        varies=_varying(built),
+        device=str(stack.device),
+        speed=times.as_record() if times is not None else None,
+    )
     print(
         f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
         f"{settings.max_epochs} epochs on {stack.device}"
@@ -124,9 +124,9 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
         return []
     group["step"] = settings.step  # the step it trained with: eager, compiled or graphed (after any fallback)
     for i, member in enumerate(built):
-        payload = member.cell.payload
-        payload["stacked"] = {**group, "index": i}
-        payload["timing"].update(
+        record = member.cell.record
+        record.stacked = StackInfo(**group, index=i)
+        record.timing.update(
             fit_s=timing.fit_s,
             epoch_s=sum(timing.epochs) / len(timing.epochs) if timing.epochs else None,
             steps=records[i].steps,
@@ -209,7 +209,7 @@ def _available_memory() -> int:
 
 def _record(member: Member, error: BaseException | None, body: Any = None) -> None:
     """Record ``member`` through the single run's wrapper: ``error`` raised inside it becomes its status."""
-    with recorded(member.cell.ctx, member.cell.payload) as loggers:
+    with recorded(member.cell.ctx, member.cell.record) as loggers:
         loggers.extend(member.loggers)
         if error is not None:
             raise error
@@ -222,9 +222,9 @@ def _build(member: Member) -> BaseException | None:
     from clusterable.config import build
     from clusterable.run.phases import assemble
 
-    cfg, ctx, payload = member.cell.cfg, member.cell.ctx, member.cell.payload
+    cfg, ctx, record = member.cell.cfg, member.cell.ctx, member.cell.record
     try:
-        member.parts = assemble(cfg, ctx, payload, threads=False)  # the stack set the threads once for all
+        member.parts = assemble(cfg, ctx, record, threads=False)  # the stack set the threads once for all
         for name, node in (cfg.logger or {}).items():
             member.loggers.append(build(node, f"logger.{name}"))
     except KeyboardInterrupt:
@@ -350,14 +350,14 @@ def _fit(members, stack, settings, optimizer, splits, progress: bool):
 
 
 def _finish_member(
-    member: Member, index: int, stack: Any, record: Any, best_params: dict, best_buffers: dict, settings: Any
+    member: Member, index: int, stack: Any, fitted: Any, best_params: dict, best_buffers: dict, settings: Any
 ) -> None:
     """Member ``index`` concludes as a single run does (``run.phases.conclude``): its best epoch restored into its
     own module, checkpointed and its epochs logged (``keep_best``), then evaluated and recorded."""
     from clusterable.run.phases import Outcome, conclude
 
-    cfg, ctx, payload = member.cell.cfg, member.cell.ctx, member.cell.payload
-    has_best = bool(settings.monitor and record.best_epoch is not None)
+    cfg, ctx = member.cell.cfg, member.cell.ctx
+    has_best = bool(settings.monitor and fitted.best_epoch is not None)
 
     def keep_best() -> int | None:
         import lightning as L
@@ -366,21 +366,21 @@ def _finish_member(
 
         module = stack.unstack_into(index, best_params, best_buffers)
         for lg in member.loggers:
-            for row in record.rows:
+            for row in fitted.rows:
                 lg.log_metrics({k: v for k, v in row.items() if k != "step" and not _nan(v)}, step=row["step"])
         if has_best:
             state = {
-                "epoch": record.best_epoch,
-                "global_step": record.best_step,
+                "epoch": fitted.best_epoch,
+                "global_step": fitted.best_step,
                 "state_dict": module.state_dict(),
                 "pytorch-lightning_version": L.__version__,
-                "stacked": payload["stacked"],
+                "stacked": member.cell.record.stacked,
             }
             save_checkpoint(state, Path(ctx.run_dir) / "checkpoints" / "best.ckpt")
-        return record.best_epoch
+        return fitted.best_epoch
 
-    outcome = Outcome(steps=record.steps, last_train=record.last_train, has_best=has_best, diverged=record.diverged)
-    conclude(cfg, ctx, payload, member.parts, outcome, keep_best, member.loggers)
+    outcome = Outcome(steps=fitted.steps, last_train=fitted.last_train, has_best=has_best, diverged=fitted.diverged)
+    conclude(cfg, ctx, member.cell.record, member.parts, outcome, keep_best, member.loggers)
 
 
 def _nan(value: Any) -> bool:

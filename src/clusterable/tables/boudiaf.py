@@ -103,7 +103,7 @@ def _recall_text(runs: list[Run], cell: Cell, key: str) -> str:
     stop below SOP's K = 1000), else mean ± std (failed runs counted)."""
     if not runs:
         return "not run"
-    if not any(key in (r.payload.get("metrics") or {}) for r in runs if r.ok):
+    if not any(key in r.record.metrics for r in runs if r.ok):
         return "not computed"
     return cell.text(100, 1)
 

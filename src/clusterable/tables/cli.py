@@ -43,6 +43,7 @@ import os
 import sys
 from pathlib import Path
 
+from clusterable.record import DIVERGED
 from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.tables.protocol import protocol_note
 from clusterable.tables.report import (
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
         return 1
     table, runs, mode, out_dir = built
     paths = table.write(out_dir, f"{paper}_{name}")
-    diverged = sum(r.payload.get("status") == "diverged" for r in runs)
+    diverged = sum(r.record.status == DIVERGED for r in runs)
     failed = sum(not r.ok for r in runs) - diverged
     print(table.markdown())
     counts = f"{diverged} diverged, {failed} failed" if diverged else f"{failed} failed"
@@ -166,7 +167,7 @@ def build(
         table.notes.insert(1 if note else 0, seeds)
     table.notes += [n for n in (copies_note(runs), code_note(runs), rescored_note(runs)) if n]
     for exp in experiments:  # steps, lr... set on the command line: said under the title
-        if odd := protocol_note([r for r in runs if r.payload.get("experiment") == exp], exp):
+        if odd := protocol_note([r for r in runs if r.record.experiment == exp], exp):
             table.notes.insert(0, odd)
     return table, runs, mode, out_dir
 

@@ -240,7 +240,7 @@ def _cell_text(runs: list[Run], cell: Cell, key: str) -> str:
     seeds (failed runs counted)."""
     if not runs:
         return "not run"
-    if any(r.ok for r in runs) and not any(key in (r.payload.get("metrics") or {}) for r in runs if r.ok):
+    if any(r.ok for r in runs) and not any(key in r.record.metrics for r in runs if r.ok):
         return "not computed"
     return cell.text(100, 2)
 

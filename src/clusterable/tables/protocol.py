@@ -44,7 +44,7 @@ def deviations(runs: Sequence[Run], experiment: str) -> dict[tuple[str, str, str
                 swept |= set(grid or {})
             protocols: dict[tuple[str, ...], dict[str, Any]] = {}
             for run in runs:
-                choices = run.payload.get("choices") or {}
+                choices = run.record.choices or {}
                 overrides = tuple(
                     f"{group}={choices[group]}"
                     for group in sorted(swept | set(HARDWARE))

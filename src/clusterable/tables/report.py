@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
+from clusterable.record import DIVERGED, FAILED, RunRecord
 from clusterable.rundir import IGNORED_IN_COMPARISON, find_runs
 from clusterable.tables.latex import escape
 
@@ -38,14 +39,16 @@ CODE_KEYS = ("commit", "dirty", "package_hash")
 
 @dataclass
 class Run:
-    """One run directory: its metrics.json (``payload``) and its command-line overrides as a dict (``params``,
-    ``{"loss": "cce", "seed": "3"}``), which are for display only: a run's identity is what it recorded, read
-    with ``get``."""
+    """One run directory: its record (``record``, its metrics.json) and its command-line overrides as a dict
+    (``params``, ``{"loss": "cce", "seed": "3"}``), which are for display only: a run's identity is what it
+    recorded, read with ``get``. ``code_pooled``: its code version is left out of its identity (runs of several
+    code versions share a cell on purpose: ``load_runs(pool_code=True)``); the record itself is never changed."""
 
     path: Path
     params: dict[str, str]
-    payload: dict[str, Any]
+    record: RunRecord
     copies: list[Path] = field(default_factory=list)  # other folders holding this same run (``once``)
+    code_pooled: bool = False
 
     def get(self, key: str, default: Any = None) -> Any:
         """The run's recorded value of ``key``, the one way the tables read a run's identity.
@@ -57,10 +60,10 @@ class Run:
         key of its config node (``dataset``), and the tables want the option, not the node; no other key can
         collide. ``default`` where the run records neither (a value recorded as null is None).
         """
-        choices = self.payload.get("choices") or {}
+        choices = self.record.choices or {}
         if key in choices:
             return choices[key]
-        node: Any = self.payload.get("config") or {}
+        node: Any = self.record.config or {}
         for part in key.split("."):
             if not isinstance(node, Mapping) or part not in node:
                 return default
@@ -72,7 +75,7 @@ class Run:
         """The recorded resolved config as ``{dotted key: value as JSON text}``, one entry per leaf (``{}`` for a
         run that records no config): what ``config_differences`` compares. A value left unresolved (a run that
         failed resolving its config records it as written, ``${...}``) is left out: it says nothing to compare."""
-        out = _flat(self.payload.get("config") or {}, "")
+        out = _flat(self.record.config or {}, "")
         if out:  # what else makes two runs two configs: the data files they read and the code they ran
             out.update(self.identity_extras)
         return out
@@ -84,9 +87,9 @@ class Run:
         place of those of the same name (a metric re-scored twice: the last, as its value is). {} for a run never
         re-scored. The config a run records is the one it trained with; these are the settings its re-scored
         numbers were made with."""
-        base = (self.payload.get("config") or {}).get("evaluator") or {}
+        base = (self.record.config or {}).get("evaluator") or {}
         out: dict[str, dict[str, Any]] = {}
-        for entry in self.payload.get("rescored") or []:
+        for entry in self.record.rescored or []:
             if isinstance(entry, Mapping) and isinstance(entry.get("evaluator"), Mapping):
                 node = {**base, **entry["evaluator"]}
                 out.update((str(key), node) for key in entry.get("keys") or [])
@@ -119,9 +122,9 @@ class Run:
                     else:
                         walk(value, f"{prefix}{key}.")
 
-        walk((self.payload.get("data_notes") or {}).get("files") or {}, "")
-        for key in CODE_KEYS:
-            value = (self.payload.get("code") or {}).get(key)
+        walk((self.record.data_notes or {}).get("files") or {}, "")
+        for key in CODE_KEYS if not self.code_pooled else ():
+            value = (self.record.code or {}).get(key)
             if value is not None:
                 out[f"code.{key}"] = json.dumps(value)
         return out
@@ -135,32 +138,37 @@ class Run:
             return None
         kept = {k: v for k, v in self.leaves.items() if k == "seed" or not _pooled(k, ())}
         # the group options too (two options may build equal nodes); Hydra's own (the launcher) change nothing
-        chosen = {k: as_text(v) for k, v in (self.payload.get("choices") or {}).items() if not k.startswith("hydra/")}
-        return json.dumps([self.payload.get("experiment"), self.mode, chosen, kept], sort_keys=True)
+        chosen = {k: as_text(v) for k, v in (self.record.choices or {}).items() if not k.startswith("hydra/")}
+        return json.dumps([self.record.experiment, self.mode, chosen, kept], sort_keys=True)
 
     @property
     def ok(self) -> bool:
-        return self.payload.get("status") == "ok"
+        return self.record.ok
 
     @property
     def diverged(self) -> bool:
         """The run stopped because its loss ran away (``module.DivergedError``: metrics.json has ``failed_epoch``;
         status ``diverged`` when its head knew the regime, ``failed`` when a loss part became NaN or huge)."""
-        return not self.ok and "failed_epoch" in self.payload
+        return not self.ok and self.record.diverged
+
+    @property
+    def kept_divergence(self) -> bool:
+        """Diverged after a best epoch whose metrics it kept (status ``diverged`` with metrics)."""
+        return self.record.status == DIVERGED and bool(self.record.metrics)
 
     def metric(self, key: str) -> float | None:
-        value = self.payload.get("metrics", {}).get(key)
+        value = self.record.metrics.get(key)
         return None if value is None else float(value)
 
     @property
     def provenance(self) -> dict[str, Any]:
         """Where the run's numbers come from: ``data_source``, ``debug``, ``limits``, ``max_epochs`` ({} if legacy)."""
-        return self.payload.get("provenance") or {}
+        return dict(self.record.provenance or {})
 
     @property
     def mode(self) -> str:
         """The run's mode: "full" (real data, no debug group, no batch limits) or "smoke"; legacy files: full."""
-        return self.payload.get("mode") or "full"
+        return self.record.mode or "full"
 
     @property
     def data_source(self) -> str:
@@ -206,13 +214,13 @@ def load_runs(
     """
     wanted = {experiment} if isinstance(experiment, str) else set(experiment)
     runs: dict[str, list[Run]] = {"full": [], "smoke": []}
-    for path, payload in find_runs(outputs):
-        if payload.get("experiment") not in wanted:
+    for path, record in find_runs(outputs):
+        if record.experiment not in wanted:
             continue
-        params = dict(o.split("=", 1) for o in payload.get("overrides", []) if "=" in o)
-        run = Run(path, params, {**payload, "choices": recorded_choices(path, payload)})
-        if pool_code and "code" in payload:
-            run.payload["pooled_code"] = run.payload.pop("code")
+        params = dict(o.split("=", 1) for o in record.overrides if "=" in o)
+        if record.choices is None:  # recorded before metrics.json held them: Hydra's record of the run
+            record.choices = hydra_choices(path)
+        run = Run(path, params, record, code_pooled=pool_code)
         runs.setdefault(run.mode, []).append(run)
     if mode == "auto":
         mode = "full" if runs["full"] else "smoke"
@@ -268,7 +276,7 @@ def code_note(runs: Sequence[Run]) -> str:
     """The code versions of runs pooled across versions (``load_runs(pool_code=True)``); "" for one version."""
     versions: dict[str, int] = {}
     for run in runs:
-        if name := version_name(run.payload.get("pooled_code") or {}):
+        if run.code_pooled and (name := version_name(run.record.code or {})):
             versions[name] = versions.get(name, 0) + 1
     if len(versions) < 2:
         return ""
@@ -298,12 +306,10 @@ def copies_note(runs: Sequence[Run]) -> str:
     )
 
 
-def recorded_choices(path: Path, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The config group choices of the run in ``path``: its metrics.json's ``choices``; for a run recorded before
-    metrics.json held them, Hydra's ``hydra.runtime.choices`` in its ``.hydra/hydra.yaml`` (Hydra's own groups,
-    ``hydra/...``, left out); {} when neither is there."""
-    if payload.get("choices") is not None:
-        return dict(payload["choices"])
+def hydra_choices(path: Path) -> dict[str, Any]:
+    """The config group choices of the run in ``path`` as Hydra recorded them (``hydra.runtime.choices`` in its
+    ``.hydra/hydra.yaml``, Hydra's own groups, ``hydra/...``, left out), for a run recorded before metrics.json
+    held them; {} when there is none."""
     try:
         hydra = yaml.safe_load((path / ".hydra" / "hydra.yaml").read_text()) or {}
         choices = hydra["hydra"]["runtime"]["choices"] or {}
@@ -491,7 +497,7 @@ def describe(runs: Sequence[Run], mode: str) -> tuple[str, str]:
         note = f"SMOKE RUNS ({what}): the numbers test the pipeline only."
     # How a table treats a run that diverged after a good epoch: never pooled (a stopped run is not the
     # protocol's), counted with its cell's failed runs; its own metrics.json keeps that epoch's metrics.
-    kept = sum(r.payload.get("status") == "diverged" and bool(r.payload.get("metrics")) for r in runs)
+    kept = sum(r.kept_divergence for r in runs)
     if kept:
         said = (
             f"{kept} run(s) diverged after a good epoch: their metrics.json keeps that epoch's metrics, which no "
@@ -522,7 +528,7 @@ class Cell:
 
     def text(self, scale: float = 1.0, digits: int = 2, spread: str = "std") -> str:
         if not self.values:
-            return "failed" if self.failed else "missing"
+            return FAILED if self.failed else "missing"
         s = self.std if spread == "std" else self.sem
         out = f"{self.mean * scale:.{digits}f} ± {s * scale:.{digits}f}"
         return out + (f" ({self.failed} failed)" if self.failed else "")

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterable.record import FAILED
 from clusterable.tables.common import load_npz, logged_curve, published, pyplot, save_figure
 from clusterable.tables.report import (
     DOES_NOT_HOLD,
@@ -156,7 +157,7 @@ class Ours:
         if not self.runs:
             return "not run"
         if not self.values:
-            return "failed"
+            return FAILED
         std = float(np.std(self.values, ddof=1)) if len(self.values) > 1 else 0.0
         out = f"{self.mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
         if mark and paper is not None:

@@ -11,18 +11,21 @@ workers in any state.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_globals
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import TaskFunction
 from hydra_plugins.hydra_joblib_launcher import joblib_launcher
-from hydra_plugins.hydra_joblib_launcher._core import execute_job, process_joblib_cfg
-from omegaconf import DictConfig
+from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+from omegaconf import DictConfig, open_dict
 
 from clusterable.hydra_callbacks import CommandLineError
+from clusterable.run.context import PARALLEL_JOBS
 from hydra_plugins.clusterable_launcher._workers import run_jobs
 
 log = logging.getLogger(__name__)
@@ -71,4 +74,34 @@ class JoblibLauncher(joblib_launcher.JoblibLauncher):
             )
             for idx, overrides in enumerate(job_overrides)
         ]
-        return run_jobs(sweep_dir, joblib_cfg, execute_job, jobs)
+        n_jobs = int(joblib_cfg["n_jobs"])  # joblib's -1 is every core, -2 all but one, ...
+        parallel = n_jobs if n_jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+        return run_jobs(sweep_dir, joblib_cfg, execute_job, [(*job, min(parallel, len(jobs))) for job in jobs])
+
+
+def execute_job(
+    idx: int,
+    overrides: Sequence[str],
+    hydra_context: Any,
+    config: DictConfig,
+    task_function: TaskFunction,
+    singletons: dict[Any, Any],
+    parallel: int,
+) -> JobReturn:
+    """Hydra's joblib ``execute_job`` (one cell in a worker), which also writes into the cell's config how many
+    cells run side by side (``hydra.launcher.parallel_jobs``: the run divides the cores among them)."""
+    setup_globals()
+    Singleton.set_state(singletons)
+    sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
+        sweep_config.hydra.job.num = idx
+        sweep_config.hydra.launcher[PARALLEL_JOBS] = parallel
+    HydraConfig.instance().set_config(sweep_config)
+    return run_job(
+        hydra_context=hydra_context,
+        config=sweep_config,
+        task_function=task_function,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )

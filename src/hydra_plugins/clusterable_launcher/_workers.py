@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from joblib import Parallel, delayed
 
 from clusterable import interrupts
-from clusterable.hydra_callbacks import RECORDS_ENV
+from clusterable.outcomes import RECORDS_ENV
 
 # Seconds the launching process waits, after Ctrl-C, for the running jobs to record their cells.
 GRACE_S = 15.0

@@ -38,7 +38,8 @@ from hydra.types import TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from clusterable.hydra_callbacks import CommandLineError
-from clusterable.rundir import objective_value
+from clusterable.record import RunRecord
+from clusterable.run.context import PARALLEL_JOBS
 from hydra_plugins.clusterable_launcher._workers import run_jobs
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class StackedLauncher(Launcher):
         jobs = self.n_jobs if self.n_jobs != "auto" else auto_jobs(resolved, len(groups))
         for config in configs:  # the number each cell's run divides the cores and the memory by
             with read_write(config.hydra), open_dict(config.hydra):
-                config.hydra.launcher.n_jobs = jobs
+                config.hydra.launcher[PARALLEL_JOBS] = jobs
         stacks = sum(len(g) > 1 for g in groups)
         where = "in this process" if jobs == 1 else f"{jobs} groups at a time"
         log.info(f"Launching {len(job_overrides)} jobs {where}: {stacks} stacked groups")
@@ -182,8 +183,8 @@ class StackedLauncher(Launcher):
                 if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, Prepared):
                     pending[i] = ret.return_value
                     ret.return_value = None
-                elif ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
-                    ret.return_value = _recorded_metric(ret.return_value)  # a finished run reused, as train.py
+                elif ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, RunRecord):
+                    ret.return_value = ret.return_value.optimized()  # a finished run reused, as train.py
             self._train(pending, sweep_configs, returns)
         except BaseException as e:
             # A full disk (Hydra's files of the next cell), Ctrl-C or SIGTERM, a bug outside the members' records:
@@ -210,7 +211,7 @@ class StackedLauncher(Launcher):
                 if id(cell) in alone:
                     returns[i] = self._single(sweep_configs[i])
                 else:
-                    returns[i].return_value = _optimized(cell)
+                    returns[i].return_value = cell.record.optimized()
 
 
 def _group_in_worker(
@@ -280,16 +281,6 @@ def _resolved(sweep_config: DictConfig) -> dict[str, Any] | None:
         return None
     finally:
         hydra_config.cfg = previous
-
-
-def _recorded_metric(payload: dict[str, Any]) -> float | None:
-    """A reused run's ``optimized_metric``, from its record (what ``train.py``'s job returns for it)."""
-    return objective_value(payload, (payload.get("config") or {}).get("optimized_metric"))
-
-
-def _optimized(cell: Any) -> float | None:
-    """What ``train.py``'s job returns to Hydra: the run's ``optimized_metric`` (None unless it ended ``ok``)."""
-    return objective_value(cell.payload, cell.cfg.get("optimized_metric"))
 
 
 # A node, not a dataclass: Hydra's plugin scan executes this module outside ``sys.modules``.

@@ -49,7 +49,9 @@ from hydra.errors import HydraException
 from clusterable import budgets
 from clusterable.config import composition_error
 from clusterable.domains import problem as domain_problem
-from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep, record_outcome
+from clusterable.hydra_callbacks import CommandLineError, ddp_in_sweep
+from clusterable.outcomes import record_outcome
+from clusterable.record import FAILED
 from clusterable.tuned_lambda import UnknownTable, WinnersFileMissing, refusal
 from hydra_plugins.clusterable_sweeper.siblings import SiblingConfigs
 
@@ -203,7 +205,7 @@ class CellSweeper(BasicSweeper):
                 cell = ",".join(overrides)
                 reason = composition_error(e)
                 print(f"failed: {cell}: {reason}")  # the summary repeats it on stderr
-                record_outcome(Path(str(self.config.hydra.sweep.dir)), "failed", reason, cell=cell)
+                record_outcome(Path(str(self.config.hydra.sweep.dir)), FAILED, reason, cell=cell)
                 continue
             if problem := ddp_in_sweep(cell_config):
                 raise CommandLineError(problem)
@@ -217,7 +219,7 @@ class CellSweeper(BasicSweeper):
                 if not self._launched:
                     raise CommandLineError(f"{outside} (cell {cell}; the whole sweep is refused: no cell ran)")
                 print(f"failed: {cell}: {outside}")
-                record_outcome(Path(str(self.config.hydra.sweep.dir)), "failed", outside, cell=cell)
+                record_outcome(Path(str(self.config.hydra.sweep.dir)), FAILED, outside, cell=cell)
                 continue
             if isinstance(handed, dict):
                 handed[tuple(overrides)] = cell_config

@@ -30,7 +30,6 @@ Needs Optuna (``pip install 'clusterable[optuna]'``); without it the command end
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,8 +40,10 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.hydra_callbacks import CommandLineError, exit_status
-from clusterable.run.checks import monitor_direction
+from clusterable.hydra_callbacks import CommandLineError
+from clusterable.metric_names import monitor_direction
+from clusterable.outcomes import record_outcome
+from clusterable.record import FAILED
 from clusterable.rundir import IGNORED_IN_COMPARISON
 
 TYPES = ("float", "int", "categorical")
@@ -280,13 +281,15 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
     import optuna
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not complete:
-        print(
-            f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed "
-            "or diverged: see the failed cells above); nothing to report",
-            file=sys.stderr,
+    if not complete:  # told to the sweep's summary as a failure of the search: the command exits 1
+        record_outcome(
+            folder,
+            FAILED,
+            f"no trial of {len(study.trials)} finished with a value of "
+            f"{config.optimized_metric} (failed or diverged: see the failed cells above); nothing to "
+            "report",
+            cell="optuna",
         )
-        exit_status["code"] = 1
         return
     best = study.best_trial
     result = {

@@ -41,10 +41,10 @@ from clusterable.tables.corel.paper import (
     TUNED,
     VARIANTS,
     Tuning,
-    _fig2,
-    _table1,
-    _table2,
-    _table3_4,
+    build_fig2,
+    build_table1,
+    build_table2,
+    build_table3_4,
     fig2_claim,
     shown,
     tune_lambda,
@@ -161,7 +161,7 @@ def size_text(runs: Sequence[Run], budget: Budget) -> str:
     grid = experiment_grid(budget.table1)
     if grid is not None:
         parts.append(f"{len(grid)} λ")
-    seeds = [r.get("seed") for r in runs if r.payload.get("experiment") == budget.table2]
+    seeds = [r.get("seed") for r in runs if r.record.experiment == budget.table2]
     if seeds:
         parts.append(f"{len(set(seeds))} seeds")
     return ", ".join(parts)
@@ -195,7 +195,8 @@ def as_paper_gaussian(runs: Sequence[Run], variant: str) -> list[Run]:
         if loss == "gaussian_corel" or (loss in AUTHORS and loss != variant):
             continue
         if loss == variant:
-            run = replace(run, payload={**run.payload, "choices": {**run.payload["choices"], "loss": "gaussian_corel"}})
+            choices = {**(run.record.choices or {}), "loss": "gaussian_corel"}
+            run = replace(run, record=replace(run.record, choices=choices))
         out.append(run)
     return out
 
@@ -229,7 +230,7 @@ def authors_fig2_claims(tuning: dict[tuple[str, ...], Tuning], model: str) -> li
 
 
 def experiment_of(runs: Sequence[Run]) -> str:
-    return str(runs[0].payload.get("experiment"))
+    return str(runs[0].record.experiment)
 
 
 def fashion_table1(runs: list[Run], out_dir: Path) -> Table:
@@ -237,7 +238,7 @@ def fashion_table1(runs: list[Run], out_dir: Path) -> Table:
     Table 2 reads (``tuned_lambda_from: corel/<prefix>_table1``)."""
     budget = budget_of(runs)
     title = _titled("Table 1 protocol", runs, budget) + ": λ chosen by validation accuracy"
-    table = _table1(
+    table = build_table1(
         runs, out_dir, experiment_of(runs), FASHION, models_of(runs), title, with_paper=False, tuned=FASHION_TUNED
     )
     table.notes.insert(0, budget_note(runs, budget))
@@ -250,7 +251,7 @@ def fashion_fig2(runs: list[Run], out_dir: Path) -> Table:
     budget = budget_of(runs)
     model = "cnn" if "cnn" in models_of(runs) else "ffnn"
     title = _titled("Figure 2 protocol", runs, budget) + ": validation accuracy (%) against λ"
-    table = _fig2(
+    table = build_fig2(
         runs, out_dir, model, title, f"corel_{budget.prefix}_fig2", [budget_note(runs, budget)], tuned=FASHION_TUNED
     )
     table.claims += authors_fig2_claims(tune_lambda(r for r in runs if r.get("model") == model), model)
@@ -264,7 +265,7 @@ def fashion_table2(runs: list[Run], out_dir: Path) -> Table:
     title = _titled("Table 2 protocol", runs, budget) + ": test accuracy (%), mean ± std over seeds"
 
     def build(rs: list[Run]) -> Table:
-        return _table2(rs, FASHION, models, title, with_paper=True, losses=FASHION_LOSSES)
+        return build_table2(rs, FASHION, models, title, with_paper=True, losses=FASHION_LOSSES)
 
     table = build(runs)
     table.claims += authors_claims(runs, lambda rs: build(rs).claims)
@@ -280,7 +281,7 @@ def fashion_table4(runs: list[Run], out_dir: Path) -> Table:
     notes = [budget_note(runs, budget), na_note(PAPER)]
 
     def build(rs: list[Run]) -> Table:
-        return _table3_4(rs, FASHION, models, title, notes, losses=FASHION_LOSSES)
+        return build_table3_4(rs, FASHION, models, title, notes, losses=FASHION_LOSSES)
 
     table = build(runs)
     table.claims += authors_claims(runs, lambda rs: build(rs).claims)
@@ -405,8 +406,8 @@ def fashion_budgets(runs: list[Run], out_dir: Path) -> Table:
     claims: list[Claim] = []
     notes = []
     for b in present:
-        t1 = [r for r in by_budget[b.name] if r.payload.get("experiment") == b.table1]
-        t2 = [r for r in by_budget[b.name] if r.payload.get("experiment") == b.table2]
+        t1 = [r for r in by_budget[b.name] if r.record.experiment == b.table1]
+        t2 = [r for r in by_budget[b.name] if r.record.experiment == b.table2]
         header += [f"{b.name}: λ", f"{b.name}: test acc", f"{b.name}: k-means acc", f"{b.name}: silhouette"]
         keys = ("dataset", "model", "loss")
         columns[b.name] = {
@@ -453,7 +454,7 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
     out: list[Claim] = []
     if t1:
         models = models_of(t1)
-        out += _table1(
+        out += build_table1(
             t1, out_dir, budget.table1, FASHION, models, "", with_paper=False, tuned=FASHION_TUNED, write=False
         ).claims
         model = "cnn" if "cnn" in models else "ffnn"
@@ -464,10 +465,10 @@ def _claims_at(budget: Budget, t1: list[Run], t2: list[Run], out_dir: Path) -> l
         models = models_of(t2)
 
         def table2_claims(rs: list[Run]) -> list[Claim]:
-            return _table2(rs, FASHION, models, "", with_paper=True, losses=FASHION_LOSSES).claims
+            return build_table2(rs, FASHION, models, "", with_paper=True, losses=FASHION_LOSSES).claims
 
         def table4_claims(rs: list[Run]) -> list[Claim]:
-            return _table3_4(rs, FASHION, models, "", [], losses=FASHION_LOSSES).claims
+            return build_table3_4(rs, FASHION, models, "", [], losses=FASHION_LOSSES).claims
 
         for claims_of in (table2_claims, table4_claims):
             out += claims_of(t2) + authors_claims(t2, claims_of)

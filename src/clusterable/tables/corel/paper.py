@@ -1,9 +1,10 @@
 """COREL (Kenyon-Dean et al. 2019): Tables 1-4 and Figures 1-2 from run directories, with the paper's claims.
 
 The paper's own grids (``corel/table1``, ``table2``, ``fig1``) and the same protocol on scikit-learn's digits with
-the FFNN (``digits_*``: a CPU-sized check, no paper column); the builders (``_table1``, ``_table2``, ``_table3_4``,
-``fig2_claims``) are shared with the Fashion-MNIST budgets (``corel.fashion``). Table 1 also writes its winners
-(``tune_lambda``) to the file Table 2's runs read their λ from (``clusterable.tuned_lambda``).
+the FFNN (``digits_*``: a CPU-sized check, no paper column); the builders (``build_table1``, ``build_table2``,
+``build_table3_4``, ``build_fig2``, ``fig2_claim``) are shared with the Fashion-MNIST budgets (``corel.fashion``).
+Table 1 also writes its winners (``tune_lambda``) to the file Table 2's runs read their λ from
+(``clusterable.tuned_lambda``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterable.record import DIVERGED, FAILED
 from clusterable.tables.common import load_npz, na_note, paper_value, pyplot, save_figure
 from clusterable.tables.corel import supplement
 from clusterable.tables.report import (
@@ -136,9 +138,9 @@ class Tuning:
     def candidate(self, lam: float) -> float | str:
         """λ's mean validation accuracy, or ``diverged`` / ``failed``."""
         if lam in self.diverged:
-            return "diverged"
+            return DIVERGED
         cell = self.val[lam]
-        return cell.mean if cell.values else "failed"
+        return cell.mean if cell.values else FAILED
 
     def record(self) -> dict[str, Any]:
         """The winners file's entry: the winner, its accuracy and runs, and every λ with what it scored."""
@@ -204,7 +206,7 @@ def _write_tuned(
     return write_winners(out_dir / winners_name(experiment), experiment, experiment, runs[0].mode, entries)
 
 
-def _table1(
+def build_table1(
     runs: list[Run],
     out_dir: Path,
     experiment: str,
@@ -334,7 +336,7 @@ def _tuning_text(t: Tuning) -> str:
 
 def table1(runs: list[Run], out_dir: Path) -> Table:
     """Table 1: the λ with the best validation accuracy per (dataset, model, loss); writes the winners file."""
-    return _table1(
+    return build_table1(
         runs,
         out_dir,
         "corel/table1",
@@ -348,7 +350,7 @@ def table1(runs: list[Run], out_dir: Path) -> Table:
 def digits_table1(runs: list[Run], out_dir: Path) -> Table:
     """Table 1's protocol on digits with the FFNN (``corel/digits_table1``); writes its winners file."""
     title = "COREL Table 1 protocol on digits (FFNN): λ chosen by validation accuracy"
-    return _table1(runs, out_dir, "corel/digits_table1", DIGITS, {"ffnn": "FFNN"}, title, with_paper=False)
+    return build_table1(runs, out_dir, "corel/digits_table1", DIGITS, {"ffnn": "FFNN"}, title, with_paper=False)
 
 
 # ---- Table 2 and Tables 3-4: the runs at the tuned λ --------------------------------------------------------------
@@ -380,9 +382,9 @@ def with_lambda(text: str, lams: set[float] | None) -> str:
 def lambda_notes(runs: list[Run]) -> list[str]:
     """Where Table 2's λ came from: Table 1's winners (``tuned_lambda_from``), the config's λ where a smoke run found
     no winners (``lambda_fallback``), or a value set on purpose."""
-    recorded = [r for r in runs if r.payload.get("config")]
+    recorded = [r for r in runs if r.record.config]
     tuned = sorted({str(r.get("tuned_lambda_from")) for r in recorded if r.get("tuned_lambda_from")})
-    fallback = sum(bool(r.payload.get("lambda_fallback")) for r in runs)
+    fallback = sum(bool(r.record.notes.get("lambda_fallback")) for r in runs)
     # What the command lines said (display only): a λ given there replaces the tuned one, which the resolved
     # config cannot tell from a winner.
     fixed = sum("loss.lam" in r.params for r in runs)
@@ -406,7 +408,7 @@ def lambda_notes(runs: list[Run]) -> list[str]:
         )
     if fixed:
         notes.append(f"{fixed} run(s) set loss.lam on the command line (λ fixed on purpose).")
-    partial = [r for r in runs if r.payload.get("tuned_lambda_incomplete") is not None]
+    partial = [r for r in runs if r.record.notes.get("tuned_lambda_incomplete") is not None]
     if partial:
         cells = sorted({"/".join(key_of(r, ("dataset", "model", "loss"))) for r in partial})
         notes.append(
@@ -416,7 +418,7 @@ def lambda_notes(runs: list[Run]) -> list[str]:
     return notes
 
 
-def _table2(
+def build_table2(
     runs: list[Run],
     datasets: dict[str, str],
     models: dict[str, str],
@@ -529,18 +531,13 @@ def _gaussian_best_claim(pairs: dict[str, tuple[float, float]]) -> Claim:
 
 def table2(runs: list[Run], out_dir: Path) -> Table:
     """Table 2: test accuracy (%) mean ± std over seeds at the best validation epoch, each loss at its tuned λ."""
-    return _table2(
-        runs,
-        _datasets(runs, DATASETS),
-        MODELS,
-        "COREL Table 2: test accuracy (%), mean ± std over seeds",
-        with_paper=True,
-    )
+    title = "COREL Table 2: test accuracy (%), mean ± std over seeds"
+    return build_table2(runs, _datasets(runs, DATASETS), MODELS, title, with_paper=True)
 
 
 def digits_table2(runs: list[Run], out_dir: Path) -> Table:
     """Table 2's protocol on digits with the FFNN (``corel/digits_table2``), each loss at digits_table1's λ."""
-    return _table2(
+    return build_table2(
         runs,
         DIGITS,
         {"ffnn": "FFNN"},
@@ -552,7 +549,7 @@ def digits_table2(runs: list[Run], out_dir: Path) -> Table:
 CLUSTER_METRICS = {"acc": "Acc", "ari": "ARI", "v_measure": "V-M", "silhouette": "Sil."}
 
 
-def _table3_4(
+def build_table3_4(
     runs: list[Run],
     datasets: dict[str, str],
     models: dict[str, str],
@@ -622,7 +619,7 @@ def _table3_4(
 
 def table3_4(runs: list[Run], out_dir: Path) -> Table:
     """Tables 3 (AGNews) and 4 (Fashion-MNIST): k-means / GMM clustering of the test representations."""
-    return _table3_4(
+    return build_table3_4(
         runs,
         {"agnews8": "AGNews (Table 3)", "fashion_mnist": "Fashion (Table 4)"},
         MODELS,
@@ -634,7 +631,7 @@ def table3_4(runs: list[Run], out_dir: Path) -> Table:
 def digits_table3_4(runs: list[Run], out_dir: Path) -> Table:
     """Tables 3-4's protocol on digits: clustering the test representations of corel/digits_table2's runs."""
     title = "COREL Tables 3-4 protocol on digits (FFNN): clustering the test representations"
-    return _table3_4(runs, DIGITS, {"ffnn": "FFNN"}, title, [])
+    return build_table3_4(runs, DIGITS, {"ffnn": "FFNN"}, title, [])
 
 
 COREL = {"cosine_corel": "Cosine", "gaussian_corel": "Gaussian"}  # the paper's two COREL losses
@@ -702,7 +699,7 @@ def _drop_claim(dataset: str, drops: dict[str, dict[str, Cell]]) -> Claim:
 def fig2(runs: list[Run], out_dir: Path) -> Table:
     """Figure 2: validation accuracy against λ on Fashion-MNIST with the CNN (a PNG line plot); a λ whose run
     diverged is listed as such and not plotted."""
-    return _fig2(runs, out_dir, "cnn", "COREL Figure 2: validation accuracy (%) against λ", "corel_fig2", [])
+    return build_fig2(runs, out_dir, "cnn", "COREL Figure 2: validation accuracy (%) against λ", "corel_fig2", [])
 
 
 def fig2_claim(tuning: Tuning | None, model: str = "cnn") -> Claim:
@@ -732,7 +729,7 @@ def fig2_claim(tuning: Tuning | None, model: str = "cnn") -> Claim:
     return replace(claim, detail=f"{chosen}; {claim.detail}")
 
 
-def _fig2(
+def build_fig2(
     runs: list[Run], out_dir: Path, model: str, title: str, figure: str, notes: list[str], tuned: Iterable[str] = TUNED
 ) -> Table:
     """Figure 2 for ``model``: validation accuracy against λ, a line per loss of ``tuned``, the paper's claim on
@@ -750,7 +747,7 @@ def _fig2(
             has_paper = not math.isnan(paper)  # NaN: the supplement plots no such λ (or it is below the axis)
             trained = c.values and lam not in t.diverged
             delta = f"{100 * c.mean - paper:+.2f}" if trained and has_paper else "—"
-            ours = "diverged" if lam in t.diverged else c.text(100)
+            ours = DIVERGED if lam in t.diverged else c.text(100)
             rows.append([LABELS[loss], f"{lam:g}", ours, f"{paper:.2f}" if has_paper else "n/a", delta])
         if t.diverged:
             diverged.append(f"{LABELS[loss]} λ = {_lams(t.diverged)}")

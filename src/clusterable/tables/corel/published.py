@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+from clusterable.record import DIVERGED, FAILED
 from clusterable.tables.common import logged_curve, pyplot, save_figure
 from clusterable.tables.corel import supplement
 from clusterable.tables.corel.paper import LABELS, fig2_claim, run_lambda, tune_lambda
@@ -83,7 +84,7 @@ def curves_table(runs: list[Run], out_dir: Path, title: str, stem: str) -> Table
                 pub = value(dataset, model, loss, lam)
                 before = best_before.get((dataset, model, loss, lam))
                 shown_before = f" (best epoch before: {max(before):.2f})" if before else ""
-                ours = f"diverged{shown_before}" if lam in gone else _cell(cell) if cell.values else "failed"
+                ours = f"{DIVERGED}{shown_before}" if lam in gone else _cell(cell) if cell.values else FAILED
                 delta = _num(cell.mean - pub, sign=True) if cell.values else "—"
                 found = [clustering.get((dataset, model, loss, lam, key)) for key in CLUSTERING]
                 shown = [
@@ -232,9 +233,9 @@ def fashion_recipe_search(runs: list[Run], out_dir: Path) -> Table:
         curve = logged_curve(run, "val/acc")
         best = max(curve, key=lambda p: (p[1], -p[0])) if curve else None
         outcome = (
-            "diverged"
+            DIVERGED
             if run.diverged
-            else "failed"
+            else FAILED
             if not run.ok
             else f"{100 * best[1]:.2f} ({best[0]})"
             if best

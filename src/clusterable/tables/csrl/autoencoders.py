@@ -493,12 +493,12 @@ def fig8(runs: list[Run], out_dir: Path) -> Table:
     """
     runs = [r for r in runs if r.ok and task(r) == CLUSTERING]
     # A stacked run's times are its stack's (hydra/launcher=stacked trains 15 runs as one model): not one run's.
-    stacked = [r for r in runs if "stacked" in r.payload]
-    runs = [r for r in runs if "stacked" not in r.payload]
+    stacked = [r for r in runs if r.record.stacked is not None]
+    runs = [r for r in runs if r.record.stacked is None]
     times: dict[tuple[str, str, str], Cell] = {}
     for r in runs:
         for key, _ in TIMINGS:
-            value = r.payload.get("timing", {}).get(key)
+            value = r.record.timing.get(key)
             if value is not None:
                 cell = times.setdefault((key, *key_of(r, ("dataset", "loss"))), Cell())
                 cell.values.append(value)

@@ -152,7 +152,7 @@ def tvae_figure(figure: str, title: str, runs: list[Run], out_dir: Path, one_cla
         ]
         for r in tvae + standard
     ]
-    rows += [[name(r), _model(r), f"failed: {r.payload.get('error')}", *[""] * 6, "n/a"] for r in runs if not r.ok]
+    rows += [[name(r), _model(r), f"failed: {r.record.error}", *[""] * 6, "n/a"] for r in runs if not r.ok]
     header = [
         "Run",
         "model",

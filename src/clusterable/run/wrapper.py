@@ -1,6 +1,6 @@
-"""A run's record: its ``metrics.json`` payload, and the one wrapper that turns however the run ended into a status.
+"""The one wrapper that turns however a run ended into its record's status (``record.RunRecord``).
 
-``recorded(ctx, payload)`` is the run layer's ``task_wrapper`` (lightning-hydra-template's ``utils.task_wrapper``):
+``recorded(ctx, record)`` is the run layer's ``task_wrapper`` (lightning-hydra-template's ``utils.task_wrapper``):
 a mistake in the input (config, contract, data, evaluator, a batch a head refuses) becomes one line and status
 ``failed``; a head that saw its own loss run away, ``diverged``; an evaluator that failed after training,
 ``partial`` (the other evaluators' metrics kept, the failed ones named in ``evaluators_failed``); a bug, one line
@@ -14,14 +14,25 @@ from __future__ import annotations
 import contextlib
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from clusterable import hydra_callbacks, interrupts
-from clusterable.run.cell import PARTIAL, release_cell
+from clusterable import interrupts
+from clusterable.outcomes import record_outcome
+from clusterable.record import (
+    DIVERGED,
+    FAILED,
+    INTERRUPTED,
+    INTERRUPTED_ERROR,
+    OK,
+    PARTIAL,
+    RunRecord,
+    Status,
+)
+from clusterable.run.cell import release_cell
 from clusterable.run.context import RunContext
 from clusterable.rundir import (
     code_version,
@@ -30,40 +41,34 @@ from clusterable.rundir import (
     remove_if_empty,
     run_mode,
     write_error,
-    write_metrics,
 )
 
 
-def new_payload(cfg: DictConfig, ctx: RunContext) -> dict[str, Any]:
+def new_record(cfg: DictConfig, ctx: RunContext) -> RunRecord:
     """The record of a run that has not finished yet (status ``failed`` until it does)."""
     prov = provenance(cfg, ctx.choices.get("debug"))
-    return {
-        "status": "failed",
-        "error": None,
-        "overrides": list(ctx.overrides),
-        "choices": dict(ctx.choices),
-        "seed": cfg.get("seed"),
-        "experiment": cfg.get("name"),
-        "mode": run_mode(prov),
-        "provenance": prov,
-        "code": code_version(),
-        "metrics": {},
-        "best_epoch": None,
-        "timing": {},
-    }
+    return RunRecord(
+        overrides=list(ctx.overrides),
+        choices=dict(ctx.choices),
+        seed=cfg.get("seed"),
+        experiment=cfg.get("name"),
+        mode=run_mode(prov),
+        provenance=prov,
+        code=code_version(),
+    )
 
 
 class EvaluationIncomplete(Exception):
     """Training finished and the run was evaluated, but some evaluators failed (``failures``: name ->
-    ``evaluation.runner.EvaluatorFailure``); the others' metrics are in the payload already. ``diverged``: the
+    ``evaluation.runner.EvaluatorFailure``); the others' metrics are in the record already. ``diverged``: the
     ``DivergedError`` that ended training after its best epoch, if any (the run is ``diverged`` once finished)."""
 
     def __init__(self, failures: dict[str, Any], diverged: BaseException | None = None) -> None:
         super().__init__(", ".join(f.error for f in failures.values()))
         self.failures, self.diverged = failures, diverged
 
-    def record(self, run_dir: Path, payload: dict[str, Any], rank_zero: bool) -> str:
-        """Record the failures in ``payload`` (``evaluators_failed``; a divergence as ``failed_epoch`` and
+    def record(self, run_dir: Path, record: RunRecord, rank_zero: bool) -> str:
+        """Record the failures in ``record`` (``evaluators_failed``; a divergence as ``failed_epoch`` and
         ``training_error``), the tracebacks of the evaluators' bugs in ``<run_dir>/traceback.txt``; the run's one
         line."""
         traces = {name: f.trace for name, f in self.failures.items() if f.trace}
@@ -71,17 +76,17 @@ class EvaluationIncomplete(Exception):
         if traces and rank_zero:
             with contextlib.suppress(OSError):  # the disk may be full: the line still names the evaluator
                 trace_file.write_text("".join(f"evaluator.{n}:\n{t}\n" for n, t in traces.items()))
-        payload["evaluators_failed"] = {
+        record.evaluators_failed = {
             name: {"stage": f.stage, "error": f.error + (f" (traceback: {trace_file})" if f.trace else "")}
             for name, f in self.failures.items()
         }
         if self.diverged is not None:
-            payload["failed_epoch"] = getattr(self.diverged, "epoch", None)
-            payload["training_error"] = str(self.diverged)
-        return incomplete_error(payload["evaluators_failed"])
+            record.failed_epoch = getattr(self.diverged, "epoch", None)
+            record.training_error = str(self.diverged)
+        return incomplete_error(record.evaluators_failed)
 
 
-def incomplete_error(failed: dict[str, dict[str, Any]]) -> str:
+def incomplete_error(failed: Mapping[str, Mapping[str, Any]]) -> str:
     """The one line of a ``partial`` run: the first failed evaluator's error, how many more failed, and how to
     finish the run."""
     errors = [entry["error"] for entry in failed.values()]
@@ -94,17 +99,16 @@ def incomplete_error(failed: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def evaluators_finished(payload: dict[str, Any], names: list[str]) -> None:
+def evaluators_finished(record: RunRecord, names: list[str]) -> None:
     """``names`` scored since (``clusterable.rescore``): taken off ``evaluators_failed``; the run's status is
     what training left (``ok``, or ``diverged`` with its error) once no failed evaluator is left, else the line
     names those that are."""
-    failed = {n: e for n, e in (payload.get("evaluators_failed") or {}).items() if n not in names}
+    failed = {n: e for n, e in (record.evaluators_failed or {}).items() if n not in names}
     if failed:
-        payload.update(evaluators_failed=failed, error=incomplete_error(failed))
+        record.evaluators_failed, record.error = failed, incomplete_error(failed)
         return
-    payload.pop("evaluators_failed", None)
-    error = payload.pop("training_error", None)
-    payload.update(status="diverged" if payload.get("failed_epoch") is not None else "ok", error=error)
+    record.status = DIVERGED if record.diverged else OK
+    record.error, record.training_error, record.evaluators_failed = record.training_error, None, None
 
 
 def input_errors() -> tuple[type[BaseException], ...]:
@@ -118,26 +122,26 @@ def input_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextlib.contextmanager
-def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -> Iterator[list]:
+def recorded(ctx: RunContext, record: RunRecord, rank_zero: bool = True) -> Iterator[list]:
     """Run the body, then record how it ended; yields the list the body appends its loggers to (closed here)."""
     from clusterable.module import DivergedError
 
     loggers: list = []
-    error, status = None, "failed"
+    error, status = None, FAILED
     try:
         yield loggers
     except EvaluationIncomplete as e:  # trained and evaluated, but not by every evaluator
-        error, status = e.record(ctx.run_dir, payload, rank_zero), PARTIAL
+        error, status = e.record(ctx.run_dir, record, rank_zero), PARTIAL
     except DivergedError as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
-        payload["failed_epoch"] = e.epoch
-        error, status = str(e), "diverged" if e.expected or payload["metrics"] else "failed"
+        record.failed_epoch = e.epoch
+        error, status = str(e), DIVERGED if e.expected or record.metrics else FAILED
     except input_errors() as e:
         error = str(e)
     except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C (and SIGTERM) into SystemExit
         # Ctrl-C or SIGTERM (clusterable.interrupts). A second one (the terminal's and the sweep's both reach a
         # worker) must not cut the record short.
         with interrupts.shielded():
-            finish(ctx, payload, "interrupted", rank_zero, loggers)
+            finish(ctx, record, INTERRUPTED_ERROR, rank_zero, loggers)
             if rank_zero:
                 print(
                     f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
@@ -153,49 +157,48 @@ def recorded(ctx: RunContext, payload: dict[str, Any], rank_zero: bool = True) -
                 with contextlib.suppress(OSError):
                     trace.write_text(traceback.format_exc())
             error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
-    finish(ctx, payload, error, rank_zero, loggers, status)
+    finish(ctx, record, error, rank_zero, loggers, status)
 
 
 def finish(
     ctx: RunContext,
-    payload: dict[str, Any],
+    record: RunRecord,
     error: str | None,
     rank_zero: bool,
     loggers: list = (),
-    status: str = "failed",
+    status: Status = FAILED,
     write: bool = True,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Record the run (rank 0 only): metrics.json, the loggers closed, the sweep's outcome, the printed summary.
     ``error``: the run did not finish, recorded with ``status`` (``failed``, ``diverged`` or ``partial``).
     ``write``: False leaves the cell's metrics.json as it is (a finished run of another config that this attempt
     never replaced)."""
     if error is not None:
-        payload.update(status=status, error=error)
+        record.status, record.error = status, error
     try:
-        close_loggers(loggers, ok=payload["status"] == "ok")
+        close_loggers(loggers, ok=record.ok)
     except OSError as e:  # a logger's last write (metrics.csv) on a full disk: the run cannot count as ok
         if not is_write_error(e):
             raise
-        if payload["error"] is None:
-            payload.update(status="failed", error=write_error(e))
+        if record.error is None:
+            record.status, record.error = FAILED, write_error(e)
     remove_if_empty(ctx.run_dir / f"{ctx.job_name}.log")
     if not rank_zero:
-        return payload
+        return record
     try:
         if write:
-            write_metrics(ctx.run_dir, payload)
+            record.write(ctx.run_dir)
     except OSError as e:  # nothing could be recorded: the printed line and the sweep's outcome still say why
         if not is_write_error(e):
             raise
-        payload.update(status="failed", error=payload["error"] or write_error(e))
+        record.status, record.error = FAILED, record.error or write_error(e)
     # An interrupted cell is counted apart in the sweep's summary (it is redone by the same command).
-    hydra_callbacks.record_outcome(
-        ctx.run_dir, "interrupted" if error == "interrupted" else payload["status"], payload["error"]
-    )
+    interrupted = error == INTERRUPTED_ERROR
+    record_outcome(ctx.run_dir, INTERRUPTED if interrupted else record.status, record.error)
     release_cell(ctx.run_dir)  # recorded: another process may reuse or redo the cell now
-    if error != "interrupted":
-        print_summary(ctx.run_dir, payload, ctx.single)
-    return payload
+    if not interrupted:
+        print_summary(ctx.run_dir, record, ctx.single)
+    return record
 
 
 def close_loggers(loggers: list, ok: bool) -> None:
@@ -207,29 +210,28 @@ def close_loggers(loggers: list, ok: bool) -> None:
             if wandb is not None and wandb.run is not None:
                 wandb.finish(exit_code=0 if ok else 1)
         else:
-            lg.finalize("success" if ok else "failed")
+            lg.finalize("success" if ok else "failed")  # Lightning's words (Logger.finalize), not a status
 
 
-def print_summary(run_dir: Path, payload: dict[str, Any], single: bool) -> None:
+def print_summary(run_dir: Path, record: RunRecord, single: bool) -> None:
     """Metrics and run directory on stdout (a run that diverged after a good epoch shows that epoch's); a run that
-    is not ok ends in one ``error:`` line on stderr and exit status 1 when it was asked for alone (a sweep's cells
-    say ``<status>: <cell>: <reason>`` on stdout and the sweep lists them at its end)."""
-    metrics = payload["metrics"]
+    is not ok ends in one ``error:`` line on stderr when it was asked for alone (``cli.main`` then exits 1; a
+    sweep's cells say ``<status>: <cell>: <reason>`` on stdout and the sweep lists them at its end)."""
+    metrics = record.metrics
     if metrics:
         rows = [(k, v) for k, v in sorted(metrics.items()) if k.startswith("test/") or k.startswith("model/")]
         width = max((len(k) for k, _ in rows), default=10)
         lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
-        best = "none (not trained)" if payload["best_epoch"] is None else payload["best_epoch"]
-        print("\n".join([f"run: {payload['status']}", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
-    if payload["status"] == "ok":
+        best = "none (not trained)" if record.best_epoch is None else record.best_epoch
+        print("\n".join([f"run: {record.status}", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
+    if record.ok:
         return
     # a partial run's line says itself that the other evaluators' metrics are kept
-    best = metrics and payload["status"] != PARTIAL
-    kept = f"; the metrics above are those of its best epoch ({payload['best_epoch']})" if best else ""
+    best = metrics and record.status != PARTIAL
+    kept = f"; the metrics above are those of its best epoch ({record.best_epoch})" if best else ""
     if single:
         if not metrics:
             print(f"run dir: {run_dir}")
-        print(f"error: {payload['error']}{kept}", file=sys.stderr)
-        hydra_callbacks.exit_status["code"] = 1
+        print(f"error: {record.error}{kept}", file=sys.stderr)
     else:
-        print(f"{payload['status']}: {run_dir.name}: {payload['error']}{kept}")
+        print(f"{record.status}: {run_dir.name}: {record.error}{kept}")
