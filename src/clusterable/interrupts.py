@@ -3,7 +3,7 @@
 A cluster ends a job at its time limit with SIGTERM (SLURM, then SIGKILL some seconds later), where a terminal
 sends SIGINT. Python turns only SIGINT into ``KeyboardInterrupt``; SIGTERM's default ends the process on the spot,
 with nothing recorded. ``interruptible()`` (``clusterable.cli`` wraps the whole command in it) makes both raise
-``KeyboardInterrupt``, so that every path that records Ctrl-C (the run layer's ``record.recorded``, the stacked
+``KeyboardInterrupt``, so that every path that records Ctrl-C (the run layer's ``wrapper.recorded``, the stacked
 members, the joblib launcher's workers) records SIGTERM the same way: the running cells ``interrupted``, the
 sweep's summary printed, and the same command resumes. ``exit_status()`` is then the shell's ``128 + signal``:
 130 after Ctrl-C, 143 after SIGTERM.

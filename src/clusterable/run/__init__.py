@@ -2,7 +2,7 @@
 
 ``run(cfg, ctx)`` reads like lightning-hydra-template's ``train``: resolve the config once, reuse the cell or
 clean it, assemble the parts, fit, evaluate the best epoch, record. Every way a run can end is mapped to a status
-by one wrapper (``record.recorded``); each paper's special case lives in the part it concerns (COREL's λ fallback
+by one wrapper (``wrapper.recorded``); each paper's special case lives in the part it concerns (COREL's λ fallback
 in its resolver, the word vectors in the text dataset, per-sample steps in the module).
 
     from clusterable.run import RunContext, run
