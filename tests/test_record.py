@@ -152,3 +152,17 @@ def test_no_exit_status_global_and_no_launcher_matched_by_its_class_name() -> No
     assert not [p for p, t in text.items() if "exit_status[" in t]
     by_name = re.compile(r"""["'](joblib|stacked|Slurm|OptunaSweeper)["'] in """)
     assert not [str(p) for p, t in text.items() if by_name.search(t)]
+
+
+def test_a_kept_record_is_reused_by_its_grid_not_trained_again(train) -> None:
+    """The cell identity of a record written before ``RunRecord`` (schema 1) is unchanged: its grid, run again
+    where the record is restored, skips it."""
+    import shutil
+
+    sweep = ROOT / "results" / "multirun" / "full" / "corel" / "digits_table1"
+    cells = [sweep / "dataset=digits,loss.lam=0.1,loss=center,model=ffnn"]
+    assert all("schema" not in json.loads((c / "metrics.json").read_text()) for c in cells)
+    for cell in cells:
+        shutil.copytree(cell, train.outputs / "multirun" / "full" / "corel" / "digits_table1" / cell.name)
+    result = train("-m", "experiment=corel/digits_table1", "loss=center", "loss.lam=0.1")
+    assert result.code == 0 and "sweep: 0 ok, 0 failed, 1 skipped" in result.out, result
