@@ -96,6 +96,7 @@ def execute_job(
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
         sweep_config.hydra.job.num = idx
+    with open_dict(sweep_config.hydra.launcher):  # a structured node (JobLibLauncherConf): opened on its own
         sweep_config.hydra.launcher[PARALLEL_JOBS] = parallel
     HydraConfig.instance().set_config(sweep_config)
     return run_job(
