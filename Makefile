@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test test-all lint format bench smoke clean device-check-prepare device-check-dry-run
+.PHONY: install train test test-fast test-all lint format bench smoke clean device-check-prepare device-check-dry-run
 
 install: $(STAMP)
 
@@ -20,6 +20,10 @@ train: install
 
 test: install
 	$(PY) -m pytest -m "not slow" -q
+
+# The inner loop: what runs no whole command (tests/conftest.py marks those by the fixture they take), in minutes.
+test-fast: install
+	$(PY) -m pytest -m "not slow and not command" -q
 
 test-all: install
 	$(PY) -m pytest -q

@@ -18,6 +18,17 @@ ROOT = Path(__file__).resolve().parents[1]
 STRAY = ("csv", "lightning_logs", "wandb")
 
 
+# The fixtures that run a whole command (train.py in this process, a script in a subprocess): a test that takes one
+# is marked ``command`` here, not by hand, and ``make test-fast`` leaves it out.
+COMMAND_FIXTURES = frozenset({"train", "cli", "launch"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if COMMAND_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.command)
+
+
 @pytest.fixture(autouse=True)
 def _nothing_written_into_the_repository() -> Iterator[None]:
     """Fail the test after which a logger's folder appeared in the repository's root, naming it."""
@@ -89,3 +100,31 @@ def cli(tmp_path: Path):
 
     run.outputs = outputs  # type: ignore[attr-defined]
     return run
+
+
+@pytest.fixture
+def launch(tmp_path: Path):
+    """``launch("-m", "loss=cce,center", ...)`` -> the ``train.py`` process started with those arguments, not waited
+    for (its own process group, as a shell starts a command: a test sends it signals), outputs under
+    ``tmp_path / "outputs"``."""
+
+    def start(*args: str) -> subprocess.Popen:
+        outputs = tmp_path / "outputs"
+        env = {
+            **os.environ,
+            **_env(outputs),
+            "OMP_NUM_THREADS": "1",
+            "HYDRA_FULL_ERROR": os.environ.get("HYDRA_FULL_ERROR", ""),
+        }
+        env.pop("CLUSTERABLE_TORCH_THREADS")
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "train.py"), *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    return start

@@ -38,29 +38,6 @@ JOBLIB_SWEEP = [
 ]
 
 
-def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
-    """``train.py *args`` in a subprocess (its own process group, as a shell starts a command), outputs under
-    ``tmp_path / "outputs"``."""
-    outputs = tmp_path / "outputs"
-    env = {
-        **os.environ,
-        "CLUSTERABLE_OUTPUTS": str(outputs),
-        "CLUSTERABLE_DATA": str(outputs / "data"),
-        "WANDB_MODE": "offline",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
 def _wait_for_start(tmp_path: Path, proc: subprocess.Popen, timeout: float = 120) -> list[int]:
     """The process ids of the cells that started training, once one has."""
     started, deadline = tmp_path / "started", time.monotonic() + timeout
@@ -82,8 +59,8 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["sigint-to-main", "ctrl-c-in-terminal"])
-def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resumes(tmp_path, to_group):
-    proc = _start(tmp_path, *JOBLIB_SWEEP)
+def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resumes(tmp_path, launch, to_group):
+    proc = launch(*JOBLIB_SWEEP)
     try:
         _wait_for_start(tmp_path, proc)
         time.sleep(0.5)  # both workers under way
@@ -110,7 +87,7 @@ def test_ctrl_c_stops_a_joblib_sweep_and_its_workers_and_the_same_command_resume
     assert not list((tmp_path / "outputs").rglob(".joblib-*")), "the launch's control folder was left behind"
     if not to_group:
         return  # the resume is the same either way: checked once
-    again = _start(tmp_path, *JOBLIB_SWEEP)
+    again = launch(*JOBLIB_SWEEP)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0 and "sweep: 4 ok, 0 failed, 0 skipped (" in out, (out, err)
     assert sorted(m["status"] for m in all_metrics(tmp_path / "outputs")) == ["ok"] * 4
@@ -127,7 +104,7 @@ LAUNCHERS = {
 
 
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
-def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, launcher):
+def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, launch, launcher):
     # A cluster's time limit: SIGTERM to the command. Each launcher records the cells it runs `interrupted`, prints
     # the summary and exits 143 (128 + SIGTERM); a stacked grid's members are each recorded.
     args = [
@@ -141,7 +118,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_p
         *QUICK,
         *LAUNCHERS[launcher],
     ]
-    proc = _start(tmp_path, *args)
+    proc = launch(*args)
     try:
         _wait_for_start(tmp_path, proc)
         time.sleep(0.5)  # under way (both joblib workers)
@@ -164,7 +141,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does_and_the_same_command_resumes(tmp_p
     assert err.count("interrupted: ") == len(runs) and "run the same command again" in err
     if not launcher.startswith("stacked"):
         return  # the resume is the launchers' own, checked under Ctrl-C; the stacked ones here
-    again = _start(tmp_path, *args)
+    again = launch(*args)
     out, err = again.communicate(timeout=300)
     cells = 2 if launcher == "stacked" else 4
     assert again.returncode == 0 and f"sweep: {cells} ok, 0 failed, 0 skipped (" in out, (out, err)
@@ -257,10 +234,10 @@ def test_single_runs_started_at_one_instant_each_get_their_own_folder(train, mon
     assert {p.parent.parent.name for p in metrics_files(train.outputs)} == {"default"}  # runs/<name>/<stamp>
 
 
-def test_three_single_runs_started_together_each_get_their_own_folder(tmp_path):
+def test_three_single_runs_started_together_each_get_their_own_folder(tmp_path, launch):
     # Three interpreters at once (26 s on 2 busy cores): started together, they may meet in one second.
     args = ["dataset=iris", "loss=cce", "logger=none", "debug=fast", *QUICK]
-    procs = [_start(tmp_path, *args) for _ in range(3)]
+    procs = [launch(*args) for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0 and "busy" not in out and "Traceback" not in err, (out, err)
@@ -270,9 +247,9 @@ def test_three_single_runs_started_together_each_get_their_own_folder(tmp_path):
     assert {p.parent.name.rsplit("_", 1)[1] for p in files} == {str(p.pid) for p in procs}  # each its own
 
 
-def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train, tmp_path):
+def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train, tmp_path, launch):
     args = ["-m", SEARCHPATH, "loss=slow", "name=locked", "trainer.max_epochs=3", *QUICK]
-    first = _start(tmp_path, *args)
+    first = launch(*args)
     try:
         _wait_for_start(tmp_path, first)
         second = train(*args)  # the same cell, while the first process trains it
@@ -293,11 +270,11 @@ def test_a_running_cell_is_busy_for_a_second_sweep_which_never_touches_it(train,
     assert "sweep: 0 ok, 0 failed, 1 skipped (" in third.out
 
 
-def test_two_concurrent_sweeps_on_one_folder_share_the_cells_without_a_traceback(tmp_path):
+def test_two_concurrent_sweeps_on_one_folder_share_the_cells_without_a_traceback(tmp_path, launch):
     args = ["-m", SEARCHPATH, "loss=slow", "seed=0,1", "name=shared", "trainer.max_epochs=2", *QUICK]
-    procs = [_start(tmp_path, *args)]
+    procs = [launch(*args)]
     _wait_for_start(tmp_path, procs[0])
-    procs.append(_start(tmp_path, *args))
+    procs.append(launch(*args))
     results = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0 and "Traceback" not in out + err, (out, err)
