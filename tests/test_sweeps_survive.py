@@ -441,14 +441,14 @@ def test_a_config_file_edited_during_a_sweep_fails_the_later_cells_not_mixes_the
 
 def test_nothing_writable_at_all_is_still_one_line(train, monkeypatch):
     # The checkpoint and metrics.json both fail: the run cannot be recorded, but it says why and exits 1.
-    import clusterable.rundir as rundir
+    import clusterable.record as record
 
     _full_disk_after(monkeypatch, saves_ok=0)
 
     def dump(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(rundir.json, "dump", dump)
+    monkeypatch.setattr(record.json, "dump", dump)
     result = train("loss=cce", "trainer.max_epochs=1", *QUICK)
     assert result.code == 1, result
     (line,) = result.error_lines()

@@ -26,7 +26,7 @@ exit status 2, nothing recorded), and an Optuna search whose range reaches outsi
 (``search_space_problem``), and the cells sweeper checks each cell's config as it composes it (the whole sweep
 refused, exit 2, before any cell runs). ``run.checks.check_config`` runs it again in the run layer, for what reaches
 a run another way (an Optuna trial's searched value, a stacked member, a test calling ``run.run``): the run is
-recorded ``failed``. """
+recorded ``failed``."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from clusterable import budgets, domains
-from clusterable.outcomes import CONFIG_SNAPSHOT, RECORDS_ENV, config_digests, unwritten
+from clusterable.outcomes import CONFIG_SNAPSHOT, RECORDS_ENV, SWEEP_ERROR, config_digests, unwritten
 from clusterable.record import DIVERGED, FAILED, OK, PARTIAL, SKIPPED, STATUSES
 
 # The sweep under way in this process, so that one Hydra does not finish (Ctrl-C) still ends with its summary.
@@ -35,6 +35,8 @@ _sweeps: list[SweepSummary] = []
 # The tallies of the sweeps summarized since ``end_sweep`` last returned them: what ``cli.main`` derives its exit
 # status from.
 _tallies: list[dict[str, int]] = []
+# A tally's count of the sweep's own failures (outcomes.record_sweep_error), beside its cells' statuses.
+SWEEP_FAILED = "sweep_failed"
 
 
 class CommandLineError(Exception):
@@ -166,8 +168,10 @@ class SweepSummary(Callback):
         outcomes += unwritten.pop(str(self.records), [])
         shutil.rmtree(self.records, ignore_errors=True)
         os.environ.pop(RECORDS_ENV, None)
+        errors = [o["error"] for o in outcomes if o["cell"] == SWEEP_ERROR]  # the sweep's own: no cell's
+        outcomes = [o for o in outcomes if o["cell"] != SWEEP_ERROR]
         counts = {s: sum(o["status"] == s for o in outcomes) for s in STATUSES}
-        _tallies.append(counts)
+        _tallies.append({**counts, SWEEP_FAILED: len(errors)})
         diverged = f"{counts[DIVERGED]} diverged, " if counts[DIVERGED] else ""
         # Shown only when a cell had them, so that the usual line stays the one users (and scripts) know.
         rare = "".join(f", {counts[s]} {s}" for s in STATUSES[4:] if counts[s])
@@ -192,6 +196,8 @@ class SweepSummary(Callback):
             more = f"{len(failed)} cells ({failed[0]} and {len(failed) - 1} more)"
             where = failed[0] if len(failed) == 1 else more
             print(f"{status}: {where}: {error}", file=sys.stderr)
+        for error in errors:
+            print(error, file=sys.stderr)
 
 
 def end_sweep() -> list[dict[str, int]]:
@@ -206,8 +212,9 @@ def end_sweep() -> list[dict[str, int]]:
 
 def sweep_failed(tally: dict[str, int]) -> bool:
     """Whether a sweep's tally makes its command fail (exit 1): a cell failed, or is partial (trained, an
-    evaluator failed). Diverged cells are results of their grid; skipped ones were finished before."""
-    return bool(tally.get(FAILED) or tally.get(PARTIAL))
+    evaluator failed), or the sweep itself failed (a search in which no trial finished). Diverged cells are results
+    of their grid; skipped ones were finished before."""
+    return bool(tally.get(FAILED) or tally.get(PARTIAL) or tally.get(SWEEP_FAILED))
 
 
 def discard_sweep() -> None:

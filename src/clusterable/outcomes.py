@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clusterable.record import Status
+from clusterable.record import FAILED, Status
 
 RECORDS_ENV = "CLUSTERABLE_SWEEP_RECORDS"
 # In a sweep's outcome folder: the digest of every config file its cells compose from, taken when the sweep starts.
@@ -44,6 +44,18 @@ def record_outcome(run_dir: Path, status: Status, error: str | None, cell: str |
         # Kept in memory instead: a cell of this process (basic or stacked launcher) is still counted, and a
         # failure on a full disk still makes the exit status 1.
         unwritten.setdefault(folder, []).append(record)
+
+
+def record_sweep_error(error: str) -> None:
+    """A failure of the sweep itself, not of a cell (a search in which no trial finished): printed by the summary
+    and failing the command (exit 1), never counted as a cell. No-op outside a sweep."""
+    folder = os.environ.get(RECORDS_ENV)
+    if folder:
+        record_outcome(Path(folder), FAILED, error, cell=SWEEP_ERROR)
+
+
+# The ``cell`` of an outcome that is the sweep's own (``record_sweep_error``).
+SWEEP_ERROR = "(the sweep itself)"
 
 
 def config_digests(roots: Sequence[str]) -> dict[str, str]:

@@ -42,8 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from clusterable.hydra_callbacks import CommandLineError
 from clusterable.metric_names import monitor_direction
-from clusterable.outcomes import record_outcome
-from clusterable.record import FAILED
+from clusterable.outcomes import record_sweep_error
 from clusterable.rundir import IGNORED_IN_COMPARISON
 
 TYPES = ("float", "int", "categorical")
@@ -282,13 +281,9 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:  # told to the sweep's summary as a failure of the search: the command exits 1
-        record_outcome(
-            folder,
-            FAILED,
-            f"no trial of {len(study.trials)} finished with a value of "
-            f"{config.optimized_metric} (failed or diverged: see the failed cells above); nothing to "
-            "report",
-            cell="optuna",
+        record_sweep_error(
+            f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed or "
+            "diverged: see the failed cells above); nothing to report"
         )
         return
     best = study.best_trial
