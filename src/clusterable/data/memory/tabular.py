@@ -111,7 +111,7 @@ def _padded(x: np.ndarray, size: int) -> np.ndarray:
     return np.pad(images, ((0, 0), (before, after), (before, after)))
 
 
-def _image_subset(
+def image_subset(
     train: tuple[np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray] | None,
     classes: Sequence[int],
@@ -184,7 +184,7 @@ def read_digits_subset(
     ``pad_to``: zero-pad the 8x8 images to ``pad_to`` x ``pad_to`` (None: as they are), ``inputs`` (N, pad_to^2).
     """
     x, y = load_digits(return_X_y=True)
-    return _image_subset((x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed, pad_to)
+    return image_subset((x, y), None, classes, per_class, test_per_class, scale, denoise, noise, noise_seed, pad_to)
 
 
 def read_mnist_subset(
@@ -235,7 +235,7 @@ def read_mnist_subset(
         return files[images].numpy(), files[labels].numpy()
 
     held = None if test_per_class is None or train_file == "test" else arrays(False)
-    splits = _image_subset(
+    splits = image_subset(
         arrays(train_file == "train"),
         held,
         classes,
