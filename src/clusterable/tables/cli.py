@@ -46,6 +46,7 @@ from pathlib import Path
 from clusterable.record import DIVERGED
 from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.tables.protocol import protocol_note
+from clusterable.tables.readings import readings_note
 from clusterable.tables.report import (
     MixedRuns,
     Run,
@@ -166,6 +167,7 @@ def build(
     if seeds := seed_note(runs):
         table.notes.insert(1 if note else 0, seeds)
     table.notes += [n for n in (copies_note(runs), code_note(runs), rescored_note(runs)) if n]
+    table.notes += readings_note(runs)  # a row made under a reading of ours says so, with its switch
     for exp in experiments:  # steps, lr... set on the command line: said under the title
         if odd := protocol_note([r for r in runs if r.record.experiment == exp], exp):
             table.notes.insert(0, odd)
