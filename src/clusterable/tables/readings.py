@@ -42,7 +42,8 @@ READINGS = (
     Reading(
         "corel_authors_loss",
         lambda r: r.get("loss") in ("gaussian_corel_authors", "gaussian_corel_authors_fixed_gamma"),
-        'Reading: the rows of the authors\' Gaussian-COREL ("authors\' loss", "authors\' code") compute it as their code does '
+        'Reading: the rows of the authors\' Gaussian-COREL ("authors\' loss", "authors\' code") compute it as their '
+        "code does "
         "(kiankd/corel2019, corel/loss_functions.py GaussianARLoss: weights λ² and (1 − λ)², bounded below), "
         "not eq. 6 as the paper prints it; our reading of the loss behind the supplement's curves. "
         "loss=gaussian_corel is eq. 6.",
