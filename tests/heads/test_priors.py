@@ -183,3 +183,34 @@ def test_vamp_prior_is_the_posterior_averaged_over_pseudo_inputs():
     assert prior.pseudo_inputs.grad is not None and mu_layer.weight.grad is not None
     with pytest.raises(ValueError, match=r"^num_pseudo_inputs must be >= 1"):
         VampPrior(0, [3])
+
+
+def test_algorithm_4_as_printed_is_q_minus_p_and_pushes_the_posterior_away_from_the_prior():
+    """``formula="thesis_alg4"``: Safir 2022's Algorithm 4 as printed, ``Q - P`` with ``P`` the posterior's quadratic
+    term, by a loop over the draws; minimised, it moves ``mu`` away from the prior where the KL moves it towards."""
+    mu, logvar = posterior(n=3, d=2, seed=4)
+    g = torch.Generator().manual_seed(5)
+    eps = torch.randn((1, 3, 2), generator=g, dtype=torch.float64)
+    unit = lambda z: gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z))  # noqa: E731
+    got = kl_monte_carlo(mu, logvar, unit, samples=1, generator=torch.Generator().manual_seed(5), formula="thesis_alg4")
+    for row in range(3):
+        z = mu[row] + torch.exp(0.5 * logvar[row]) * eps[0, row]
+        q = float(unit(z[None])[0])
+        p = sum(-0.5 * float((z[j] - mu[row, j]) ** 2 / torch.exp(logvar[row, j])) for j in range(2))
+        assert float(got[row]) == pytest.approx(q - p, rel=1e-12)
+    far = torch.full((1, 2), 2.0, dtype=torch.float64, requires_grad=True)
+    spread = torch.zeros((1, 2), dtype=torch.float64)
+    for formula, way in (("exact", 1.0), ("thesis_alg4", -1.0)):
+        far.grad = None
+        kl = kl_monte_carlo(
+            far.expand(20_000, 2),
+            spread.expand(20_000, 2),
+            unit,
+            samples=1,
+            generator=torch.Generator().manual_seed(0),
+            formula=formula,
+        ).mean()
+        kl.backward()
+        assert torch.all(torch.sign(far.grad) == way), (formula, far.grad)  # descent: towards 0 / away from it
+    with pytest.raises(ValueError, match="formula must be one of"):
+        kl_monte_carlo(mu, logvar, unit, samples=1, formula="alg4")

@@ -438,3 +438,17 @@ def test_a_run_with_almost_no_labels_goes_on_through_unlabelled_batches(train):
     (path,) = metrics_files(train.outputs)
     m = json.loads(path.read_text())
     assert m["status"] == "ok" and math.isfinite(m["metrics"]["train/loss"]), m
+
+
+def test_algorithm_4_s_printed_sign_is_a_switch_of_the_monte_carlo_kl_heads() -> None:
+    with pytest.raises(ValueError, match=r"kl_formula=thesis_alg4 is the thesis's Monte Carlo KL .*set prior=gmm"):
+        make("dml_unit", kl_formula="thesis_alg4")
+    mu, logvar = torch.zeros(5, LATENT), torch.zeros(5, LATENT)
+    exact, printed = make("dml_gmm"), make("dml_gmm", kl_formula="thesis_alg4")
+    torch.manual_seed(1)
+    a = exact.kl(mu, logvar)
+    torch.manual_seed(1)
+    b = printed.kl(mu, logvar)
+    # the same draws: log q - log p against log p - P, P = -0.5 eps^2 (log q = P - d/2 log 2 pi)
+    assert torch.allclose(a + b, torch.full_like(a, -0.5 * LATENT * math.log(2 * math.pi)), atol=1e-5)
+    assert make("mvae", kl_formula="thesis_alg4").kl_formula == "thesis_alg4"

@@ -22,6 +22,7 @@ def run(loss: str, **config) -> Run:
         (run("pce", lam=None), "pce_lambda", "loss.lam=<number>"),
         (run("mvae", kl_scale="per_value"), "safir_kl_scale", "loss.kl_scale=per_row"),
         (run("gaussian_corel_authors_fixed_gamma", lam=0.5), "corel_authors_loss", "loss=gaussian_corel is eq. 6"),
+        (run("dml_prior", prior="gmm", kl_formula="thesis_alg4"), "safir_alg4_sign", "loss.kl_formula=exact"),
     ],
 )
 def test_a_row_made_under_a_reading_names_it_and_its_switch(made: Run, reading: str, switch: str) -> None:

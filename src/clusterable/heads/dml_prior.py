@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from clusterable import checks
-from clusterable.heads.priors import GMMPrior, kl_monte_carlo, kl_unit_gaussian
+from clusterable.heads.priors import KL_FORMULAS, GMMPrior, KLFormula, kl_monte_carlo, kl_unit_gaussian
 from clusterable.heads.semi_supervised import Schedule, SemiSupervisedHead, reparameterise
 
 Prior = Literal["unit", "gmm"]
@@ -40,6 +40,9 @@ class DMLPrior(SemiSupervisedHead):
         prior: ``unit`` or ``gmm``.
         kl_samples: Monte Carlo draws per row for the GMM prior, >= 1 (unused by the unit prior).
         gmm_logvar: the GMM components' log-variance (§5.2: 1).
+        kl_formula: the GMM prior's Monte Carlo KL: ``exact`` (the KL) or ``thesis_alg4`` (Algorithm 4 as printed,
+            ``priors.kl_monte_carlo``: minus a KL estimate; a reading kept to test which one the thesis's tables
+            fit). The unit prior's KL is analytic (§5.2), so it takes ``exact`` only.
 
     Attributes:
         mu, logvar: the Linear layers D -> d; gmm: the ``GMMPrior`` (None for the unit prior); metric: the
@@ -60,6 +63,7 @@ class DMLPrior(SemiSupervisedHead):
         prior: Prior = "unit",
         kl_samples: int = 1,
         gmm_logvar: float = 1.0,
+        kl_formula: KLFormula = "exact",
     ):
         super().__init__(num_classes, embedding_dim, latent_dim, metric, schedule, alpha, gamma)
         self.prior = checks.one_of("prior", prior, PRIORS)
@@ -67,6 +71,13 @@ class DMLPrior(SemiSupervisedHead):
         if not math.isfinite(gmm_logvar):
             raise ValueError(f"gmm_logvar must be finite, got {gmm_logvar}")
         self.gmm = GMMPrior(self.latent_dim, gmm_logvar) if self.prior == "gmm" else None
+        self.kl_formula = checks.one_of("kl_formula", kl_formula, KL_FORMULAS)
+        if self.kl_formula != "exact" and self.gmm is None:
+            raise ValueError(
+                f"kl_formula={kl_formula} is the thesis's Monte Carlo KL (Algorithm 4), which it uses "
+                "with the GMM prior; the unit prior's KL is analytic (§5.2): set prior=gmm, or "
+                "kl_formula=exact"
+            )
         self.mu = nn.Linear(self.embedding_dim, self.latent_dim)
         self.logvar = nn.Linear(self.embedding_dim, self.latent_dim)
 
@@ -74,7 +85,7 @@ class DMLPrior(SemiSupervisedHead):
         """KL(N(mu, diag exp(logvar)) || prior) per row (N,) for ``mu``, ``logvar`` (N, d)."""
         if self.gmm is None:
             return kl_unit_gaussian(mu, logvar)
-        return kl_monte_carlo(mu, logvar, self.gmm.log_prob, self.kl_samples)
+        return kl_monte_carlo(mu, logvar, self.gmm.log_prob, self.kl_samples, formula=self.kl_formula)
 
     def forward(self, embeddings: Tensor, labels: Tensor, epoch: int = 0, **batch: Any) -> dict[str, Tensor]:
         """``loss``, ``supervised`` (L_S, in the epochs that weigh it) and ``kl`` (L_U, the batch mean) for

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from clusterable import checks
-from clusterable.heads.priors import VampPrior, kl_monte_carlo
+from clusterable.heads.priors import KL_FORMULAS, KLFormula, VampPrior, kl_monte_carlo
 from clusterable.heads.semi_supervised import (
     REDUCTIONS,
     Reduction,
@@ -68,6 +68,9 @@ class MVAE(SemiSupervisedHead):
             ``recon_reduction=mean``) or ``per_row`` (the per-row KL as it is, to go with ``sum``).
         kl_samples: Monte Carlo draws per row for the KL term, >= 1.
         negative_slope: the decoder's LeakyReLU slope, >= 0.
+        kl_formula: ``exact`` (the KL) or ``thesis_alg4`` (Algorithm 4 as printed, ``priors.kl_monte_carlo``:
+            minus a KL estimate, the VampPrior's full log-density as its prior term; a reading kept to test which
+            one the thesis's tables fit).
 
     Attributes:
         mu, logvar: the Linear layers D -> d; decoder: the decoder MLP; prior: the ``VampPrior``; metric: the
@@ -93,6 +96,7 @@ class MVAE(SemiSupervisedHead):
         kl_scale: KLScale = "per_value",
         kl_samples: int = 1,
         negative_slope: float = 0.01,
+        kl_formula: KLFormula = "exact",
     ):
         super().__init__(num_classes, embedding_dim, latent_dim, metric, schedule, alpha, gamma)
         self.input_dim = checks.input_dim(input_shape)
@@ -103,6 +107,7 @@ class MVAE(SemiSupervisedHead):
         # the weight on the per-row KL in L_U (see the class docstring)
         self.kl_weight = self.beta / self.input_dim if kl_scale == "per_value" else self.beta
         self.kl_samples = int(checks.at_least("kl_samples", kl_samples, 1))
+        self.kl_formula = checks.one_of("kl_formula", kl_formula, KL_FORMULAS)
         slope = float(checks.at_least("negative_slope", negative_slope, 0))
         checks.at_least("pseudo_inputs", pseudo_inputs, 1)
         self.mu = nn.Linear(self.embedding_dim, self.latent_dim)
@@ -122,6 +127,7 @@ class MVAE(SemiSupervisedHead):
             logvar,
             lambda z: self.prior.log_prob(z, lambda u: self.posterior(encoder(u))),
             self.kl_samples,
+            formula=self.kl_formula,
         )
 
     def forward(

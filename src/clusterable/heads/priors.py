@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
@@ -55,12 +56,19 @@ def hypercube_means(d: int) -> Tensor:
     return bits.float() * 2 - 1
 
 
+# How a Monte Carlo KL term is computed: ``exact`` (the KL, unbiased) or ``thesis_alg4`` (Safir 2022's Algorithm 4
+# as printed: its sign and its quadratic-only posterior term; see ``kl_monte_carlo``).
+KLFormula = Literal["exact", "thesis_alg4"]
+KL_FORMULAS: tuple[str, ...] = get_args(KLFormula)
+
+
 def kl_monte_carlo(
     mu: Tensor,
     logvar: Tensor,
     log_prior: Callable[[Tensor], Tensor],
     samples: int,
     generator: torch.Generator | None = None,
+    formula: KLFormula = "exact",
 ) -> Tensor:
     """``KL(q(z|x) || p(z))`` per row by Monte Carlo over reparameterised draws (Safir 2022, Algorithm 4):
     ``mean_s [log q(z_s|x) - log p(z_s)]`` with ``z_s = mu + exp(logvar / 2) * eps_s``, ``eps_s ~ N(0, I)``.
@@ -69,11 +77,19 @@ def kl_monte_carlo(
     full log-densities (normalisers included), the prior's being the whole mixture (``log_prior``), so the
     estimate is unbiased and its gradient reaches ``mu`` and ``logvar`` through the draws.
 
+    ``formula="thesis_alg4"`` computes Algorithm 4 as the thesis prints it instead, a reading kept to test which
+    one its tables fit: ``P = -0.5 (z - mu)^2 / exp(logvar)`` (the posterior's quadratic term, summed over the
+    dimensions), ``Q = log p(z)`` and ``return Q - P``, which is minus a KL estimate: minimised, it pushes the
+    draws away from the prior. With ``z`` reparameterised, ``P = -0.5 eps^2`` carries no gradient, so nothing
+    keeps the posterior's variance. ``Q`` is the prior's full log-density (for the fixed GMM prior its normaliser
+    is a constant: the same gradient as its quadratic terms; the thesis names one prior Gaussian, not a mixture).
+
     Args:
         mu, logvar: (N, d) the Gaussian posterior q(z|x).
         log_prior: ``(M, d) -> (M,)`` log p(z); called once, on all N * ``samples`` draws.
         samples: S >= 1 draws per row.
         generator: draws from this generator (on its own device, then moved), else torch's global one.
+        formula: ``exact`` or ``thesis_alg4`` (above).
     Returns:
         (N,) the estimates.
     """
@@ -83,9 +99,13 @@ def kl_monte_carlo(
         eps = torch.randn(shape, dtype=mu.dtype, device=mu.device)
     else:
         eps = torch.randn(shape, generator=generator, dtype=mu.dtype, device=generator.device).to(mu.device)
+    formula = checks.one_of("formula", formula, KL_FORMULAS)
     z = mu + torch.exp(0.5 * logvar) * eps  # (S, N, d)
-    log_q = gaussian_log_density(z, mu, logvar)  # (S, N)
     log_p = log_prior(z.reshape(-1, mu.shape[-1])).reshape(samples, -1)
+    if formula == "thesis_alg4":  # Q - P, P the posterior's quadratic term alone
+        quadratic = -0.5 * ((z - mu).pow(2) / torch.exp(logvar)).sum(-1)  # (S, N)
+        return (log_p - quadratic).mean(0)
+    log_q = gaussian_log_density(z, mu, logvar)  # (S, N)
     return (log_q - log_p).mean(0)
 
 

@@ -40,6 +40,13 @@ READINGS = (
         "scale; loss.kl_scale=per_row takes the KL as it is (with loss.recon_reduction=sum).",
     ),
     Reading(
+        "safir_alg4_sign",
+        lambda r: r.get("loss.kl_formula") == "thesis_alg4",
+        "Reading: the KL term is Safir 2022's Algorithm 4 as printed, Q − P (the prior's log-density minus the "
+        "posterior's quadratic term): minus a KL estimate, kept to test which reading the thesis's tables fit; "
+        "loss.kl_formula=exact is the KL.",
+    ),
+    Reading(
         "corel_authors_loss",
         lambda r: r.get("loss") in ("gaussian_corel_authors", "gaussian_corel_authors_fixed_gamma"),
         'Reading: the rows of the authors\' Gaussian-COREL ("authors\' loss", "authors\' code") compute it as their '
