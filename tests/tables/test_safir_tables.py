@@ -22,6 +22,7 @@ HEADS = {
     "dml_ae": ("dml_ae", {}),
     "dml_unit": ("dml_prior", {"loss.prior": "unit"}),
     "dml_gmm": ("dml_prior", {"loss.prior": "gmm"}),
+    "dml_gmm_alg4": ("dml_prior", {"loss.prior": "gmm", "loss.kl_formula": "thesis_alg4"}),
     "mvae": ("mvae", {}),
     "mvae_joint": ("mvae", {"loss.schedule": "joint"}),
 }
@@ -176,6 +177,31 @@ def test_table6_3_checks_that_the_priors_fall_to_chance(tmp_path):
         "one seed: means compared, no test; unit-prior cells: 0 of 18 above chance, 18 below; GMM-prior cells: 1 of "
         "18 above chance, 17 below"
     )
+
+
+def test_algorithm_4_s_printed_sign_is_a_row_of_its_own_beside_the_exact_kl(tmp_path):
+    """``safir/digits6_3_alg4`` sets the GMM prior's rows under Algorithm 4 as printed beside digits6_3's runs: the
+    sign tells the rows apart (``thesis_model``), and the table's notes name the reading."""
+    for model, experiment, acc in (("dml_gmm", "safir/digits6_3", 0.3), ("dml_gmm_alg4", "safir/digits6_3_alg4", 0.1)):
+        for seed in (0, 1):
+            run_of(
+                tmp_path,
+                experiment,
+                model=model,
+                pl=10,
+                ls=2,
+                seed=seed,
+                alpha=0.33,
+                metrics=knn(acc + seed / 100),
+                dataset="digits",
+            )
+    runs, _ = load_runs(tmp_path, ("safir/digits6_3", "safir/digits6_3_alg4"))
+    assert sorted({safir.thesis_model(r) for r in runs}) == ["dml_gmm", "dml_gmm_alg4"]
+    table = safir.digits6_3_alg4(runs, tmp_path)
+    row = next(
+        r for r in table.rows if r[0].startswith("10 ") and r[1].endswith("Algorithm 4 as printed") and r[2] == "0.33"
+    )
+    assert row[4].startswith("0.1050 ± ")
 
 
 def test_table6_5_per_metric_loss_and_claim_3(tmp_path):
