@@ -56,6 +56,7 @@ def test_schema_1_notes_move_under_notes_and_write_as_schema_2(tmp_path: Path) -
         ({"status": "ok", "acc": 0.9}, "unknown key 'acc': not a field of RunRecord"),
         ({"status": "ok", "metrics": [0.9]}, "metrics is a list, not a dict"),
         ({"schema": SCHEMA + 1}, f"schema {SCHEMA + 1} is newer than this clusterable's ({SCHEMA})"),
+        ({"schema": "2"}, "schema is '2', not a version number"),
     ],
 )
 def test_anything_else_is_refused_in_one_line(payload, message: str) -> None:

@@ -242,6 +242,8 @@ class RunRecord:
                 "program, or of a newer clusterable)"
             )
         data.setdefault("schema", 1)
+        if not isinstance(data["schema"], int) or isinstance(data["schema"], bool):
+            raise RecordError(f"schema is {data['schema']!r}, not a version number")
         if data["schema"] > SCHEMA:
             raise RecordError(f"schema {data['schema']} is newer than this clusterable's ({SCHEMA}): upgrade it")
         for name, kind in (("metrics", dict), ("overrides", list), ("timing", dict), ("notes", dict)):
