@@ -213,13 +213,11 @@ def _trained(run_dir: Path) -> RunRecord:
     """The run's record, refused in one line unless it is of a trained run (``TRAINED``) with metrics."""
     try:
         record = RunRecord.read(run_dir)
-    except RecordError:
-        record = None
-        what = "cannot be read"
-    else:
-        what = "is missing"
+    except RecordError as e:  # "<file>: <why>"
+        why = str(e).removeprefix(f"{Path(run_dir) / METRICS_FILE}: ")
+        raise RescoreError(f"its {METRICS_FILE} cannot be read ({why})") from None
     if record is None:
-        raise RescoreError(f"its {METRICS_FILE} {what}")
+        raise RescoreError(f"its {METRICS_FILE} is missing")
     if record.status not in TRAINED or not record.metrics:
         raise RescoreError(f"not a trained run (status {record.status}): only a run whose training finished is scored")
     return record
