@@ -65,7 +65,7 @@ SAFIR = {"dml", "dml_ae", "dml_prior", "mvae"}
 REPRESENTING = {"ae1", "ae2", "ae3", *CLUSTERING, *SAFIR}
 RECONSTRUCTING = {"ae1", "ae2", "ae3", "tae1", "tae2", "ptae", "trbm"}
 # Heads that recognise their own loss running away (Gaussian-COREL below lambda = 0.5).
-WATCHING = {"gaussian_corel", "gaussian_corel_authors", "gaussian_corel_authors_fixed_gamma"}
+WATCHING = {"gaussian_corel", "gaussian_corel_authors", "gaussian_corel_authors_fixed_gamma", "dml_prior", "mvae"}
 OWN_LR = CLASSIFYING | PML
 
 # What train.py passes: C = 3 classes, flat 4x4 "images" (inputs in [0, 1] for the RBM) through the identity

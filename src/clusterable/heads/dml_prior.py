@@ -12,14 +12,21 @@ import torch
 from torch import Tensor, nn
 
 from clusterable import checks
-from clusterable.heads.priors import KL_FORMULAS, GMMPrior, KLFormula, kl_monte_carlo, kl_unit_gaussian
+from clusterable.heads.priors import (
+    KL_FORMULAS,
+    GMMPrior,
+    KLFormula,
+    WatchesPrintedKL,
+    kl_monte_carlo,
+    kl_unit_gaussian,
+)
 from clusterable.heads.semi_supervised import Schedule, SemiSupervisedHead, reparameterise
 
 Prior = Literal["unit", "gmm"]
 PRIORS: tuple[str, ...] = get_args(Prior)
 
 
-class DMLPrior(SemiSupervisedHead):
+class DMLPrior(WatchesPrintedKL, SemiSupervisedHead):
     """``mu = W_mu h + b_mu``, ``logvar = W_v h + b_v`` (N, d) from the encoder output h (N, D); in training
     ``z = mu + exp(logvar / 2) * eps`` (the reparameterisation), in evaluation ``z = mu``. L_S is the metric loss
     on the labelled rows of z (Algorithm 3: ``m(z, y)``), ``L_U = kl`` the batch mean of KL(q(z|x) || p(z)):

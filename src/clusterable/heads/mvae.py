@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from clusterable import checks
-from clusterable.heads.priors import KL_FORMULAS, KLFormula, VampPrior, kl_monte_carlo
+from clusterable.heads.priors import KL_FORMULAS, KLFormula, VampPrior, WatchesPrintedKL, kl_monte_carlo
 from clusterable.heads.semi_supervised import (
     REDUCTIONS,
     Reduction,
@@ -26,7 +26,7 @@ KLScale = Literal["per_value", "per_row"]
 KL_SCALES: tuple[str, ...] = get_args(KLScale)
 
 
-class MVAE(SemiSupervisedHead):
+class MVAE(WatchesPrintedKL, SemiSupervisedHead):
     """MetricVAE: ``mu = W_mu h + b_mu``, ``logvar = W_v h + b_v`` (N, d) from the encoder output h (N, D); in
     training ``z = mu + exp(logvar / 2) * eps``, in evaluation ``z = mu``; ``x^ = g(z)`` (N, d_in) by the decoder
     MLP. L_S is the metric loss on the labelled rows of z (Algorithm 5: ``m(z, y)``) and
