@@ -68,6 +68,8 @@ SYMBOLS: dict[str, str] = {
     "°": r"$^\circ$",
     "²": r"$^2$",
     "³": r"$^3$",
+    "ᵀ": r"$^\top$",  # a transpose (PCE's reading: ZᵀZ/n)
+    "₂": r"$_2$",
     "→": r"$\rightarrow$",
     "←": r"$\leftarrow$",
     "↔": r"$\leftrightarrow$",
