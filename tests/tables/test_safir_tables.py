@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from clusterable.record import RunRecord
 from clusterable.tables import safir
 from clusterable.tables.common import published
 from clusterable.tables.report import load_runs, p_text
@@ -202,6 +203,26 @@ def test_algorithm_4_s_printed_sign_is_a_row_of_its_own_beside_the_exact_kl(tmp_
         r for r in table.rows if r[0].startswith("10 ") and r[1].endswith("Algorithm 4 as printed") and r[2] == "0.33"
     )
     assert row[4].startswith("0.1050 ± ")
+    # every run of a cell ran away: the cell says diverged, not failed
+    for seed in (0, 1):
+        cell = run_of(
+            tmp_path,
+            "safir/digits6_3_alg4",
+            model="dml_gmm_alg4",
+            pl=10,
+            ls=2,
+            seed=seed,
+            alpha=0.66,
+            metrics=None,
+            dataset="digits",
+        )
+        record = RunRecord.read(cell)
+        record.status, record.failed_epoch = "diverged", 5
+        record.write(cell)
+    runs, _ = load_runs(tmp_path, ("safir/digits6_3", "safir/digits6_3_alg4"))
+    rows = safir.digits6_3_alg4(runs, tmp_path).rows
+    row = next(r for r in rows if r[0].startswith("10 ") and r[1].endswith("as printed") and r[2] == "0.66")
+    assert row[4] == "diverged"
 
 
 def test_table6_5_per_metric_loss_and_claim_3(tmp_path):

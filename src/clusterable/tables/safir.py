@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterable.record import FAILED
+from clusterable.record import DIVERGED, FAILED
 from clusterable.tables.common import load_npz, logged_curve, published, pyplot, save_figure
 from clusterable.tables.report import (
     DOES_NOT_HOLD,
@@ -141,16 +141,18 @@ def grouped(runs: list[Run]) -> dict[Setting, list[Run]]:
 
 @dataclass
 class Ours:
-    """Our values of one metric in one cell (one per finished seed) and how many runs failed."""
+    """Our values of one metric in one cell (one per finished seed), how many runs failed and, of those, how many
+    ran away (``diverged``: Algorithm 4's printed KL is unbounded below)."""
 
     values: list[float]
     failed: int
     runs: int
+    diverged: int = 0
 
     @classmethod
     def of(cls, runs: list[Run], key: str) -> Ours:
         values = [v for r in runs if r.ok and (v := r.metric(key)) is not None and not math.isnan(v)]
-        return cls(values, len(runs) - len(values), len(runs))
+        return cls(values, len(runs) - len(values), len(runs), sum(r.record.status == DIVERGED for r in runs))
 
     @property
     def mean(self) -> float:
@@ -161,7 +163,7 @@ class Ours:
         if not self.runs:
             return "not run"
         if not self.values:
-            return FAILED
+            return DIVERGED if self.diverged == self.runs else FAILED
         std = float(np.std(self.values, ddof=1)) if len(self.values) > 1 else 0.0
         out = f"{self.mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
         if mark and paper is not None:
