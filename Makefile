@@ -21,9 +21,11 @@ train: install
 test: install
 	$(PY) -m pytest -m "not slow" -q
 
-# The inner loop: what runs no whole command (tests/conftest.py marks those by the fixture they take), in minutes.
+# The inner loop, in minutes: what runs no whole command (tests/conftest.py marks those by the fixture they take) and
+# walks no whole catalogue (each experiment composed and stepped, each docs page or table rebuilt: marked catalogue),
+# one pytest-xdist worker per core (each with one torch thread: tests/conftest.py).
 test-fast: install
-	$(PY) -m pytest -m "not slow and not command" -q
+	$(PY) -m pytest -m "not slow and not command and not catalogue" -q -n auto
 
 test-all: install
 	$(PY) -m pytest -q

@@ -23,6 +23,15 @@ STRAY = ("csv", "lightning_logs", "wandb")
 COMMAND_FIXTURES = frozenset({"train", "cli", "launch"})
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # One torch thread per test process: the tests' tensors are tiny, so a second thread buys nothing but its
+    # start-up, and under ``pytest -n 2`` (``make test-fast``) each worker owns one core; two threads apiece would
+    # put four on two cores (a CPU job against a second thread runs many times slower).
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if COMMAND_FIXTURES & set(getattr(item, "fixturenames", ())):

@@ -181,6 +181,7 @@ def tuned_lambda_winners(tmp_path: Path, cfg, cells: list[list[str]], lam: float
     return [f"paths.output_dir={tmp_path}"]
 
 
+@pytest.mark.catalogue
 @pytest.mark.parametrize("name", options("experiment"))
 def test_experiments_compose_and_run_a_batch(tmp_path, name):
     cfg = composed(tmp_path, f"experiment={name}", "debug=smoke")

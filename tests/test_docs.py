@@ -639,6 +639,7 @@ def hydra_conf():
     composed.cache_clear()
 
 
+@pytest.mark.catalogue
 @pytest.mark.parametrize("page", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
 def test_page_names_what_exists(hydra_conf, tmp_path, page: Path):
     checker = Checker(page, page_files(page), tmp_path, outside_files(page))

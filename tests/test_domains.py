@@ -480,6 +480,7 @@ def test_the_thread_count_from_the_environment_names_the_variable(tmp_path, monk
 GROUPS_HANDED_ON = ("optimizer", "scheduler", "trainer", "logger", "loss", "evaluator", "hparams_search")
 
 
+@pytest.mark.catalogue
 @pytest.mark.parametrize("group", GROUPS_HANDED_ON)
 def test_every_option_of_our_configs_lies_in_its_domains(tmp_path: Path, group: str) -> None:
     root = Path(CONFIG_DIR) / group

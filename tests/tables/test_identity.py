@@ -146,6 +146,7 @@ CASES = {
 }
 
 
+@pytest.mark.catalogue
 @pytest.mark.parametrize("paper", sorted(CASES))
 def test_a_table_from_runs_with_blank_overrides_is_the_same_table(tmp_path, make_tables, paper):
     build, tables = CASES[paper]
