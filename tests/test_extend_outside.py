@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import json
 import re
-import runpy
 import shlex
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from test_docs import CONF, ROOT, _fences, outside_files
 from test_extend_examples import GUIDE, OUTSIDE
 
 from clusterable.contracts import Head, StacksScalars, require
+from clusterable.tables.cli import main as tables_main
 
 
 def _section() -> str:
@@ -92,11 +92,13 @@ class Shell:
         if words[0] == "clusterable-train":
             GlobalHydra.instance().clear()
             return self.train(*words[1:])
-        if words[0] == "python" and len(words) == 2 and (self.cwd / words[1]).is_file():
+        if words[0] == "clusterable-tables":
             self.capsys.readouterr()
-            runpy.run_path(str(self.cwd / words[1]), run_name="__main__")
+            with self.monkeypatch.context() as patch:
+                patch.chdir(self.cwd)
+                code = tables_main(words[1:])
             out, err = self.capsys.readouterr()
-            return Result(0, out, err)
+            return Result(code, out, err)
         raise AssertionError(f"the test does not run `{shlex.join(words)}`: teach Shell.run")
 
     def without_pythonpath(self, words: list[str]) -> Result | None:
@@ -161,7 +163,7 @@ def test_the_section_commands_run_as_shown(shell):
         if result is not None:
             assert result.code == 0, (shlex.join(words), result.out[-2000:], result.err)
             results.append((words, result))
-    assert [w[0] for w, _ in results] == ["clusterable-train", "clusterable-train", "python"], results
+    assert [w[0] for w, _ in results] == ["clusterable-train", "clusterable-train", "clusterable-tables"], results
     (single, run), (sweep, swept), (_, table) = results
     assert "run: ok" in run.out
     # The sweep stacks, as the section says it does, and records a run per cell where the section says.
@@ -175,10 +177,12 @@ def test_the_section_commands_run_as_shown(shell):
     assert len(runs) == cells and all(r["status"] == "ok" and r["stacked"]["members"] == cells for r in runs)
     # The table: a row per temperature of the sweep, each cell a mean ± std over its seeds.
     temperatures = next(w.partition("=")[2] for w in sweep if w.startswith("loss.temperature=")).split(",")
-    rows = [line for line in table.out.splitlines() if line.startswith(f"| {_option('loss')} |")]
-    assert [row.split("|")[2].strip() for row in rows] == temperatures, table.out
-    assert all(row.count("±") == 2 for row in rows) and f"{cells} full runs" in table.out, table.out
+    rows = [line for line in table.out.splitlines() if line.split("|")[1:2] in ([f" {t} "] for t in temperatures)]
+    assert [row.split("|")[1].strip() for row in rows] == temperatures, table.out
+    assert all(row.count("±") == 2 for row in rows) and f"{cells} runs (0 not ok) named {name} [full]" in table.out
     assert "Runs (seeds) per configuration: 2" in table.out, table.out
+    assert re.search(r"^- \[(holds|not shown \(p = [0-9.]+\))\] loss.temperature=", table.out, re.M), table.out
+    assert (shell.cwd / "outputs" / "tables" / f"runs_{name}.csv").is_file()
 
 
 @pytest.mark.parametrize("args, printed", _shown_failing(), ids=[" ".join(a[-3:]) for a, _ in _shown_failing()])

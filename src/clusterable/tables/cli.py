@@ -7,6 +7,7 @@
     clusterable-tables dscl/digits             # also dscl/table1, dscl/table2, dscl/table3
     clusterable-tables safir/table6_1          # also table6_2 ... table6_6, fig6_2, fig6_3, digits6_1 ...
     clusterable-tables cross/fashion           # every clustering loss of the five papers on one recipe
+    clusterable-tables --runs myproject --by loss.temperature --metrics test/acc,test/kmeans/acc   # your own runs
 
 ``clusterable-tables`` is the installed command (``pip install clusterable``); in a checkout,
 ``python scripts/make_tables.py`` is the same (and ``clusterable-train`` is ``python train.py``). Both read the runs
@@ -29,6 +30,13 @@ versions share a cell only with ``--pool-code-versions``. A metric re-scored aft
 counts as made with the evaluator settings it was re-scored with: a cell never pools it with the same metric made
 otherwise, and a note names the settings.
 
+``--runs NAME`` tabulates any runs, your own experiments' as much as the papers': the runs that recorded NAME as
+their config's ``name`` (their sweep folder) or as their ``experiment=`` option, a row per value of the ``--by``
+keys (default: the keys their configs differ in, the seed aside), a column per ``--metrics`` metric (default: the
+metric the runs optimise), mean ± std over the seeds, under the same rules as the paper tables; the row with the
+best mean of each metric is tested against each other row (Welch's t over the seeds). Written as
+``<outputs>/tables/runs_<NAME>.md`` (and .tex, .csv).
+
 Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json or an array file that
 cannot be read (each one named), the selected runs mix modes, data sources or budgets, or the runs of one cell differ
 in more than their seed (trainer steps, learning rate, λ, data files, code...: one line on stderr naming the keys
@@ -45,6 +53,7 @@ from pathlib import Path
 
 from clusterable.record import DIVERGED
 from clusterable.rundir import UnreadableRuns, tables_dir
+from clusterable.tables import runs as own_runs
 from clusterable.tables.protocol import protocol_note
 from clusterable.tables.readings import readings_note
 from clusterable.tables.report import (
@@ -58,6 +67,7 @@ from clusterable.tables.report import (
     rescored_note,
     seed_note,
 )
+from clusterable.tables.runs import RunsError
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
 
@@ -66,7 +76,10 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     """The command line (``argv``: sys.argv[1:] if None); ``train``: the training command its messages name.
     Returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("table", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
+    parser.add_argument("table", nargs="?", help="<paper>/<table>, e.g. corel/table2, csrl/fig2")
+    parser.add_argument("--runs", metavar="NAME", help="tabulate the runs named NAME (their name or experiment)")
+    parser.add_argument("--by", metavar="KEYS", help="with --runs: comma-separated config keys, a row per value")
+    parser.add_argument("--metrics", metavar="KEYS", help="with --runs: comma-separated metrics, a column each")
     # The folder the training command writes to: $CLUSTERABLE_OUTPUTS when set (src/clusterable/conf/train.yaml,
     # paths.output_dir), else outputs.
     parser.add_argument(
@@ -88,6 +101,12 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     )
     args = parser.parse_args(argv)
 
+    if (args.table is None) == (args.runs is None):
+        parser.error("give a paper's table (<paper>/<table>) or --runs NAME, not both or neither")
+    if args.runs is not None:
+        return runs_main(args)
+    if args.by is not None or args.metrics is not None:
+        parser.error("--by and --metrics shape a table of --runs; a paper's table has its own rows")
     paper, _, name = args.table.partition("/")
     if paper not in PAPERS:
         parser.error(f"unknown paper {paper!r}; choose from {', '.join(PAPERS)}")
@@ -112,6 +131,48 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     counts = f"{diverged} diverged, {failed} failed" if diverged else f"{failed} failed"
     experiment = " + ".join(sources(args.table))
     print(f"\n{len(runs)} runs ({counts}) of {experiment} [{mode}]; written: {', '.join(map(str, paths))}")
+    return 0
+
+
+def _listed(text: str | None) -> list[str] | None:
+    """A comma-separated option as a list (None where not given); an empty item is refused."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if not all(items):
+        raise RunsError(f"{text!r} has an empty item: give keys separated by single commas")
+    return items
+
+
+def runs_main(args: argparse.Namespace) -> int:
+    """``--runs``: the table of any runs (``tables.runs``), written and printed like a paper's."""
+    try:
+        by, metrics = _listed(args.by), _listed(args.metrics)
+        runs, mode = own_runs.load(args.outputs, args.runs, args.mode, args.pool_code_versions)
+        if not runs:
+            print(
+                f"no runs named {args.runs!r} under {args.outputs}/ (mode {args.mode}): a run's name is its config's "
+                f"name (its sweep folder) or its experiment= option",
+                file=sys.stderr,
+            )
+            return 1
+        if by is None:
+            by = own_runs.varying_keys(runs)
+        if metrics is None:
+            optimized = sorted({str(m) for r in runs if (m := r.get("optimized_metric"))})
+            if len(optimized) != 1:
+                raise RunsError(f"the runs optimise {optimized or 'no metric'}: name the columns with --metrics")
+            metrics = optimized
+        table = own_runs.runs_table(args.runs, runs, by, metrics)
+    except (MixedRuns, UnreadableRuns, RunsError) as err:
+        print(f"error: --runs {args.runs}: {err}", file=sys.stderr)
+        return 2
+    annotate(table, runs, mode, experiments=())
+    stem = "runs_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in args.runs)
+    paths = table.write(tables_dir(args.outputs, mode), stem)
+    print(table.markdown())
+    failed = sum(not r.ok for r in runs)
+    print(f"\n{len(runs)} runs ({failed} not ok) named {args.runs} [{mode}]; written: {', '.join(map(str, paths))}")
     return 0
 
 
@@ -160,6 +221,14 @@ def build(
     out_dir = tables_dir(outputs, mode) if out_dir is None else out_dir
     # A cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written.
     table = getattr(module, name)(runs, out_dir)
+    annotate(table, runs, mode, experiments)
+    return table, runs, mode, out_dir
+
+
+def annotate(table: Table, runs: list[Run], mode: str, experiments: tuple[str, ...]) -> None:
+    """The notes every table prints under it, added to ``table``: its mode in the title; where its numbers come
+    from, the seeds, copies, code versions, re-scoring, the readings its rows were made under, and each of
+    ``experiments`` whose runs depart from its protocol."""
     suffix, note = describe(runs, mode)
     table.title = f"{table.title} — {suffix}"
     if note:
@@ -171,7 +240,6 @@ def build(
     for exp in experiments:  # steps, lr... set on the command line: said under the title
         if odd := protocol_note([r for r in runs if r.record.experiment == exp], exp):
             table.notes.insert(0, odd)
-    return table, runs, mode, out_dir
 
 
 if __name__ == "__main__":

@@ -796,6 +796,7 @@ class Table:
     claims: list[Claim] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
     claims_of: str = "the paper"  # whose claims ``claims`` are: "the papers" for a table across papers
+    claims_title: str = ""  # the line above the claims, where they are no paper's ("Claims of ..." otherwise)
 
     def markdown(self) -> str:
         lines = [f"### {self.title}", "", "| " + " | ".join(self.header) + " |"]
@@ -803,7 +804,8 @@ class Table:
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         lines += [""] + [f"> {n}" for n in self.notes]
         if self.claims:
-            lines += ["", f"Claims of {self.claims_of}, checked on our numbers:"] + [c.line() for c in self.claims]
+            title = self.claims_title or f"Claims of {self.claims_of}, checked on our numbers:"
+            lines += ["", title] + [c.line() for c in self.claims]
         if self.figures:
             lines += [""] + [f"Figure: {p}" for p in self.figures]
         return "\n".join(lines)
