@@ -58,6 +58,10 @@ class NothingToFinish(Exception):
     """A run asked to be finished (no ``evaluator=...``) whose evaluators all scored: nothing to do, no failure."""
 
 
+class AlreadyScored(Exception):
+    """A run that already has every metric the evaluators made (and no ``--replace``): skipped, no failure."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="clusterable-eval", description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="+", help="run directories or experiment names, then evaluator overrides")
@@ -79,18 +83,22 @@ def main(argv: list[str] | None = None) -> int:
     except RescoreError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    failed = idle = 0
+    failed = idle = skipped = 0
     for run_dir in runs:
         try:
             print(f"{run_dir}: {rescore(run_dir, evaluators, args.replace, args.projector)}")
         except NothingToFinish as e:
             idle += 1
             print(f"{run_dir}: {e}")
+        except AlreadyScored as e:
+            skipped += 1
+            print(f"{run_dir}: skipped: {e}")
         except Exception as e:  # noqa: BLE001  (each run's failure is its line; the others go on)
             failed += 1
             print(f"{run_dir}: not re-scored: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     nothing = f", {idle} with nothing to finish" if idle else ""
-    print(f"rescore: {len(runs) - failed - idle} re-scored{nothing}, {failed} failed")
+    nothing += f", {skipped} skipped (already scored; --replace scores them again)" if skipped else ""
+    print(f"rescore: {len(runs) - failed - idle - skipped} re-scored{nothing}, {failed} failed")
     return 1 if failed else 0
 
 
@@ -117,6 +125,8 @@ def evaluator_nodes(overrides: list[str]) -> DictConfig:
             cfg = compose("train", overrides=overrides)
     except HydraException as e:
         raise RescoreError(str(e).splitlines()[0]) from None
+    if not cfg.get("evaluator"):  # evaluator=[] composes no node at all
+        raise RescoreError(f"{' '.join(overrides)} names no evaluator: {NAME_EVALUATORS}")
     return cfg.evaluator
 
 
@@ -166,6 +176,12 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
         represented, parts.datamodule, parts.evaluators, cfg.eval_stages, parts.module.head, run_dir, cfg.seed, failures
     )
     clash = sorted(set(metrics) & set(record.metrics))
+    if metrics and len(clash) == len(metrics) and not replace and not failures and not finishing:
+        if projector is not None and "test" in represented:
+            _export(projector, run_dir, represented["test"])
+        raise AlreadyScored(
+            f"it already has all {len(clash)} metrics ({', '.join(clash[:3])}{' ...' * (len(clash) > 3)})"
+        )
     if clash and not replace:
         raise RescoreError(
             f"it already has {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} (--replace overwrites)"
@@ -327,6 +343,27 @@ def _export(folder: Path, run_dir: Path, test: tuple) -> None:
     (folder / f"{name}.tsv").write_text("\n".join("\t".join(f"{v:.6g}" for v in row) for row in rows) + "\n")
     labels = split["labels"].detach().cpu().tolist()
     (folder / f"{name}_labels.tsv").write_text("\n".join(str(v) for v in labels) + "\n")
+    write_projector_config(folder)
+
+
+PROJECTOR_CONFIG = "projector_config.pbtxt"
+
+
+def write_projector_config(folder: Path) -> Path:
+    """``projector_config.pbtxt``: every ``<name>.tsv`` of ``folder`` with its ``<name>_labels.tsv``, the file
+    TensorBoard's projector reads (``tensorboard --logdir <folder>`` lists each run's embedding by its name)."""
+    blocks = []
+    for tensor in sorted(folder.glob("*.tsv")):
+        if tensor.name.endswith("_labels.tsv"):
+            continue
+        labels = tensor.with_name(f"{tensor.stem}_labels.tsv")
+        lines = [f'  tensor_name: "{tensor.stem}"', f'  tensor_path: "{tensor.name}"']
+        if labels.exists():
+            lines.append(f'  metadata_path: "{labels.name}"')
+        blocks.append("embeddings {\n" + "\n".join(lines) + "\n}\n")
+    path = folder / PROJECTOR_CONFIG
+    path.write_text("".join(blocks))
+    return path
 
 
 if __name__ == "__main__":

@@ -59,10 +59,17 @@ def test_a_run_without_kept_representations_is_embedded_again_from_its_checkpoin
 
 
 def test_what_cannot_be_rescored_is_one_line(runs, capsys, tmp_path) -> None:
-    # metrics it already has
-    assert rescore([str(runs["fresh"]), "evaluator=[clustering]"]) == 1
-    assert "not re-scored: it already has test/" in capsys.readouterr().out
+    # every metric it already has: skipped, not failed; --replace scores it again
+    before = _metrics(runs["fresh"])
+    assert rescore([str(runs["fresh"]), "evaluator=[clustering]"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{runs['fresh']}: skipped: it already has all ") and "test/" in out[0]
+    assert out[-1] == "rescore: 0 re-scored, 1 skipped (already scored; --replace scores them again), 0 failed"
+    assert _metrics(runs["fresh"]) == before
     assert rescore([str(runs["fresh"]), "evaluator=[clustering]", "--replace"]) == 0
+    # some of them: refused, nothing added (which setting made a metric must stay one)
+    assert rescore([str(runs["fresh"]), "evaluator=[clustering,retrieval]"]) == 1
+    assert "not re-scored: it already has test/" in capsys.readouterr().out
     # nothing kept, no checkpoint
     for name in ("representations.npz", "head.pt", "checkpoints/best.ckpt"):
         (runs["plain"] / name).unlink()
@@ -81,6 +88,11 @@ def test_what_cannot_be_rescored_is_one_line(runs, capsys, tmp_path) -> None:
     assert "neither a run directory nor an experiment with runs" in capsys.readouterr().err
     assert rescore([str(runs["fresh"]), "evaluator=[nope]"]) == 2
     assert "nope" in capsys.readouterr().err
+    assert rescore([str(runs["fresh"]), "evaluator=[]"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: evaluator=[] names no evaluator: name the evaluators to run: evaluator=[clustering] (and "
+        "evaluator.<name>.<option>=...)"
+    )
 
 
 def test_the_projector_export_writes_vectors_and_labels(runs, tmp_path) -> None:
@@ -88,6 +100,18 @@ def test_the_projector_export_writes_vectors_and_labels(runs, tmp_path) -> None:
     vectors = (tmp_path / "proj" / f"{runs['plain'].name}.tsv").read_text().splitlines()
     labels = (tmp_path / "proj" / f"{runs['plain'].name}_labels.tsv").read_text().splitlines()
     assert len(vectors) == len(labels) > 0 and all(len(v.split("\t")) > 1 for v in vectors)
+    # the config TensorBoard's projector reads, naming each run's files (a second run's export joins the first's)
+    assert (
+        rescore([str(runs["fresh"]), "evaluator=[classification]", "--replace", "--projector", str(tmp_path / "proj")])
+        == 0
+    )
+    config = (tmp_path / "proj" / "projector_config.pbtxt").read_text()
+    for run in (runs["fresh"], runs["plain"]):
+        assert (
+            f'embeddings {{\n  tensor_name: "{run.name}"\n  tensor_path: "{run.name}.tsv"\n'
+            f'  metadata_path: "{run.name}_labels.tsv"\n}}\n'
+        ) in config
+    assert config.count("embeddings {") == 2
 
 
 def test_a_run_recorded_before_runs_kept_representations_is_still_reused() -> None:
