@@ -29,6 +29,7 @@ from clusterable.preflight import check_group_options, null_groups, swept_group_
 from clusterable.record import OK, RunRecord
 from clusterable.run import RunContext, run
 from clusterable.rundir import is_write_error, write_error
+from clusterable.searchpath import SearchPathError, with_searchpath
 
 # The records of the single runs (not a sweep's cells) this command ran: what its exit status is derived from.
 _single_runs: list[RunRecord] = []
@@ -59,6 +60,12 @@ def _hydra_choices() -> dict | None:
 
 def main() -> None:
     _single_runs.clear()
+    # -cd/--config-dir and $CLUSTERABLE_SEARCHPATH become the one hydra.searchpath override the preflight reads too.
+    try:
+        sys.argv[1:] = with_searchpath(sys.argv[1:])
+    except SearchPathError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     # `scheduler=null` (no scheduler) as Hydra takes it, `~scheduler`; a group every run needs is refused.
     args, problem = null_groups(sys.argv[1:])
     if problem:

@@ -45,6 +45,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable.record import METRICS_FILE, PARTIAL, TRAINED, RecordError, RescoreEntry, RunRecord
+from clusterable.searchpath import KEY, SearchPathError, with_searchpath
 
 CHECKPOINT = Path("checkpoints") / "best.ckpt"
 NAME_EVALUATORS = "name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
@@ -70,17 +71,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replace", action="store_true", help="overwrite metrics the runs already have")
     parser.add_argument("--projector", type=Path, default=None, help="also export test representations there")
     # intermixed: the runs, options and evaluator overrides in any order (`e2e --outputs X evaluator=[...]`)
+    parser.add_argument("-cd", "--config-dir", action="append", default=[], help="a config folder of your own")
     args = parser.parse_intermixed_args(argv)
-    overrides = [t for t in args.targets if t.startswith(("evaluator", "+evaluator"))]
-    targets = [t for t in args.targets if not t.startswith(("evaluator", "+evaluator"))]
+    composing = ("evaluator", "+evaluator", KEY)  # what composes the evaluators: a folder of yours holds some
+    overrides = [t for t in args.targets if t.startswith(composing)]
+    targets = [t for t in args.targets if not t.startswith(composing)]
     try:
+        if any(o.startswith(("evaluator", "+evaluator")) for o in overrides):  # finishing a run composes none
+            overrides = with_searchpath([*overrides, *(f"--config-dir={d}" for d in args.config_dir)])
+        else:
+            overrides = []
         evaluators = evaluator_nodes(overrides) if overrides else None
         runs = find_runs(targets, Path(args.outputs) if args.outputs else None, args.mode)
         if evaluators is None and not any(_evaluators_failed(r) for r in runs):
             raise RescoreError(
                 f"{NAME_EVALUATORS}; without them it finishes runs whose evaluators failed, and none of these has one"
             )
-    except RescoreError as e:
+    except (RescoreError, SearchPathError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     failed = idle = skipped = 0
