@@ -67,13 +67,19 @@ _NOT_SETTINGS = ("code.", "data.", "evaluator.")
 
 def varying_keys(runs: Sequence[Run]) -> list[str]:
     """What the rows of ``runs`` are when no ``--by`` is given: the config groups whose option differs among them
-    (``loss``: cce, center...), then the config keys that differ outside those groups' nodes, the seed aside (code
-    and data versions left out: they are their own refusal)."""
+    (``loss``: cce, center...), then the config keys that differ among runs of one set of those options (``loss.lam``
+    within ``loss=center``), the seed aside (code and data versions left out: they are their own refusal)."""
     groups = sorted({g for r in runs for g in (r.record.choices or {}) if not g.startswith(("hydra", "experiment"))})
     varying = [g for g in groups if len({as_text(r.get(g, "")) for r in runs}) > 1]
     nodes = tuple(f"{g.replace('/', '.')}." for g in varying)
-    leaves = [k for k in config_differences(runs) if not k.startswith(_NOT_SETTINGS) and not k.startswith(nodes)]
-    return varying + sorted(leaves)
+    # a key under a varying group's node differs between its options by definition: only within one option it counts
+    leaves = {k for k in config_differences(runs) if not k.startswith(nodes)}
+    alike: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        alike.setdefault(tuple(as_text(run.get(g, "")) for g in varying), []).append(run)
+    for part in alike.values():
+        leaves |= set(config_differences(part)) if len(part) > 1 else set()
+    return varying + sorted(k for k in leaves if not k.startswith(_NOT_SETTINGS))
 
 
 def metric_names(runs: Sequence[Run]) -> list[str]:

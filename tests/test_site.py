@@ -1,0 +1,154 @@
+"""The results site (``clusterable.site``) on hand-made run folders: every page written, every link and image
+resolving on disk, the paper tables' numbers those of the table command, a table that cannot be built said on its
+page in one line; and, where Debian's Chromium is installed, every page loading without a console error and a
+screenshot showing its table."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tables.rundirs import corel_table2_runs, write_run
+
+from clusterable import site
+from clusterable.tables.cli import build
+
+LINK = re.compile(r'(?:href|src)="([^"]+)"')
+
+
+def own_sweep(outputs: Path, name: str = "myproject") -> list[Path]:
+    """A sweep of one's own: two temperatures x two seeds, each with a CSV log of val/acc over three epochs."""
+    paths = []
+    for temperature, acc in ((0.5, 0.9), (1.0, 0.8)):
+        for seed in (0, 1):
+            params = {"loss": "supcon", "loss.temperature": temperature, "seed": seed}
+            path = write_run(
+                outputs, name, params, {"test/acc": acc + seed / 100}, config={"optimized_metric": "test/acc"}
+            )
+            (path / "csv").mkdir()
+            rows = "".join(f"{e},{e * 10},{acc - 0.1 / (e + 1):.4f}\n" for e in range(3))
+            (path / "csv" / "metrics.csv").write_text("epoch,step,val/acc\n" + rows)
+            paths.append(path)
+    return paths
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> tuple[Path, site.Site]:
+    outputs = tmp_path / "outputs"
+    corel_table2_runs(outputs)
+    own_sweep(outputs)
+    return outputs, site.build_site(outputs, tmp_path / "site")
+
+
+def test_every_page_is_written_and_every_link_resolves_on_disk(built) -> None:
+    outputs, written = built
+    names = {p.name for p in written.pages}
+    assert {"index.html", "paper-corel.html", "exp-myproject.html", "exp-corel_table2.html"} <= names
+    assert sum(n.startswith("run-") for n in names) == 32 + 4  # a page per run
+    for page in written.pages:
+        for target in LINK.findall(page.read_text()):
+            assert not target.startswith(("http:", "https:", "//")), (page.name, target)  # nothing from the network
+            assert (page.parent / html.unescape(target)).exists(), (page.name, target)
+
+
+def test_a_paper_page_prints_the_table_command_s_numbers(built) -> None:
+    outputs, written = built
+    table = build("corel/table2", outputs, out_dir=written.out / "figures")[0]
+    page = (written.out / "paper-corel.html").read_text()
+    assert f"<h2>{html.escape(table.title)}</h2>" in page
+    for row in table.rows:
+        assert "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" in page
+    for claim in table.claims:
+        assert f"[{html.escape(claim.verdict)}]</b> {html.escape(claim.text)}" in page
+
+
+def test_your_experiment_has_its_table_its_curves_and_its_runs(built) -> None:
+    _, written = built
+    page = (written.out / "exp-myproject.html").read_text()
+    assert "<td>0.5</td><td>0.9050 ± 0.0071</td><td>2</td>" in page
+    assert page.count("<polyline") == 4 and "test/acc per epoch" not in page  # the monitored metric: val/acc
+    index = (written.out / "index.html").read_text()
+    your = index.split("<h2>Your experiments</h2>")[1].split("<h2>")[0]
+    assert 'href="exp-myproject.html"' in your and "corel" not in your
+
+
+def test_a_table_that_cannot_be_built_is_one_line_on_its_page(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    own_sweep(outputs)
+    # one more run of the sweep on fake data: a table never mixes it with the real ones
+    params = {"loss": "supcon", "loss.temperature": 0.5, "seed": 2}
+    write_run(outputs, "myproject", params, {"test/acc": 0.1}, config={"optimized_metric": "test/acc"}, source="fake")
+    own_sweep(outputs, name="other")
+    written = site.build_site(outputs, tmp_path / "site")
+    ((name, why),) = written.refused
+    assert name == "myproject" and "data source" in why and "\n" not in why
+    assert '<p class="error">no table: ' in (written.out / "exp-myproject.html").read_text()
+    assert "<table>" in (written.out / "exp-other.html").read_text()  # the rest is written
+
+
+def test_the_command_s_exit_status(tmp_path: Path, capsys) -> None:
+    assert site.main(["--outputs", str(tmp_path), "--out", str(tmp_path / "site")]) == 1
+    assert "no runs under" in capsys.readouterr().err
+    own_sweep(tmp_path / "outputs")
+    broken = next((tmp_path / "outputs").rglob("metrics.json"))
+    broken.write_text("{cut short")
+    assert site.main(["--outputs", str(tmp_path / "outputs"), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 1 metrics.json cannot be read") and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as exit_:
+        site.main(["--outputs", str(tmp_path / "nowhere")])
+    assert exit_.value.code == 2
+
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_pages_load_in_headless_chromium_and_show_their_tables(built, tmp_path: Path) -> None:
+    from PIL import Image
+
+    _, written = built
+    pages = [
+        "index.html",
+        "paper-corel.html",
+        "exp-myproject.html",
+        next(p.name for p in written.pages if p.name.startswith("run-")),
+    ]
+    for name in pages:
+        shot = tmp_path / f"{name}.png"
+        done = subprocess.run(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={tmp_path / 'profile'}",
+                f"--screenshot={shot}",
+                "--window-size=1200,900",
+                (written.out / name).as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+        console = [line for line in done.stderr.splitlines() if "CONSOLE" in line]
+        assert not console, (name, console)  # a resource that failed to load, a script error
+        if name != "index.html":  # a table: its header cells' grey (#f2f2f2) fills part of the screenshot
+            pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
+            grey = np.all(pixels == (0xF2, 0xF2, 0xF2), axis=1).mean()
+            assert grey > 0.002, (name, grey)
