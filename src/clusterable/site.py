@@ -45,7 +45,7 @@ tr:nth-child(even) td{background:#fafafa}
 blockquote{color:#555;margin:.5em 0 .5em 1em;font-size:13px}
 .holds{color:#186a1f}.reversed,.does-not-hold{color:#a31515}.not-shown,.cannot-check{color:#8a6d00}
 .error{color:#a31515}pre{background:#f6f6f6;padding:.7em;overflow:auto;font-size:12px}nav a{margin-right:1em}
-img{max-width:100%}svg{background:#fff;border:1px solid #ddd;margin:.5em 0}"""
+img{max-width:100%}svg{background:#fff;border:1px solid #ddd;margin:.5em 0}h1,h2{overflow-wrap:anywhere}"""
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 
 
@@ -158,7 +158,7 @@ def svg_curves(title: str, series: dict[str, list[tuple[int, float]]], width: in
         out.append(
             f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{" ".join(at(*p) for p in pts)}"/>'
         )
-        if i < 8:
+        if 1 < len(series) and i < 8:  # one curve: the title names it
             out.append(
                 f'<text x="{right - 170}" y="{top + 12 * i + 10}" font-size="10" fill="{colour}">{esc(label)}</text>'
             )
