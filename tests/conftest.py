@@ -20,7 +20,7 @@ STRAY = ("csv", "lightning_logs", "wandb")
 
 # The fixtures that run a whole command (train.py in this process, a script in a subprocess): a test that takes one
 # is marked ``command`` here, not by hand, and ``make test-fast`` leaves it out.
-COMMAND_FIXTURES = frozenset({"train", "cli", "launch"})
+COMMAND_FIXTURES = frozenset({"train", "cli", "launch", "browser"})  # browser: headless Chromium, tests/test_site.py
 
 
 def pytest_configure(config: pytest.Config) -> None:
