@@ -91,6 +91,17 @@ def test_a_table_that_cannot_be_built_is_one_line_on_its_page(tmp_path: Path) ->
     assert "<table>" in (written.out / "exp-other.html").read_text()  # the rest is written
 
 
+def test_a_log_that_cannot_be_read_is_one_line_on_its_run_s_page(tmp_path: Path) -> None:
+    outputs = tmp_path / "outputs"
+    first, *_ = own_sweep(outputs)
+    (first / "csv" / "metrics.csv").write_text("epoch,step,val/acc\n0,0,0.5\n1,10,garbled\n")
+    written = site.build_site(outputs, tmp_path / "site")
+    (page,) = [p for p in written.pages if "cannot be read" in p.read_text()]  # the one run's page, no other
+    assert f'<p class="error">{first / "csv" / "metrics.csv"} cannot be read (ValueError' in page.read_text()
+    assert page.name.startswith("run-") and first.name in page.read_text()
+    assert (written.out / "exp-myproject.html").read_text().count("<polyline") == 3  # the other runs' curves
+
+
 def test_the_command_s_exit_status(tmp_path: Path, capsys) -> None:
     assert site.main(["--outputs", str(tmp_path), "--out", str(tmp_path / "site")]) == 1
     assert "no runs under" in capsys.readouterr().err

@@ -19,7 +19,6 @@ Exit status: 0 written; 1 no runs under ``--outputs``; 2 a usage error or a run 
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import html
 import importlib
@@ -36,6 +35,7 @@ import yaml
 from clusterable.rundir import UnreadableRuns, find_runs
 from clusterable.tables import runs as own_runs
 from clusterable.tables.cli import PAPERS, NoRuns, build, sources
+from clusterable.tables.common import logged_curves
 from clusterable.tables.report import MixedRuns, Run, Table
 
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:76em;padding:0 1em;color:#222}
@@ -109,21 +109,12 @@ def table_html(table: Table, site_dir: Path) -> str:
 
 
 def logged(run: Run) -> dict[str, list[tuple[int, float]]]:
-    """Every metric of the run's CSV log (``csv/metrics.csv``) as (epoch, value), in epoch order; {} without one."""
-    path = run.path / "csv" / "metrics.csv"
-    if not path.is_file():
+    """The run's CSV log as curves (``tables.common.logged_curves``); {} for a log that cannot be read, whose
+    run page says so instead."""
+    try:
+        return logged_curves(run)
+    except UnreadableRuns:
         return {}
-    out: dict[str, list[tuple[int, float]]] = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            for key, value in row.items():
-                if key in ("epoch", "step") or not value or not row.get("epoch"):
-                    continue
-                try:
-                    out.setdefault(key, []).append((int(row["epoch"]), float(value)))
-                except ValueError:
-                    continue
-    return {k: sorted(v) for k, v in out.items()}
 
 
 def svg_curves(title: str, series: dict[str, list[tuple[int, float]]], width: int = 520, height: int = 240) -> str:
@@ -249,7 +240,11 @@ def run_body(run: Run, outputs: Path, out: Path) -> str:
     said = [f"<p>status <b>{esc(record.status)}</b>, experiment {esc(record.experiment)}, seed {esc(record.seed)}"]
     if record.error:
         said.append(f'<p class="error">{esc(record.error)}</p>')
-    curves = logged(run)
+    try:
+        curves = logged_curves(run)
+    except UnreadableRuns as err:
+        curves = {}
+        said.append(f'<p class="error">{esc(err)}</p>')
     plots = [svg_curves(key, {key: pts}) for key, pts in sorted(curves.items()) if not key.startswith("train/")]
     files = sorted(p for p in run.path.rglob("*") if p.is_file())
     links = "".join(

@@ -83,22 +83,33 @@ def run_label(run: Run, keys: tuple[str, ...], among: Iterable[Run] = ()) -> str
     return ", ".join(f"{k}={as_text(run.get(k))}" for k in shown) or "default"
 
 
-def logged_curve(run: Run, key: str) -> list[tuple[int, float]]:
-    """(epoch, value) of ``key`` from the run's CSV log (``csv/metrics.csv``, logger=csv), in epoch order (0-based
-    as Lightning logs it); [] without a log or without the key. Rows logged outside the epochs (the test metrics)
-    carry no epoch or no value and are skipped."""
+def logged_curves(run: Run) -> dict[str, list[tuple[int, float]]]:
+    """Every metric of the run's CSV log (``csv/metrics.csv``, logger=csv) as (epoch, value) in epoch order (0-based
+    as Lightning logs it); {} without a log. Rows logged outside the epochs (the test metrics) carry no epoch or no
+    value and are skipped. ``UnreadableRuns`` (one line naming the file) for a log cut short or garbled."""
     path = run.path / "csv" / "metrics.csv"
     if not path.is_file():
-        return []
+        return {}
+    out: dict[str, list[tuple[int, float]]] = {}
     try:
         with path.open(newline="") as f:
-            rows = [r for r in csv.DictReader(f) if r.get(key) and r.get("epoch")]
-        return sorted((int(r["epoch"]), float(r[key])) for r in rows)
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as e:  # cut short, garbled, edited by hand
+            for row in csv.DictReader(f):
+                if not row.get("epoch"):
+                    continue
+                for key, value in row.items():
+                    if key not in ("epoch", "step") and value:
+                        out.setdefault(key, []).append((int(row["epoch"]), float(value)))
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError, TypeError) as e:  # cut short, garbled, edited by hand
         raise UnreadableRuns(
             f"{path} cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'empty'}): restore "
             "it, or run that cell again, and make the table again"
         ) from None
+    return {key: sorted(points) for key, points in out.items()}
+
+
+def logged_curve(run: Run, key: str) -> list[tuple[int, float]]:
+    """(epoch, value) of ``key`` from the run's CSV log (``logged_curves``); [] without a log or without the key."""
+    return logged_curves(run).get(key, [])
 
 
 def load_npz(run: Run, name: str) -> dict[str, np.ndarray] | None:
