@@ -168,7 +168,7 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     from clusterable.evaluation.runner import score
     from clusterable.run.wrapper import evaluators_finished
 
-    record = _trained(run_dir)
+    record = trained_record(run_dir)
     failed_before = dict(record.evaluators_failed or {})
     finishing = evaluator_cfg is None
     if evaluator_cfg is None:
@@ -232,7 +232,7 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     return done
 
 
-def _trained(run_dir: Path) -> RunRecord:
+def trained_record(run_dir: Path) -> RunRecord:
     """The run's record, refused in one line unless it is of a trained run (``TRAINED``) with metrics."""
     try:
         record = RunRecord.read(run_dir)
