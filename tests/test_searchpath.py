@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clusterable.config import CONFIG_DIR
 from clusterable.rescore import main as rescore
 from clusterable.searchpath import ENV, SearchPathError, with_searchpath
 
@@ -20,8 +21,6 @@ methods: [kmeans]
 @pytest.fixture
 def conf(tmp_path: Path) -> Path:
     """A config folder of one's own: a loss option (a copy of cce under another name) and an evaluator option."""
-    from clusterable.config import CONFIG_DIR
-
     folder = tmp_path / "myconf"
     (folder / "loss").mkdir(parents=True)
     (folder / "evaluator").mkdir()

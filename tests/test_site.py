@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from tables.rundirs import corel_table2_runs, write_run
 
 from clusterable import site
@@ -140,8 +141,6 @@ def browser() -> str:
 
 
 def test_pages_load_in_headless_chromium_and_show_their_tables(built, browser: str, tmp_path: Path) -> None:
-    from PIL import Image
-
     _, written = built
     pages = [
         "index.html",

@@ -23,9 +23,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
+from clusterable.config import CONFIG_DIR
+from clusterable.evaluation import saved
+from clusterable.evaluation.runner import represent
 from clusterable.rescore import CHECKPOINT, RescoreError, trained_record, write_projector_config
+from clusterable.run.context import RunContext
+from clusterable.run.parts import build_parts
 from clusterable.searchpath import KEY, SearchPathError, with_searchpath
 
 
@@ -35,10 +42,6 @@ class EmbedError(ValueError):
 
 def dataset_node(overrides: list[str]) -> dict:
     """The ``dataset`` node that ``overrides`` compose, as a run composes it."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-
-    from clusterable.config import CONFIG_DIR
 
     try:
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -51,10 +54,6 @@ def dataset_node(overrides: list[str]) -> dict:
 def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, index: bool) -> str:
     """Write the embeddings of ``splits`` made by the run in ``run_dir`` (``overrides``: another dataset) into
     ``out``; the line that says what was written."""
-    from clusterable.evaluation import saved
-    from clusterable.evaluation.runner import represent
-    from clusterable.run.context import RunContext
-    from clusterable.run.parts import build_parts
 
     record = trained_record(run_dir)
     checkpoint = Path(run_dir) / CHECKPOINT

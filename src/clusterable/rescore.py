@@ -36,6 +36,7 @@ representation in the TensorBoard projector's format (``<run>.tsv`` and ``<run>_
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -140,8 +141,6 @@ def evaluator_nodes(overrides: list[str]) -> DictConfig:
 def find_runs(targets: list[str], outputs: Path | None, mode: str) -> list[Path]:
     """Every run directory the targets name: a folder with ``metrics.json``, a folder with such folders below it
     (at any depth), or an experiment name under ``<outputs>/multirun/<mode>/``."""
-    import os
-
     if not targets:
         raise RescoreError("name the runs to re-score: run directories or experiment names")
     root = outputs or Path(os.environ.get("CLUSTERABLE_OUTPUTS", "outputs"))
