@@ -202,9 +202,13 @@ class MixedRuns(ValueError):
 
 
 def load_runs(
-    outputs: str | Path, experiment: str | Sequence[str], mode: str = "auto", pool_code: bool = False
+    outputs: str | Path,
+    experiment: str | Sequence[str] | Callable[[RunRecord], bool],
+    mode: str = "auto",
+    pool_code: bool = False,
 ) -> tuple[list[Run], str]:
-    """Runs of ``experiment`` (or of any of several, for a table that sets grids side by side) below ``outputs``;
+    """Runs of ``experiment`` (or of any of several, for a table that sets grids side by side; or those whose
+    record a predicate accepts, for a table of any runs: ``tables.runs``) below ``outputs``;
     ``mode`` "auto" takes the full runs if any exist, else smoke runs. ``pool_code``: runs of different code
     versions may share a cell (their ``code`` is left out of the comparison; ``code_note`` names the versions).
 
@@ -212,10 +216,14 @@ def load_runs(
     ``MixedRuns`` (one line: what is mixed, how many of each, where the odd ones lie) when the selected runs mix
     data sources, so that no table ever averages fake-data runs with real ones.
     """
-    wanted = {experiment} if isinstance(experiment, str) else set(experiment)
+    if callable(experiment):
+        wanted = experiment
+    else:
+        names = {experiment} if isinstance(experiment, str) else set(experiment)
+        wanted = lambda record: record.experiment in names  # noqa: E731
     runs: dict[str, list[Run]] = {"full": [], "smoke": []}
     for path, record in find_runs(outputs):
-        if record.experiment not in wanted:
+        if not wanted(record):
             continue
         params = dict(o.split("=", 1) for o in record.overrides if "=" in o)
         if record.choices is None:  # recorded before metrics.json held them: Hydra's record of the run

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from clusterable.metric_names import monitor_direction
 from clusterable.record import RunRecord
-from clusterable.rundir import find_runs
 from clusterable.tables.report import (
     Cell,
     Claim,
@@ -27,9 +26,7 @@ from clusterable.tables.report import (
     cells,
     check,
     config_differences,
-    hydra_choices,
-    once,
-    require_uniform,
+    load_runs,
 )
 
 
@@ -43,22 +40,8 @@ def named(record: RunRecord, name: str) -> bool:
 
 
 def load(outputs: str | Path, name: str, mode: str = "auto", pool_code: bool = False) -> tuple[list[Run], str]:
-    """The runs of ``name`` (``named``) below ``outputs``, each once; ``mode`` "auto": the full runs if any, else
-    the smoke runs. Returns the runs and their mode; ``MixedRuns`` when they mix data sources."""
-    found: dict[str, list[Run]] = {"full": [], "smoke": []}
-    for path, record in find_runs(outputs):
-        if not named(record, name):
-            continue
-        if record.choices is None:  # recorded before metrics.json held them: Hydra's record of the run
-            record.choices = hydra_choices(path)
-        params = dict(o.split("=", 1) for o in record.overrides if "=" in o)
-        run = Run(path, params, record, code_pooled=pool_code)
-        found.setdefault(run.mode, []).append(run)
-    if mode == "auto":
-        mode = "full" if found["full"] else "smoke"
-    selected = once(found.get(mode, []))
-    require_uniform(selected)
-    return selected, mode
+    """The runs of ``name`` (``named``) below ``outputs``, selected as a paper table's are (``report.load_runs``)."""
+    return load_runs(outputs, lambda record: named(record, name), mode, pool_code)
 
 
 # What tells two runs apart without being a setting one groups by: the code and data versions (their own refusal).
