@@ -23,14 +23,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
-from clusterable.config import CONFIG_DIR
-from clusterable.evaluation import saved
 from clusterable.evaluation.runner import represent
-from clusterable.rescore import CHECKPOINT, RescoreError, trained_record, write_projector_config
+from clusterable.rescore import (
+    CHECKPOINT,
+    RescoreError,
+    dataset_node,
+    load_best,
+    on_dataset,
+    trained_record,
+    write_projector_config,
+)
 from clusterable.run.context import RunContext
 from clusterable.run.parts import build_parts
 from clusterable.searchpath import KEY, SearchPathError, with_searchpath
@@ -38,17 +42,6 @@ from clusterable.searchpath import KEY, SearchPathError, with_searchpath
 
 class EmbedError(ValueError):
     """A run or a dataset that cannot be embedded: one line."""
-
-
-def dataset_node(overrides: list[str]) -> dict:
-    """The ``dataset`` node that ``overrides`` compose, as a run composes it."""
-
-    try:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            cfg = compose("train", overrides=overrides)
-    except HydraException as e:
-        raise EmbedError(str(e).splitlines()[0]) from None
-    return OmegaConf.to_container(cfg.dataset, resolve=False)
 
 
 def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, index: bool) -> str:
@@ -59,14 +52,10 @@ def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, ind
     checkpoint = Path(run_dir) / CHECKPOINT
     if not checkpoint.exists():
         raise EmbedError(f"it kept no checkpoint ({CHECKPOINT.as_posix()}): embedding new data needs its weights")
-    recorded = dict(record.config or {})
+    recorded = (
+        on_dataset(dict(record.config or {}), dataset_node(overrides)) if overrides else dict(record.config or {})
+    )
     said = ""
-    if overrides:
-        node = dataset_node(overrides)
-        mine = (recorded.get("dataset") or {}).get("input_shape")
-        if list(node.get("input_shape") or []) != list(mine or []):
-            raise EmbedError(f"{node.get('name')}'s inputs are {node.get('input_shape')}, the run's {mine}")
-        recorded["dataset"] = node
     recorded["evaluator"], recorded["validation_evaluators"] = {}, []
     cfg = OmegaConf.create(recorded)
     unknown = [s for s in splits if s not in ("train", "val", "test")]
@@ -75,14 +64,8 @@ def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, ind
     torch.manual_seed(int(cfg.seed))
     parts = build_parts(cfg, RunContext(run_dir=Path(run_dir), choices=record.choices or {}, single=True))
     module = parts.module
-    state = torch.load(checkpoint, map_location=module.device, weights_only=True)["state_dict"]
-    try:
-        saved.set_state(module, state)
-        whole = True
-    except RuntimeError:  # another class count: the head's shapes differ, the encoder's do not
-        encoder = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
-        module.encoder.load_state_dict(encoder)
-        whole = False
+    whole = load_best(module, checkpoint)
+    if not whole:
         said = "; another class count than the run's: the encoder's output, without its head"
     module.eval()
     out.mkdir(parents=True, exist_ok=True)

@@ -105,11 +105,19 @@ class EvaluatorFailed(TypedDict):
 
 
 # One re-scoring (``clusterable-eval``): the ``evaluator`` nodes it ran, the metric ``keys`` it wrote, what it scored
-# (``from``: kept representations or the checkpoint), when (``at``) and the failed evaluators it ``finished``. The
+# (``from``: kept representations or the checkpoint), when (``at``), the failed evaluators it ``finished`` and, when
+# it scored another dataset than the run's, that ``dataset``'s node. The
 # functional form: ``from`` is a Python keyword.
 RescoreEntry = TypedDict(
     "RescoreEntry",
-    {"evaluator": dict[str, Any], "keys": list[str], "from": str, "at": str, "finished": list[str]},
+    {
+        "evaluator": dict[str, Any],
+        "keys": list[str],
+        "from": str,
+        "at": str,
+        "finished": list[str],
+        "dataset": dict[str, Any],
+    },
     total=False,
 )
 

@@ -25,6 +25,11 @@ Without ``evaluator=...`` it finishes ``partial`` runs: each run's failed evalua
 else its kept representations); once none is left failed the run is ``ok`` (or ``diverged``, as training left it).
 An evaluator named on the command line finishes a partial run too where its settings are the run's own.
 
+With ``dataset=...`` (and ``dataset.<key>=...``) overrides it scores the runs on another dataset instead, as a run
+composes it: each run's best checkpoint embeds that dataset's splits (its inputs must have the run's input shape and
+its class count the run's head's), and the metrics are added under ``on/<dataset>/`` (``on/fashion_mnist/test/
+kmeans/acc``), beside the run's own, with the dataset's config in the ``rescored`` entry.
+
 The new metrics are added to the run's ``metrics.json`` with a ``rescored`` entry (the evaluators' configs, what
 they scored, when; ``finished``: the failed evaluators it finished), so ``make_tables.py`` reads them like any
 other; a key the run already has is refused unless ``--replace``. An evaluator that fails costs only its own
@@ -43,12 +48,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable.config import CONFIG_DIR
+from clusterable.evaluation import saved
+from clusterable.evaluation.runner import represent, score
 from clusterable.record import METRICS_FILE, PARTIAL, TRAINED, RecordError, RescoreEntry, RunRecord
+from clusterable.run.context import RunContext
+from clusterable.run.parts import build_parts
+from clusterable.run.wrapper import evaluators_finished
 from clusterable.searchpath import KEY, SearchPathError, with_searchpath
 
 CHECKPOINT = Path("checkpoints") / "best.ckpt"
+DATASET = ("dataset=", "dataset.", "+dataset")  # the overrides that score the runs on another dataset
 NAME_EVALUATORS = "name the evaluators to run: evaluator=[clustering] (and evaluator.<name>.<option>=...)"
 
 
@@ -74,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     # intermixed: the runs, options and evaluator overrides in any order (`e2e --outputs X evaluator=[...]`)
     parser.add_argument("-cd", "--config-dir", action="append", default=[], help="a config folder of your own")
     args = parser.parse_intermixed_args(argv)
-    composing = ("evaluator", "+evaluator", KEY)  # what composes the evaluators: a folder of yours holds some
+    # what composes the evaluators and another dataset: a folder of yours holds some
+    composing = ("evaluator", "+evaluator", *DATASET, KEY)
     overrides = [t for t in args.targets if t.startswith(composing)]
     targets = [t for t in args.targets if not t.startswith(composing)]
     try:
@@ -83,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             overrides = []
         evaluators = evaluator_nodes(overrides) if overrides else None
+        dataset = dataset_node(overrides) if any(o.startswith(DATASET) for o in overrides) else None
         runs = find_runs(targets, Path(args.outputs) if args.outputs else None, args.mode)
         if evaluators is None and not any(_evaluators_failed(r) for r in runs):
             raise RescoreError(
@@ -94,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = idle = skipped = 0
     for run_dir in runs:
         try:
-            print(f"{run_dir}: {rescore(run_dir, evaluators, args.replace, args.projector)}")
+            if dataset is not None:
+                line = rescore_on(run_dir, evaluators, dataset, args.replace)
+            else:
+                line = rescore(run_dir, evaluators, args.replace, args.projector)
+            print(f"{run_dir}: {line}")
         except NothingToFinish as e:
             idle += 1
             print(f"{run_dir}: {e}")
@@ -119,23 +139,52 @@ def _evaluators_failed(run_dir: Path) -> bool:
     return record is not None and bool(record.evaluators_failed)
 
 
-def evaluator_nodes(overrides: list[str]) -> DictConfig:
-    """The ``evaluator`` nodes that ``overrides`` compose (as a run composes them); refused without any."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-
-    from clusterable.config import CONFIG_DIR
-
-    if not any(o.split("=")[0] in ("evaluator", "+evaluator") for o in overrides):
-        raise RescoreError(NAME_EVALUATORS)
+def composed(overrides: list[str]) -> DictConfig:
+    """The training config that ``overrides`` compose, as a run composes it; a Hydra error in one line."""
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            cfg = compose("train", overrides=overrides)
+            return compose("train", overrides=overrides)
     except HydraException as e:
         raise RescoreError(str(e).splitlines()[0]) from None
+
+
+def evaluator_nodes(overrides: list[str]) -> DictConfig:
+    """The ``evaluator`` nodes that ``overrides`` compose (as a run composes them); refused without any."""
+    if not any(o.split("=")[0] in ("evaluator", "+evaluator") for o in overrides):
+        raise RescoreError(NAME_EVALUATORS)
+    cfg = composed(overrides)
     if not cfg.get("evaluator"):  # evaluator=[] composes no node at all
         raise RescoreError(f"{' '.join(overrides)} names no evaluator: {NAME_EVALUATORS}")
     return cfg.evaluator
+
+
+def dataset_node(overrides: list[str]) -> dict:
+    """The ``dataset`` node that ``overrides`` compose (as a run composes it), unresolved: the run's own paths
+    resolve it where the run is rebuilt."""
+    return OmegaConf.to_container(composed(overrides).dataset, resolve=False)
+
+
+def on_dataset(recorded: dict, node: dict) -> dict:
+    """The run's recorded config with ``node`` as its dataset; refused where the inputs' shape is another than the
+    run's (its encoder could not read them)."""
+    mine = (recorded.get("dataset") or {}).get("input_shape")
+    if list(node.get("input_shape") or []) != list(mine or []):
+        raise RescoreError(f"{node.get('name')}'s inputs are {node.get('input_shape')}, the run's {mine}")
+    return {**recorded, "dataset": node}
+
+
+def load_best(module: Any, checkpoint: Path) -> bool:
+    """Load the best checkpoint into ``module``: True when whole, False when only the encoder fits (another class
+    count: the head's shapes differ, the encoder's do not)."""
+    state = torch.load(checkpoint, map_location=module.device, weights_only=True)["state_dict"]
+    try:
+        saved.set_state(module, state)
+        return True
+    except RuntimeError:
+        module.encoder.load_state_dict(
+            {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
+        )
+        return False
 
 
 def find_runs(targets: list[str], outputs: Path | None, mode: str) -> list[Path]:
@@ -164,9 +213,6 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     """Score one run with ``evaluator_cfg``'s evaluators (None: its own failed ones, to finish it) and add their
     metrics to its ``metrics.json``; the line that says what was done. ``RescoreError`` when nothing could be
     added, or when an evaluator failed (after the others' metrics were added); ``NothingToFinish``."""
-    from clusterable.evaluation.runner import score
-    from clusterable.run.wrapper import evaluators_finished
-
     record = trained_record(run_dir)
     failed_before = dict(record.evaluators_failed or {})
     finishing = evaluator_cfg is None
@@ -231,6 +277,60 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     return done
 
 
+def rescore_on(run_dir: Path, evaluator_cfg: DictConfig | None, dataset: dict, replace: bool) -> str:
+    """Score one run on another dataset: its best checkpoint embeds ``dataset``'s splits, ``evaluator_cfg``'s
+    evaluators score them, and their metrics are added under ``on/<dataset>/`` with the dataset in the
+    ``rescored`` entry; the line that says what was done. ``RescoreError`` when it cannot be, ``AlreadyScored``."""
+    if evaluator_cfg is None:
+        raise RescoreError(f"scoring on another dataset: {NAME_EVALUATORS}")
+    record = trained_record(run_dir)
+    checkpoint = Path(run_dir) / CHECKPOINT
+    if not checkpoint.exists():
+        raise RescoreError(
+            f"it kept no checkpoint ({CHECKPOINT.as_posix()}): scoring it on another dataset needs its weights"
+        )
+    nodes = OmegaConf.to_container(evaluator_cfg, resolve=True)
+    cfg = OmegaConf.create({**on_dataset(dict(record.config or {}), dataset), "evaluator": nodes})
+    cfg.validation_evaluators = []
+    torch.manual_seed(int(cfg.seed))
+    parts = build_parts(cfg, RunContext(run_dir=Path(run_dir), choices=record.choices or {}, single=True))
+    if not load_best(parts.module, checkpoint):
+        theirs, mine = parts.datamodule.num_classes, ((record.config or {}).get("dataset") or {}).get("num_classes")
+        raise RescoreError(
+            f"{dataset.get('name')} has {theirs} classes, the run's head {mine}: its head cannot score it "
+            "(clusterable-embed writes the encoder's output)"
+        )
+    parts.module.eval()
+    stages = list(dict.fromkeys(["train", *cfg.eval_stages]))
+    represented = {stage: represent(parts.module, parts.datamodule, stage) for stage in stages}
+    failures: dict[str, Any] = {}
+    scores = score(
+        represented, parts.datamodule, parts.evaluators, cfg.eval_stages, parts.module.head, None, cfg.seed, failures
+    )
+    prefix = f"on/{dataset.get('name')}/"
+    metrics = {prefix + k: v for k, v in scores.items()}
+    clash = sorted(set(metrics) & set(record.metrics))
+    if clash and not replace:
+        if len(clash) == len(metrics) and not failures:
+            raise AlreadyScored(
+                f"it already has all {len(clash)} metrics ({', '.join(clash[:3])}{' ...' * (len(clash) > 3)})"
+            )
+        raise RescoreError(
+            f"it already has {', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} (--replace overwrites)"
+        )
+    if metrics:
+        record.metrics.update(metrics)
+        entry = RescoreEntry(evaluator=nodes, keys=sorted(metrics), at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        entry["from"] = f"{CHECKPOINT.name}, embedding {dataset.get('name')}"
+        entry["dataset"] = dataset
+        record.rescored = [*(record.rescored or []), entry]
+        record.write(run_dir)
+    done = f"{len(metrics)} metrics added under {prefix} from {CHECKPOINT.name}"
+    if failures:
+        raise RescoreError(f"{'; '.join(f.error for f in failures.values())} ({done})")
+    return done
+
+
 def trained_record(run_dir: Path) -> RunRecord:
     """The run's record, refused in one line unless it is of a trained run (``TRAINED``) with metrics."""
     try:
@@ -258,9 +358,6 @@ def _own_evaluators(record: RunRecord, names: list[str]) -> DictConfig:
 
 def _rebuilt(run_dir: Path, record: RunRecord, evaluator_cfg: DictConfig) -> tuple[DictConfig, Any]:
     """The run's recorded config with the new evaluators, and its parts built from it (data read again)."""
-    from clusterable.run.context import RunContext
-    from clusterable.run.parts import build_parts
-
     recorded = dict(record.config or {})
     recorded["evaluator"] = OmegaConf.to_container(evaluator_cfg, resolve=True)
     recorded["validation_evaluators"] = []
@@ -276,8 +373,6 @@ def _representations(
     """split -> (encoder output, representation, split tensors) from the kept files, or embedded again from the
     best checkpoint; and which. ``prefer_checkpoint``: the checkpoint first where there is one (finishing a run:
     the weights it tested, in float32, give the numbers its evaluation would have given)."""
-    from clusterable.evaluation import saved
-
     module, data = parts.module, parts.datamodule
     stages = list(dict.fromkeys(["train", *cfg.eval_stages]))
     checkpoint = Path(run_dir) / CHECKPOINT
@@ -310,8 +405,6 @@ def _require_kept(run_dir: Path) -> None:
     """Refuse, before the data is read, a run that kept neither representations nor a checkpoint (a record
     restored from ``results/``, or ``save_representations=none`` without a monitor): only training makes it
     again."""
-    from clusterable.evaluation import saved
-
     if not (Path(run_dir) / saved.FILE).exists() and not (Path(run_dir) / CHECKPOINT).exists():
         raise RescoreError(
             f"it kept no representations ({saved.FILE}) and no checkpoint "
@@ -323,9 +416,6 @@ def _require_kept(run_dir: Path) -> None:
 def _embedded(run_dir: Path, record: RunRecord, parts: Any, stages: list[str]) -> dict:
     """Every split of ``stages`` embedded again from the run's best checkpoint, refused where the checkpoint is of
     another epoch than the run's best: it is another attempt's (a cell run again, stopped, and its record put back)."""
-    from clusterable.evaluation import saved
-    from clusterable.evaluation.runner import represent
-
     module = parts.module
     state = torch.load(Path(run_dir) / CHECKPOINT, map_location=module.device, weights_only=True)
     epoch = int(state["epoch"]) if state.get("global_step", 1) > 0 else None  # as run.training.restore_best

@@ -122,3 +122,25 @@ def test_a_run_recorded_before_runs_kept_representations_is_still_reused() -> No
     old = {"seed": 0, "loss": {"lam": 0.5}}
     assert config_changes(old, {**old, "save_representations": "float16"}) == []
     assert config_changes({**old, "save_representations": "float16"}, {**old, "save_representations": "none"}) == []
+
+
+def test_a_run_is_scored_on_another_dataset_under_its_name(runs, capsys) -> None:
+    """Its checkpoint embeds the other data (here the stand-in of iris's shape): the metrics land under
+    ``on/<dataset>/`` beside the run's own, which stay as they were, and the entry records the dataset."""
+    before = _metrics(runs["plain"])
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=iris", "dataset.source=fake"]) == 0
+    assert "metrics added under on/iris/ from best.ckpt" in capsys.readouterr().out
+    after = _metrics(runs["plain"])
+    added = {k: v for k, v in after["metrics"].items() if k not in before["metrics"]}
+    assert added and all(k.startswith("on/iris/") for k in added) and "on/iris/test/kmeans/acc" in added
+    assert {k: after["metrics"][k] for k in before["metrics"]} == before["metrics"]  # its own numbers untouched
+    (entry,) = after["rescored"]
+    assert entry["dataset"]["source"] == "fake" and entry["from"] == "best.ckpt, embedding iris"
+    assert sorted(entry["keys"]) == sorted(added)
+    # the same again: skipped; other data of another shape, or no evaluator named: one line each
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=iris", "dataset.source=fake"]) == 0
+    assert "skipped: it already has all" in capsys.readouterr().out
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=digits"]) == 1
+    assert "not re-scored: digits's inputs are [64], the run's [4]" in capsys.readouterr().out
+    assert rescore([str(runs["plain"]), "dataset=iris"]) == 2
+    assert capsys.readouterr().err.startswith("error: name the evaluators to run")
