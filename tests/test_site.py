@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 from tables.rundirs import corel_table2_runs, write_run
 
@@ -76,6 +77,30 @@ def test_your_experiment_has_its_table_its_curves_and_its_runs(built) -> None:
     index = (written.out / "index.html").read_text()
     your = index.split("<h2>Your experiments</h2>")[1].split("<h2>")[0]
     assert 'href="exp-myproject.html"' in your and "corel" not in your
+
+
+def test_a_search_s_page_shows_its_optuna_study(tmp_path: Path) -> None:
+    """The trials' folder holds the study the sweeper kept: its best trial, a row per trial and the value per trial
+    beside the best so far."""
+    optuna = pytest.importorskip("optuna")
+    outputs = tmp_path / "outputs"
+    folder = own_sweep(outputs)[0].parent
+    study = optuna.create_study(
+        study_name="myproject", storage=f"sqlite:///{folder / 'optuna.db'}", direction="maximize"
+    )
+    space = {"loss.temperature": optuna.distributions.FloatDistribution(0.1, 1.0)}
+    for value, temperature in ((0.8, 1.0), (0.9, 0.5), (0.85, 0.7)):
+        study.add_trial(
+            optuna.trial.create_trial(params={"loss.temperature": temperature}, distributions=space, value=value)
+        )
+    best = {"name": "myproject", "metric": "test/acc", "direction": "maximize", "best_value": 0.9}
+    best |= {"best_params": {"loss.temperature": 0.5}, "trial": 1, "trials": 3, "complete": 3}
+    (folder / "optimization_results.yaml").write_text(yaml.safe_dump(best))
+    page = (site.build_site(outputs, tmp_path / "site").out / "exp-myproject.html").read_text()
+    assert "best test/acc (maximize) <b>0.9</b> at trial 1: loss.temperature=0.5 (3 of 3 trials complete)" in page
+    assert "<tr><td>1</td><td>complete</td><td>0.9</td><td>0.5</td></tr>" in page
+    chart = page.split('aria-label="value per trial"')[1].split("</svg>")[0]
+    assert chart.count("<polyline") == 2 and "best so far" in chart and "trial 2" in chart
 
 
 def test_a_table_that_cannot_be_built_is_one_line_on_its_page(tmp_path: Path) -> None:

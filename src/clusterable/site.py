@@ -8,7 +8,9 @@ script and nothing fetched from the network, so it opens from disk and can be co
 - ``paper-<paper>.html``: each such table as the table command builds it (``tables.cli.build``), ours beside the
   published numbers, its notes, each claim with its verdict, and its figures;
 - ``exp-<name>.html``: the experiment's results table (``tables.runs``: a row per setting, seeds pooled), the
-  per-epoch curve of its optimised metric for each run, and its runs;
+  per-epoch curve of its optimised metric for each run, its Optuna study where its runs are a search's trials
+  (the best trial from ``optimization_results.yaml``; each trial's state, value and parameters, and the value per
+  trial with the best so far, from the study's ``optuna.db`` where optuna is installed), and its runs;
 - ``run-<id>.html``: a run's record (status, metrics), its resolved config, its logged curves and links to its files.
 
 A table that cannot be built (its runs mix configs, a record cannot be read) is said on its page in one line; the
@@ -117,9 +119,11 @@ def logged(run: Run) -> dict[str, list[tuple[int, float]]]:
         return {}
 
 
-def svg_curves(title: str, series: dict[str, list[tuple[int, float]]], width: int = 520, height: int = 240) -> str:
-    """Curves as an inline SVG: a line per series (epoch against value), the value range on the left axis, a
-    legend of the first eight."""
+def svg_curves(
+    title: str, series: dict[str, list[tuple[int, float]]], width: int = 520, height: int = 240, x_name: str = "epoch"
+) -> str:
+    """Curves as an inline SVG: a line per series (``x_name``, an epoch or a trial, against value), the value range
+    on the left axis, a legend of the first eight."""
     points = [p for s in series.values() for p in s]
     if not points:
         return ""
@@ -141,8 +145,8 @@ def svg_curves(title: str, series: dict[str, list[tuple[int, float]]], width: in
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>',
         f'<text x="4" y="{top + 8}" font-size="10">{y1:.4g}</text>',
         f'<text x="4" y="{bottom}" font-size="10">{y0:.4g}</text>',
-        f'<text x="{left}" y="{height - 8}" font-size="10">epoch {x0}</text>'
-        f'<text x="{right - 50}" y="{height - 8}" font-size="10">epoch {x1}</text>',
+        f'<text x="{left}" y="{height - 8}" font-size="10">{x_name} {x0}</text>'
+        f'<text x="{right - 50}" y="{height - 8}" font-size="10">{x_name} {x1}</text>',
     ]
     for i, (label, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
@@ -222,6 +226,8 @@ def experiment_body(name: str, members: list[Run], outputs: Path, out: Path, sit
     if key:
         curves = {r.path.name[:40]: c for r in members if (c := logs[id(r)].get(key))}
         body.append(svg_curves(f"{key} per epoch, each run", curves))
+    for folder in sorted({r.path.parent for r in members}):
+        body.append(study_html(folder, outputs))
     rows = "".join(
         f'<tr><td><a href="run-{run_id(r, outputs)}.html">{esc(r.path.name)}</a></td>'
         f"<td>{esc(r.record.status)}</td></tr>"
@@ -229,6 +235,52 @@ def experiment_body(name: str, members: list[Run], outputs: Path, out: Path, sit
     )
     body.append(f"<h2>Runs ({len(members)})</h2><table><tr><th>run</th><th>status</th></tr>{rows}</table>")
     return "\n".join(body)
+
+
+def study_html(folder: Path, outputs: Path) -> str:
+    """The Optuna study of the search whose trials ran in ``folder`` ("" where none did): its best trial as the
+    sweeper wrote it, and, read from ``optuna.db`` where optuna is installed, a row per trial and the value per
+    trial beside the best so far."""
+    results, db = folder / "optimization_results.yaml", folder / "optuna.db"
+    if not results.is_file() and not db.is_file():
+        return ""
+    where = esc(os.path.relpath(folder, outputs))
+    parts = [f"<h2>Optuna study ({where})</h2>"]
+    best = yaml.safe_load(results.read_text()) if results.is_file() else None
+    if isinstance(best, dict):
+        params = ", ".join(f"{k}={v}" for k, v in (best.get("best_params") or {}).items())
+        parts.append(
+            f"<p>best {esc(best.get('metric'))} ({esc(best.get('direction'))}) <b>{esc(best.get('best_value'))}</b> "
+            f"at trial {esc(best.get('trial'))}: {esc(params)} ({esc(best.get('complete'))} of "
+            f"{esc(best.get('trials'))} trials complete)</p>"
+        )
+    if not db.is_file():
+        return "\n".join(parts)
+    try:
+        import optuna
+    except ModuleNotFoundError:
+        return "\n".join([*parts, "<p>its trials: pip install 'clusterable[optuna]' to list them here</p>"])
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{db.resolve()}"
+    for summary in optuna.get_all_study_summaries(storage):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        trials = study.get_trials(deepcopy=False)
+        names = sorted({k for t in trials for k in t.params})
+        head = "".join(f"<th>{esc(n)}</th>" for n in ("trial", "state", "value", *names))
+        rows = "".join(
+            f"<tr><td>{t.number}</td><td>{esc(t.state.name.lower())}</td>"
+            f"<td>{esc('' if t.value is None else f'{t.value:.6g}')}</td>"
+            + "".join(f"<td>{esc(t.params.get(n, ''))}</td>" for n in names)
+            + "</tr>"
+            for t in trials
+        )
+        parts.append(f"<p>study {esc(study.study_name)}</p><table><tr>{head}</tr>{rows}</table>")
+        done = [(t.number, float(t.value)) for t in trials if t.value is not None]
+        if done:
+            pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
+            so_far = [(n, pick(v for _, v in done[: i + 1])) for i, (n, _) in enumerate(done)]
+            parts.append(svg_curves("value per trial", {"trial": done, "best so far": so_far}, x_name="trial"))
+    return "\n".join(parts)
 
 
 def run_body(run: Run, outputs: Path, out: Path) -> str:
