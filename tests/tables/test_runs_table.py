@@ -91,6 +91,31 @@ def test_a_row_never_pools_runs_that_differ_in_more_than_their_seed(tmp_path, ca
     assert code == 0 and "| 0.5 | 0.01 |" in out
 
 
+def test_your_config_folder_names_the_runs_that_depart_from_your_experiment(tmp_path, capsys, monkeypatch) -> None:
+    """With ``-cd`` (or ``$CLUSTERABLE_SEARCHPATH``) your experiment composes, so its protocol is checked as the
+    papers' are; without it the table is the same, with no such note."""
+    monkeypatch.delenv("CLUSTERABLE_SEARCHPATH", raising=False)
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "myproject.yaml").write_text("# @package _global_\nname: myproject\ntrainer:\n  max_epochs: 7\n")
+    for temperature, values in ACC.items():
+        for seed, acc in enumerate(values):
+            params = {"loss.temperature": temperature, "seed": seed}
+            config = {"optimized_metric": "test/acc", "trainer": {"max_epochs": 2}}
+            write_run(tmp_path / "out", "myproject", params, {"test/acc": acc}, config=config)
+    note = "trainer.max_epochs=2 where the experiment says 7 (9 of 9 runs"
+    code, out, err = run(capsys, tmp_path / "out", "--runs", "myproject", "-cd", str(tmp_path / "conf"))
+    assert code == 0 and note in out, err
+    monkeypatch.setenv("CLUSTERABLE_SEARCHPATH", str(tmp_path / "conf"))
+    assert note in run(capsys, tmp_path / "out", "--runs", "myproject")[1]
+    monkeypatch.delenv("CLUSTERABLE_SEARCHPATH")
+    code, out, _ = run(capsys, tmp_path / "out", "--runs", "myproject")
+    assert code == 0 and "| 0.5 | 0.9000 ± 0.0100 | 3 |" in out and "where the experiment says" not in out
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--runs", "myproject", "-cd", str(tmp_path / "nowhere")])
+    assert exit_.value.code == 2 and "--config-dir: no folder" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "code", "said"),
     [

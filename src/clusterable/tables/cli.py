@@ -35,7 +35,8 @@ their config's ``name`` (their sweep folder) or as their ``experiment=`` option,
 keys (default: the keys their configs differ in, the seed aside), a column per ``--metrics`` metric (default: the
 metric the runs optimise), mean ± std over the seeds, under the same rules as the paper tables; the row with the
 best mean of each metric is tested against each other row (Welch's t over the seeds). Written as
-``<outputs>/tables/runs_<NAME>.md`` (and .tex, .csv).
+``<outputs>/tables/runs_<NAME>.md`` (and .tex, .csv). With ``-cd DIR`` (or ``$CLUSTERABLE_SEARCHPATH``) your own
+experiments compose, so a note names the runs that depart from their experiment's protocol, as for the papers'.
 
 Exit status: 0 table written; 1 no runs (says what to run); 2 usage error, a metrics.json or an array file that
 cannot be read (each one named), the selected runs mix modes, data sources or budgets, or the runs of one cell differ
@@ -49,10 +50,12 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from clusterable.record import DIVERGED
 from clusterable.rundir import UnreadableRuns, tables_dir
+from clusterable.searchpath import SearchPathError, with_searchpath
 from clusterable.tables import runs as own_runs
 from clusterable.tables.protocol import protocol_note
 from clusterable.tables.readings import readings_note
@@ -99,7 +102,19 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
         help="let runs of different code versions (git commit, dirty flag, package hash) share a "
         "cell; the table names the versions (without it such a cell is refused)",
     )
+    parser.add_argument(
+        "-cd",
+        "--config-dir",
+        action="append",
+        default=[],
+        help="a config folder of your own (also $CLUSTERABLE_SEARCHPATH): its experiments' protocols are composed "
+        "to name the runs that depart from them",
+    )
     args = parser.parse_args(argv)
+    try:
+        args.searchpath = with_searchpath([f"--config-dir={d}" for d in args.config_dir])
+    except SearchPathError as err:
+        parser.error(str(err))
 
     if (args.table is None) == (args.runs is None):
         parser.error("give a paper's table (<paper>/<table>) or --runs NAME, not both or neither")
@@ -114,7 +129,7 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     if name not in module.SOURCES:
         parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
     try:
-        built = build(args.table, args.outputs, args.mode, args.pool_code_versions)
+        built = build(args.table, args.outputs, args.mode, args.pool_code_versions, searchpath=args.searchpath)
     except (MixedRuns, UnreadableRuns) as err:
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
@@ -167,7 +182,9 @@ def runs_main(args: argparse.Namespace) -> int:
     except (MixedRuns, UnreadableRuns, RunsError) as err:
         print(f"error: --runs {args.runs}: {err}", file=sys.stderr)
         return 2
-    annotate(table, runs, mode, experiments=())
+    # the protocol of each experiment the runs are of, where it composes (yours: with -cd or the search path)
+    experiments = tuple(sorted({r.record.experiment for r in runs if r.record.experiment}))
+    annotate(table, runs, mode, experiments, args.searchpath)
     stem = "runs_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in args.runs)
     paths = table.write(tables_dir(args.outputs, mode), stem)
     print(table.markdown())
@@ -203,6 +220,7 @@ def build(
     mode: str = "auto",
     pool_code: bool = False,
     out_dir: Path | None = None,
+    searchpath: Sequence[str] = (),
 ) -> tuple[Table, list[Run], str, Path]:
     """The table ``table_name`` ("<paper>/<name>") from the runs under ``outputs``, with the notes the command
     prints under it (mode and data, seeds, copies, code versions, protocol departures), its figures drawn into
@@ -221,14 +239,17 @@ def build(
     out_dir = tables_dir(outputs, mode) if out_dir is None else out_dir
     # A cell whose runs are not one config refuses the table (report.MixedConfigs): nothing written.
     table = getattr(module, name)(runs, out_dir)
-    annotate(table, runs, mode, experiments)
+    annotate(table, runs, mode, experiments, searchpath)
     return table, runs, mode, out_dir
 
 
-def annotate(table: Table, runs: list[Run], mode: str, experiments: tuple[str, ...]) -> None:
+def annotate(
+    table: Table, runs: list[Run], mode: str, experiments: tuple[str, ...], searchpath: Sequence[str] = ()
+) -> None:
     """The notes every table prints under it, added to ``table``: its mode in the title; where its numbers come
     from, the seeds, copies, code versions, re-scoring, the readings its rows were made under, and each of
-    ``experiments`` whose runs depart from its protocol."""
+    ``experiments`` whose runs depart from its protocol (composed with ``searchpath``: ``hydra.searchpath=[...]``
+    naming config folders of your own)."""
     suffix, note = describe(runs, mode)
     table.title = f"{table.title} — {suffix}"
     if note:
@@ -238,7 +259,7 @@ def annotate(table: Table, runs: list[Run], mode: str, experiments: tuple[str, .
     table.notes += [n for n in (copies_note(runs), code_note(runs), rescored_note(runs)) if n]
     table.notes += readings_note(runs)  # a row made under a reading of ours says so, with its switch
     for exp in experiments:  # steps, lr... set on the command line: said under the title
-        if odd := protocol_note([r for r in runs if r.record.experiment == exp], exp):
+        if odd := protocol_note([r for r in runs if r.record.experiment == exp], exp, searchpath):
             table.notes.insert(0, odd)
 
 

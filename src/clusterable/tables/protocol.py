@@ -28,16 +28,19 @@ KEYS = (
 HARDWARE = ("trainer", "debug")
 
 
-def deviations(runs: Sequence[Run], experiment: str) -> dict[tuple[str, str, str], list[Run]]:
+def deviations(
+    runs: Sequence[Run], experiment: str, searchpath: Sequence[str] = ()
+) -> dict[tuple[str, str, str], list[Run]]:
     """``{(key, the run's value, the protocol's value): runs}`` for each of ``KEYS`` where a run's recorded value is
-    not its protocol's; {} when the experiment cannot be composed here (e.g. inside a Hydra app)."""
+    not its protocol's; {} when the experiment cannot be composed here (e.g. inside a Hydra app, or an experiment
+    of your own without ``searchpath``: the ``hydra.searchpath=[...]`` override naming its config folder)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     out: dict[tuple[str, str, str], list[Run]] = {}
     try:
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            root = compose("train", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+            root = compose("train", overrides=[*searchpath, f"experiment={experiment}"], return_hydra_config=True)
             sweeper = root.hydra.sweeper
             swept = set(sweeper.get("params") or {})
             for grid in (sweeper.get("grids") or {}).values():
@@ -51,7 +54,7 @@ def deviations(runs: Sequence[Run], experiment: str) -> dict[tuple[str, str, str
                     if group in choices and choices[group] is not None
                 )
                 if overrides not in protocols:
-                    protocols[overrides] = _values(compose, OmegaConf, experiment, overrides, swept)
+                    protocols[overrides] = _values(compose, OmegaConf, experiment, (*searchpath, *overrides), swept)
                 for key, expected in protocols[overrides].items():
                     value = run.get(key)
                     if value is not None and value != expected:
@@ -81,9 +84,9 @@ def _values(compose, omegaconf, experiment: str, overrides: tuple[str, ...], swe
     return values
 
 
-def protocol_note(runs: Sequence[Run], experiment: str) -> str:
+def protocol_note(runs: Sequence[Run], experiment: str, searchpath: Sequence[str] = ()) -> str:
     """A table's note naming the runs that are not their experiment's protocol ("" when every run is)."""
-    found = deviations(runs, experiment)
+    found = deviations(runs, experiment, searchpath)
     if not found:
         return ""
     parts = [
