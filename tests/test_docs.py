@@ -200,6 +200,21 @@ def page_files(path: Path) -> dict[str, str]:
     return {name: text for name, text in _named_blocks(path).items() if REPO_PATH.match(name)}
 
 
+def _config_dirs(args: list[str], base: Path) -> list[str]:
+    """``args`` with Hydra's ``-cd DIR`` / ``--config-dir DIR`` / ``--config-dir=DIR`` as the
+    ``hydra.searchpath=[file://...]`` override the commands fold them into (``clusterable.searchpath``), ``DIR``
+    relative to ``base``, the folder the command runs in."""
+    out, rest = [], iter(args)
+    for arg in rest:
+        flag, eq, value = arg.partition("=")
+        if flag in ("-cd", "--config-dir"):
+            folder = value if eq else next(rest, "")
+            out.append(f"hydra.searchpath=[file://{(base / folder).resolve()}]")
+        else:
+            out.append(arg)
+    return out
+
+
 def outside_files(path: Path) -> dict[str, str]:
     """The files a page writes in a folder of a user's own, outside the repository: code blocks whose first line is
     ``# <folder>/<path>`` (``# myproject/myparts.py``), ``<folder>`` no name of the repository's root, by path."""
@@ -489,7 +504,7 @@ class Checker:
             "--info",
         }
         overrides, skip = [], False
-        for arg in args:
+        for arg in _config_dirs(args, self.pwd or ROOT):
             if skip or arg.startswith("-"):
                 skip = arg in takes_value and not skip
                 continue

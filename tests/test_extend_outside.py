@@ -28,6 +28,8 @@ from test_docs import CONF, ROOT, _fences, outside_files
 from test_extend_examples import GUIDE, OUTSIDE
 
 from clusterable.contracts import Head, StacksScalars, require
+from clusterable.rescore import main as eval_main
+from clusterable.site import main as site_main
 from clusterable.tables.cli import main as tables_main
 
 
@@ -70,7 +72,7 @@ def _train_commands() -> list[list[str]]:
 
 class Shell:
     """The section's shell lines run in this process: ``cd``, ``export PYTHONPATH=...``, ``env -u PYTHONPATH``,
-    ``clusterable-train`` and ``python <script>``."""
+    ``clusterable-train``, ``clusterable-eval``, ``clusterable-tables`` and ``clusterable-site``."""
 
     def __init__(self, root: Path, train, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
         self.cwd, self.train, self.monkeypatch, self.capsys = root, train, monkeypatch, capsys
@@ -92,11 +94,13 @@ class Shell:
         if words[0] == "clusterable-train":
             GlobalHydra.instance().clear()
             return self.train(*words[1:])
-        if words[0] == "clusterable-tables":
+        commands = {"clusterable-eval": eval_main, "clusterable-tables": tables_main, "clusterable-site": site_main}
+        if words[0] in commands:
+            GlobalHydra.instance().clear()
             self.capsys.readouterr()
             with self.monkeypatch.context() as patch:
                 patch.chdir(self.cwd)
-                code = tables_main(words[1:])
+                code = commands[words[0]](words[1:])
             out, err = self.capsys.readouterr()
             return Result(code, out, err)
         raise AssertionError(f"the test does not run `{shlex.join(words)}`: teach Shell.run")
@@ -156,15 +160,17 @@ def _option(group: str) -> str:
 
 
 def test_the_section_commands_run_as_shown(shell):
-    """A run, a stacked sweep and a table of the sweep, in the order the section shows them."""
+    """A run, a stacked sweep, the sweep re-scored by the folder's evaluator, a table of it and a site, in the order
+    the section shows them."""
     results: list[tuple[list[str], Result]] = []
     for words in _shell():
         result = shell.run(words)
         if result is not None:
             assert result.code == 0, (shlex.join(words), result.out[-2000:], result.err)
             results.append((words, result))
-    assert [w[0] for w, _ in results] == ["clusterable-train", "clusterable-train", "clusterable-tables"], results
-    (single, run), (sweep, swept), (_, table) = results
+    commands = ["clusterable-train", "clusterable-train", "clusterable-eval", "clusterable-tables", "clusterable-site"]
+    assert [w[0] for w, _ in results] == commands, results
+    (single, run), (sweep, swept), (_, scored), (_, table), (site_words, site) = results
     assert "run: ok" in run.out
     # The sweep stacks, as the section says it does, and records a run per cell where the section says.
     said = re.search(r"`(stacked: [^`]+)`", " ".join(SECTION.split())).group(1)
@@ -179,10 +185,24 @@ def test_the_section_commands_run_as_shown(shell):
     temperatures = next(w.partition("=")[2] for w in sweep if w.startswith("loss.temperature=")).split(",")
     rows = [line for line in table.out.splitlines() if line.split("|")[1:2] in ([f" {t} "] for t in temperatures)]
     assert [row.split("|")[1].strip() for row in rows] == temperatures, table.out
-    assert all(row.count("±") == 2 for row in rows) and f"{cells} runs (0 not ok) named {name} [full]" in table.out
+    columns = len(next(w for w in _shell() if w[0] == "clusterable-tables")[-1].split(","))  # --metrics a,b,c
+    assert (
+        all(row.count("±") == columns for row in rows) and f"{cells} runs (0 not ok) named {name} [full]" in table.out
+    )
     assert "Runs (seeds) per configuration: 2" in table.out, table.out
     assert re.search(r"^- \[(holds|not shown \(p = [0-9.]+\))\] loss.temperature=", table.out, re.M), table.out
     assert (shell.cwd / "outputs" / "tables" / f"runs_{name}.csv").is_file()
+    # The folder's evaluator scored each run of the sweep from what it kept, and the table has its column.
+    assert scored.out.splitlines()[-1] == f"rescore: {cells} re-scored, 0 failed", scored.out
+    for record in (json.loads(p.read_text()) for p in folder.rglob("metrics.json")):
+        assert record["metrics"]["test/fisher"] > 0 and record["rescored"][0]["keys"] == ["test/fisher", "val/fisher"]
+    assert "| loss.temperature | test/acc | test/kmeans/acc | test/fisher | runs |" in table.out, table.out
+    # The site lists the sweep among your experiments, with its table.
+    out_dir = shell.cwd / site_words[site_words.index("--out") + 1]
+    index = (out_dir / "index.html").read_text()
+    assert f'href="exp-{name}.html"' in index.split("<h2>Your experiments</h2>")[1], index
+    assert "<th>loss.temperature</th>" in (out_dir / f"exp-{name}.html").read_text()
+    assert site.out.strip().endswith(f"(open {out_dir.relative_to(shell.cwd) / 'index.html'})"), site.out
 
 
 @pytest.mark.parametrize("args, printed", _shown_failing(), ids=[" ".join(a[-3:]) for a, _ in _shown_failing()])
