@@ -69,6 +69,17 @@ def _signature(target: Any) -> tuple[Mapping[str, inspect.Parameter], dict[str, 
     return params, hints
 
 
+def check_evaluator_group(evaluators: Any) -> None:
+    """Refuse an evaluator option composed at ``evaluator`` itself rather than at ``evaluator.<name>``: its file's
+    ``# @package evaluator.<name>`` header was not read, which Hydra does only above any other line (a comment
+    first, and the header is silently an ordinary comment)."""
+    if evaluators and "_target_" in evaluators:
+        raise ConfigError(
+            f"evaluator: an option ({evaluators['_target_']}) was composed at evaluator, not evaluator.<name>: its "
+            "file's first line must be `# @package evaluator.<name>` (Hydra reads the header only above any other line)"
+        )
+
+
 def check_node(node: DictConfig, path: str, provided: Iterable[str] = (), require_all: bool = True) -> None:
     """Check ``node``'s keys and values against its ``_target_``'s signature, recursing into nested targets.
 

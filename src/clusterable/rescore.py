@@ -52,7 +52,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from clusterable.config import CONFIG_DIR
+from clusterable.config import CONFIG_DIR, ConfigError, check_evaluator_group
 from clusterable.evaluation import saved
 from clusterable.evaluation.runner import represent, score
 from clusterable.record import METRICS_FILE, PARTIAL, TRAINED, RecordError, RescoreEntry, RunRecord
@@ -155,6 +155,10 @@ def evaluator_nodes(overrides: list[str]) -> DictConfig:
     cfg = composed(overrides)
     if not cfg.get("evaluator"):  # evaluator=[] composes no node at all
         raise RescoreError(f"{' '.join(overrides)} names no evaluator: {NAME_EVALUATORS}")
+    try:
+        check_evaluator_group(cfg.evaluator)
+    except ConfigError as e:
+        raise RescoreError(str(e)) from None
     return cfg.evaluator
 
 

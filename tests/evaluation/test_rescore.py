@@ -144,3 +144,19 @@ def test_a_run_is_scored_on_another_dataset_under_its_name(runs, capsys) -> None
     assert "not re-scored: digits's inputs are [64], the run's [4]" in capsys.readouterr().out
     assert rescore([str(runs["plain"]), "dataset=iris"]) == 2
     assert capsys.readouterr().err.startswith("error: name the evaluators to run")
+
+
+def test_an_evaluator_file_whose_header_hydra_did_not_read_is_one_line(runs, train, tmp_path, capsys) -> None:
+    """A comment above ``# @package evaluator.<name>`` makes Hydra read the header as a comment, so the option lands
+    at ``evaluator`` itself: training and re-scoring both say so in one line, naming the fix."""
+    (tmp_path / "conf" / "evaluator").mkdir(parents=True)
+    (tmp_path / "conf" / "evaluator" / "mine.yaml").write_text(
+        "# conf/evaluator/mine.yaml\n# @package evaluator.mine\n"
+        "_target_: clusterable.evaluation.classification.accuracy\n_partial_: true\n"
+    )
+    said = "its file's first line must be `# @package evaluator.<name>`"
+    assert rescore([str(runs["plain"]), "-cd", str(tmp_path / "conf"), "evaluator=[mine]"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+    result = train(*RUN, f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "evaluator=[mine]")
+    assert result.code != 0 and said in result.err

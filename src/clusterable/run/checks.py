@@ -10,7 +10,7 @@ from typing import Any, Literal
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable import budgets, domains
-from clusterable.config import ConfigError, check_node, check_value
+from clusterable.config import ConfigError, check_evaluator_group, check_node, check_value
 from clusterable.contracts import EVALUATOR_ARGS
 from clusterable.metric_names import monitor_direction
 
@@ -112,6 +112,7 @@ def check_config(cfg: DictConfig, mode: str) -> None:
     check_precision(cfg)
     if cfg.get("scheduler"):
         check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)
+    check_evaluator_group(cfg.get("evaluator"))
     for name, node in (cfg.get("evaluator") or {}).items():
         check_node(node, f"evaluator.{name}", provided=EVALUATOR_ARGS)
     configured = list(cfg.get("evaluator") or {})
