@@ -185,7 +185,8 @@ def test_the_section_commands_run_as_shown(shell):
     temperatures = next(w.partition("=")[2] for w in sweep if w.startswith("loss.temperature=")).split(",")
     rows = [line for line in table.out.splitlines() if line.split("|")[1:2] in ([f" {t} "] for t in temperatures)]
     assert [row.split("|")[1].strip() for row in rows] == temperatures, table.out
-    columns = len(next(w for w in _shell() if w[0] == "clusterable-tables")[-1].split(","))  # --metrics a,b,c
+    tables = next(w for w in _shell() if w[0] == "clusterable-tables")
+    columns = len(tables[tables.index("--metrics") + 1].split(","))
     assert (
         all(row.count("±") == columns for row in rows) and f"{cells} runs (0 not ok) named {name} [full]" in table.out
     )
@@ -197,6 +198,9 @@ def test_the_section_commands_run_as_shown(shell):
     for record in (json.loads(p.read_text()) for p in folder.rglob("metrics.json")):
         assert record["metrics"]["test/fisher"] > 0 and record["rescored"][0]["keys"] == ["test/fisher", "val/fisher"]
     assert "| loss.temperature | test/acc | test/kmeans/acc | test/fisher | runs |" in table.out, table.out
+    assert re.search(
+        r"^- \[(holds|not shown \(p = [0-9.]+\))\] loss.temperature=\S+ has the highest test/fisher", table.out, re.M
+    )
     # The site lists the sweep among your experiments, with its table.
     out_dir = shell.cwd / site_words[site_words.index("--out") + 1]
     index = (out_dir / "index.html").read_text()

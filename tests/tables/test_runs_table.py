@@ -23,7 +23,7 @@ def sweep(outputs: Path, name: str = "myproject", choices: dict | None = None, *
     for temperature, values in ACC.items():
         for seed, acc in enumerate(values):
             params = {"loss": "supcon", "loss.temperature": temperature, "seed": seed, **extra}
-            metrics = {"test/acc": acc, "test/kmeans/acc": acc - 0.1, "val/loss": 1 - acc}
+            metrics = {"test/acc": acc, "test/kmeans/acc": acc - 0.1, "val/loss": 1 - acc, "test/spread": 2 * acc}
             write_run(outputs, name, params, metrics, config={"optimized_metric": "test/acc"}, choices=choices)
 
 
@@ -91,6 +91,18 @@ def test_a_row_never_pools_runs_that_differ_in_more_than_their_seed(tmp_path, ca
     assert code == 0 and "| 0.5 | 0.01 |" in out
 
 
+def test_a_metric_whose_name_does_not_say_its_direction_is_tested_once_told(tmp_path, capsys) -> None:
+    sweep(tmp_path)
+    args = ["--runs", "myproject", "--by", "loss.temperature", "--metrics", "test/acc,test/spread"]
+    code, out, _ = run(capsys, tmp_path, *args)
+    assert code == 0 and "has the highest test/spread" not in out
+    assert "> Not tested: test/spread, whose name does not say whether higher or lower is better" in out
+    code, out, _ = run(capsys, tmp_path, *args, "--higher", "test/spread")
+    assert code == 0 and "loss.temperature=0.5 has the highest test/spread" in out and "Not tested" not in out
+    code, out, _ = run(capsys, tmp_path, *args, "--lower", "test/spread")
+    assert code == 0 and "loss.temperature=0.1 has the lowest test/spread" in out
+
+
 def test_your_config_folder_names_the_runs_that_depart_from_your_experiment(tmp_path, capsys, monkeypatch) -> None:
     """With ``-cd`` (or ``$CLUSTERABLE_SEARCHPATH``) your experiment composes, so its protocol is checked as the
     papers' are; without it the table is the same, with no such note."""
@@ -125,7 +137,9 @@ def test_your_config_folder_names_the_runs_that_depart_from_your_experiment(tmp_
         (["--runs", "yourproject"], 1, "no runs named 'yourproject'"),
         (["corel/table1", "--runs", "myproject"], 2, "not both or neither"),
         ([], 2, "not both or neither"),
-        (["corel/table1", "--by", "loss"], 2, "--by and --metrics shape a table of --runs"),
+        (["corel/table1", "--by", "loss"], 2, "--by, --metrics, --higher and --lower shape a table of --runs"),
+        (["--runs", "myproject", "--metrics", "test/acc", "--higher", "test/acc", "--lower", "test/acc"], 2, "both"),
+        (["--runs", "myproject", "--metrics", "test/acc", "--higher", "test/spread"], 2, "not a column of the table"),
     ],
 )
 def test_every_mistake_is_one_line(tmp_path, capsys, args, code, said) -> None:

@@ -34,7 +34,8 @@ otherwise, and a note names the settings.
 their config's ``name`` (their sweep folder) or as their ``experiment=`` option, a row per value of the ``--by``
 keys (default: the keys their configs differ in, the seed aside), a column per ``--metrics`` metric (default: the
 metric the runs optimise), mean ± std over the seeds, under the same rules as the paper tables; the row with the
-best mean of each metric is tested against each other row (Welch's t over the seeds). Written as
+best mean of each metric is tested against each other row (Welch's t over the seeds; ``--higher`` / ``--lower``
+say which way is better for a metric whose name does not). Written as
 ``<outputs>/tables/runs_<NAME>.md`` (and .tex, .csv). With ``-cd DIR`` (or ``$CLUSTERABLE_SEARCHPATH``) your own
 experiments compose, so a note names the runs that depart from their experiment's protocol, as for the papers'.
 
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     parser.add_argument("--runs", metavar="NAME", help="tabulate the runs named NAME (their name or experiment)")
     parser.add_argument("--by", metavar="KEYS", help="with --runs: comma-separated config keys, a row per value")
     parser.add_argument("--metrics", metavar="KEYS", help="with --runs: comma-separated metrics, a column each")
+    parser.add_argument("--higher", metavar="KEYS", help="with --runs: metrics for which higher is better")
+    parser.add_argument("--lower", metavar="KEYS", help="with --runs: metrics for which lower is better")
     # The folder the training command writes to: $CLUSTERABLE_OUTPUTS when set (src/clusterable/conf/train.yaml,
     # paths.output_dir), else outputs.
     parser.add_argument(
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
         parser.error("give a paper's table (<paper>/<table>) or --runs NAME, not both or neither")
     if args.runs is not None:
         return runs_main(args)
-    if args.by is not None or args.metrics is not None:
-        parser.error("--by and --metrics shape a table of --runs; a paper's table has its own rows")
+    if any(v is not None for v in (args.by, args.metrics, args.higher, args.lower)):
+        parser.error("--by, --metrics, --higher and --lower shape a table of --runs; a paper's table has its own rows")
     paper, _, name = args.table.partition("/")
     if paper not in PAPERS:
         parser.error(f"unknown paper {paper!r}; choose from {', '.join(PAPERS)}")
@@ -178,7 +181,12 @@ def runs_main(args: argparse.Namespace) -> int:
             if len(optimized) != 1:
                 raise RunsError(f"the runs optimise {optimized or 'no metric'}: name the columns with --metrics")
             metrics = optimized
-        table = own_runs.runs_table(args.runs, runs, by, metrics)
+        directions = {m: "max" for m in _listed(args.higher) or []} | {m: "min" for m in _listed(args.lower) or []}
+        if clash := set(_listed(args.higher) or []) & set(_listed(args.lower) or []):
+            raise RunsError(f"{', '.join(sorted(clash))}: both --higher and --lower")
+        if stray := [m for m in directions if m not in metrics]:
+            raise RunsError(f"--higher/--lower {stray[0]}: not a column of the table (--metrics {','.join(metrics)})")
+        table = own_runs.runs_table(args.runs, runs, by, metrics, directions)
     except (MixedRuns, UnreadableRuns, RunsError) as err:
         print(f"error: --runs {args.runs}: {err}", file=sys.stderr)
         return 2

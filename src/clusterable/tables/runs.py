@@ -12,8 +12,9 @@ differ); one mode and one data source per table (``MixedRuns``).
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from clusterable.metric_names import monitor_direction
 from clusterable.record import RunRecord
@@ -70,11 +71,18 @@ def metric_names(runs: Sequence[Run]) -> list[str]:
     return sorted({k for r in runs if r.ok for k, v in r.record.metrics.items() if isinstance(v, int | float)})
 
 
-def runs_table(name: str, runs: Sequence[Run], by: Sequence[str], metrics: Sequence[str]) -> Table:
+def runs_table(
+    name: str,
+    runs: Sequence[Run],
+    by: Sequence[str],
+    metrics: Sequence[str],
+    directions: Mapping[str, Literal["min", "max"]] | None = None,
+) -> Table:
     """The table of ``runs``: a row per distinct recorded value of ``by`` (sorted), a column per metric (mean ±
-    std over the row's seeds, failed runs counted), the seed count; for each metric whose direction its name says
-    (``metric_names.monitor_direction``), the best row against each other row by Welch's t over their seeds
-    (``report.check``: one-sided in the best row's favour, α = 0.05; one seed: means only, said so).
+    std over the row's seeds, failed runs counted), the seed count; for each metric whose direction is known
+    (``directions``: metric -> "max" or "min", else what its name says, ``metric_names.monitor_direction``), the
+    best row against each other row by Welch's t over their seeds (``report.check``: one-sided in the best row's
+    favour, α = 0.05; one seed: means only, said so). A metric of unknown direction is named in a note.
 
     Raises ``RunsError`` for a ``by`` key no run records or a metric no run has (naming those it has), and
     ``MixedConfigs`` when a row's runs differ in more than their seed and ``by``."""
@@ -101,8 +109,14 @@ def runs_table(name: str, runs: Sequence[Run], by: Sequence[str], metrics: Seque
     header = [*by, *metrics, "runs"]
     rows = [[*key, *(columns[m][key].text(digits=4) for m in metrics), str(seeds[key])] for key in keys]
     table = Table(f"{name}: {', '.join(metrics)} by {', '.join(by) or 'nothing (one row)'}", header, rows)
-    table.claims = [c for m in metrics if (c := best_against_rest(m, by, columns[m])) is not None]
+    known_direction = {m: (directions or {}).get(m) or monitor_direction(m) for m in metrics}
+    table.claims = [c for m in metrics if (c := best_against_rest(m, by, columns[m], known_direction[m])) is not None]
     table.claims_title = "Best row against the others, tested over the seeds:"
+    if unknown := [m for m in metrics if known_direction[m] is None]:
+        table.notes.append(
+            f"Not tested: {', '.join(unknown)}, whose name does not say whether higher or lower is better "
+            f"(--higher {unknown[0]} or --lower {unknown[0]} says it)."
+        )
     return table
 
 
@@ -120,10 +134,12 @@ def _natural(key: tuple[str, ...]) -> tuple:
     return tuple(out)
 
 
-def best_against_rest(metric: str, by: Sequence[str], column: dict[tuple[str, ...], Cell]) -> Claim | None:
+def best_against_rest(
+    metric: str, by: Sequence[str], column: dict[tuple[str, ...], Cell], direction: str | None = None
+) -> Claim | None:
     """The claim that the row with the best mean of ``metric`` beats each other row (None: one row, no number, or
-    a metric whose direction its name does not say)."""
-    direction = monitor_direction(metric)
+    a metric of unknown direction: ``direction`` "max" or "min", else what its name says)."""
+    direction = direction or monitor_direction(metric)
     scored = {k: c for k, c in column.items() if c.values}
     if direction is None or len(scored) < 2:
         return None
