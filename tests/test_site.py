@@ -74,6 +74,10 @@ def test_your_experiment_has_its_table_its_curves_and_its_runs(built) -> None:
     page = (written.out / "exp-myproject.html").read_text()
     assert "<td>0.5</td><td>0.9050 ± 0.0071</td><td>2</td>" in page
     assert page.count("<polyline") == 4 and "test/acc per epoch" not in page  # the monitored metric: val/acc
+    # a legend entry per run, named by what the runs differ in and the seed (folder names share long prefixes)
+    for temperature in ("0.5", "1.0"):
+        for seed in (0, 1):
+            assert f">loss.temperature={temperature}, seed={seed}</text>" in page
     index = (written.out / "index.html").read_text()
     your = index.split("<h2>Your experiments</h2>")[1].split("<h2>")[0]
     assert 'href="exp-myproject.html"' in your and "corel" not in your

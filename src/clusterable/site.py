@@ -38,7 +38,7 @@ from clusterable.rundir import UnreadableRuns, find_runs
 from clusterable.tables import runs as own_runs
 from clusterable.tables.cli import PAPERS, NoRuns, build, sources
 from clusterable.tables.common import logged_curves
-from clusterable.tables.report import MixedRuns, Run, Table
+from clusterable.tables.report import MixedRuns, Run, Table, as_text
 
 CSS = """body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:76em;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:13px}
@@ -224,7 +224,8 @@ def experiment_body(name: str, members: list[Run], outputs: Path, out: Path, sit
     monitored = [str(m) for r in members if (m := r.get("checkpoint.monitor")) and str(m) in keys]
     key = next(iter(monitored), None) or next((k for k in sorted(keys) if k.startswith("val/")), None)
     if key:
-        curves = {r.path.name[:40]: c for r in members if (c := logs[id(r)].get(key))}
+        names = curve_labels(members)
+        curves = {names[id(r)]: c for r in members if (c := logs[id(r)].get(key))}
         body.append(svg_curves(f"{key} per epoch, each run", curves))
     for folder in sorted({r.path.parent for r in members}):
         body.append(study_html(folder, outputs))
@@ -235,6 +236,22 @@ def experiment_body(name: str, members: list[Run], outputs: Path, out: Path, sit
     )
     body.append(f"<h2>Runs ({len(members)})</h2><table><tr><th>run</th><th>status</th></tr>{rows}</table>")
     return "\n".join(body)
+
+
+def curve_labels(members: list[Run]) -> dict[int, str]:
+    """id(run) -> its curve's legend: the keys the runs differ in and the seed (``loss.temperature=0.5, seed=1``),
+    distinct for every run (a numbered suffix where two runs record the same values)."""
+    try:
+        keys = [k for k in own_runs.varying_keys(members) if k != "seed"] + ["seed"]
+    except (MixedRuns, UnreadableRuns, ValueError):  # said on the page by the table; the legend falls back
+        keys = []
+    out: dict[int, str] = {}
+    seen: dict[str, int] = {}
+    for run in sorted(members, key=lambda r: str(r.path)):
+        label = ", ".join(f"{k}={as_text(v)}" for k in keys if (v := run.get(k)) is not None) or run.path.name[:48]
+        seen[label] = seen.get(label, 0) + 1
+        out[id(run)] = label if seen[label] == 1 else f"{label} ({seen[label]})"
+    return out
 
 
 def study_html(folder: Path, outputs: Path) -> str:
