@@ -7,6 +7,8 @@ import ast
 import datetime
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import hydra
@@ -148,3 +150,81 @@ def test_hydra_is_pinned_to_the_minor_version_the_plugins_were_written_for() -> 
     requirements = {(req := Requirement(line)).name: req.specifier for line in _pyproject()["project"]["dependencies"]}
     hydra_core = requirements["hydra-core"]
     assert hydra.__version__ in hydra_core and "1.3.2" in hydra_core and "1.4.0" not in hydra_core, hydra_core
+
+
+# The import name of each distribution our code imports where the two differ.
+DISTRIBUTION = {
+    "PIL": "pillow",
+    "hydra": "hydra-core",
+    "yaml": "pyyaml",
+    "sklearn": "scikit-learn",
+    "pytorch_metric_learning": "pytorch-metric-learning",
+}
+# Imported only where an extra (or the user's own install) provides them: each import is guarded or in a plugin.
+OPTIONAL = {
+    "faiss",
+    "optuna",
+    "wandb",
+    "palmerpenguins",
+    "submitit",
+    "hydra_plugins",
+    "tomli",
+    "mlflow",
+    "aim",
+    "tensorboard",
+    "torchtext",
+    "transformers",
+    "rich",
+    "mypy",
+    "pytest",
+    "lightning_utilities",
+    "packaging",
+    "typing_extensions",
+    "sympy",
+    "psutil",
+}
+
+
+def _third_party_imports() -> set[str]:
+    """The top-level names ``src/`` imports that are neither the standard library nor ours."""
+    found = set()
+    for path in (ROOT / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {n for n in found if n not in sys.stdlib_module_names and n not in ("clusterable", "__future__")}
+
+
+def test_every_direct_import_is_a_declared_dependency() -> None:
+    declared = {Requirement(r).name.lower() for r in _pyproject()["project"]["dependencies"]}
+    extras = {
+        Requirement(r).name.lower() for rs in _pyproject()["project"]["optional-dependencies"].values() for r in rs
+    }
+    undeclared = sorted(
+        name
+        for name in _third_party_imports() - OPTIONAL
+        if DISTRIBUTION.get(name, name).lower().replace("_", "-") not in declared | extras
+    )
+    assert not undeclared, f"src/ imports what pyproject.toml does not declare: {undeclared}"
+
+
+def test_the_package_ships_its_type_hints_and_runs_as_a_module(capsys) -> None:
+    """PEP 561's py.typed beside the code and in the package data; ``python -m clusterable`` is the training
+    command, whose ``--version`` is clusterable's, not Hydra's."""
+    assert (ROOT / "src" / "clusterable" / "py.typed").is_file()
+    assert "py.typed" in _pyproject()["tool"]["setuptools"]["package-data"]["clusterable"]
+    assert {"Typing :: Typed", "Intended Audience :: Science/Research"} <= set(_pyproject()["project"]["classifiers"])
+    for module in ("clusterable", "clusterable.cli"):
+        done = subprocess.run(
+            [sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
+        assert done.returncode == 0 and done.stdout.startswith(f"clusterable {clusterable.__version__} ("), done
+    done = subprocess.run([sys.executable, "-m", "clusterable", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.startswith("clusterable: learn representations that cluster") and "powered by" not in done.stdout
+    assert (
+        "clusterable-tables" in done.stdout and "experiment/corel:" in done.stdout and "docs/extend.md" in done.stdout
+    )
+    assert len(done.stdout.splitlines()) < 60

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -23,7 +24,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from clusterable import hydra_callbacks, interrupts, resolvers
+from clusterable import __version__, hydra_callbacks, interrupts, resolvers
 from clusterable.config import CONFIG_DIR, composition_error
 from clusterable.preflight import check_group_options, null_groups, swept_group_key
 from clusterable.record import OK, RunRecord
@@ -59,6 +60,9 @@ def _hydra_choices() -> dict | None:
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--version"]:  # Hydra's own flag prints Hydra's version
+        print(f"clusterable {__version__} (hydra-core {hydra.__version__}, torch {torch_version()})")
+        sys.exit(0)
     _single_runs.clear()
     # -cd/--config-dir and $CLUSTERABLE_SEARCHPATH become the one hydra.searchpath override the preflight reads too.
     try:
@@ -121,3 +125,15 @@ def _one_line(error: BaseException) -> str:
     key = next((line.removeprefix("full_key: ") for line in lines if line.startswith("full_key: ")), "")
     first = lines[0] if lines else type(error).__name__
     return f"{first} ({key})" if key and key not in first else first
+
+
+def torch_version() -> str:
+    """torch's version, read from its metadata: printing it must not import torch."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+if __name__ == "__main__":
+    main()
