@@ -523,3 +523,38 @@ def test_signals_held_off_are_dropped_by_a_handler_not_ignored():
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+def test_ctrl_c_mid_trial_and_the_same_search_command_completes_the_remaining_trials(tmp_path, launch) -> None:
+    """An Optuna search cut off inside its first trial: the rerun asks the interrupted trial's parameters again and
+    completes all ``n_trials``; the interrupted trial is kept apart, never counted as one of them."""
+    optuna = pytest.importorskip("optuna")
+    args = [
+        "-m",
+        SEARCHPATH,
+        "hparams_search=slow_lr",
+        "dataset=iris",
+        "loss=slow",
+        "trainer.max_epochs=2",
+        *QUICK,
+    ]
+    proc = launch(*args)
+    try:
+        _wait_for_start(tmp_path, proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in out + err, (out, err)
+    again = launch(*args)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, (out, err)
+    assert "optuna: resuming study search/slow_lr: 0 of 2 trials finished; 1 interrupted, asked again" in out
+    assert "(2 of 3 trials complete, 1 interrupted (asked again))" in out, out
+    db = tmp_path / "outputs" / "multirun" / "full" / "search" / "slow_lr" / "optuna.db"
+    study = optuna.load_study(study_name="search/slow_lr", storage=f"sqlite:///{db}")
+    first, *rest = study.trials
+    assert first.state == optuna.trial.TrialState.FAIL and study.user_attrs["interrupted_trials"] == [0]
+    assert [t.state for t in rest] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert rest[0].params == first.params  # asked again

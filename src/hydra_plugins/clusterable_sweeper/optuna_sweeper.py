@@ -4,8 +4,9 @@ Each batch asks Optuna for ``n_jobs`` trials, launches them as one sweep batch (
 the trials that differ only in stacked axes, ``optimizer.lr``, ``loss.lam``, ``seed``, train as one stacked model,
 and under ``hydra/launcher=joblib`` they run side by side), and tells Optuna each trial's ``optimized_metric`` (a
 trial that failed or diverged is a failed trial). The study lives in the sweep folder (``optuna.db``, SQLite), so
-the same command resumes it: finished trials count, trials cut off by Ctrl-C are failed and asked again, and it
-stops at ``n_trials`` finished ones. The best trial is printed and written to ``optimization_results.yaml``.
+the same command resumes it: completed trials and genuine failures count, trials cut off by Ctrl-C are kept apart
+(failed, listed in the study's ``interrupted_trials``) and their parameters asked again first, and it stops at
+``n_trials`` counted ones. The best trial is printed and written to ``optimization_results.yaml``.
 
 The search space, in ``hydra.sweeper.search_space`` (an ``hparams_search/`` file sets it):
 
@@ -248,12 +249,11 @@ class OptunaSweeper(Sweeper):
         study.sampler = (
             optuna.samplers.TPESampler(seed=seed) if self.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
         )
-        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)  # cut off by an earlier Ctrl-C
-        finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
-        done = len(study.get_trials(deepcopy=False, states=finished))
-        if done:
-            print(f"optuna: resuming study {study.study_name}: {done} of {self.n_trials} trials finished")
+        done = close_interrupted(study, optuna.trial.TrialState)
+        if done or study.trials:
+            again = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+            asked = f"; {again} interrupted, asked again" if again else ""
+            print(f"optuna: resuming study {study.study_name}: {done} of {self.n_trials} trials finished{asked}")
         returns = []
         while done < self.n_trials:
             batch = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - done))]
@@ -269,6 +269,31 @@ class OptunaSweeper(Sweeper):
             done += len(batch)
         _report(study, folder, self.config)
         return returns
+
+
+INTERRUPTED = "interrupted_trials"  # the study's user attribute: numbers of the trials a Ctrl-C cut off
+
+
+def close_interrupted(study: Any, states: Any) -> int:
+    """Close the trials an earlier session left running (Ctrl-C, SIGTERM, a killed machine): each is failed, kept
+    apart as interrupted (the study's ``interrupted_trials``), and its parameters are queued to be asked again.
+    Returns the trials that count toward ``n_trials``: the completed ones and the genuine failures (a run that
+    failed or diverged), never the interrupted ones. ``states``: Optuna's ``TrialState``."""
+    interrupted = list(study.user_attrs.get(INTERRUPTED, []))
+    for trial in study.get_trials(deepcopy=False, states=(states.RUNNING,)):
+        study.tell(trial.number, state=states.FAIL)
+        interrupted.append(trial.number)
+        study.enqueue_trial(trial.params, skip_if_exists=False)
+    if interrupted != study.user_attrs.get(INTERRUPTED, []):
+        study.set_user_attr(INTERRUPTED, interrupted)
+    counted = study.get_trials(deepcopy=False, states=(states.COMPLETE, states.FAIL, states.PRUNED))
+    return sum(t.number not in set(interrupted) for t in counted)
+
+
+def interrupted_note(study: Any) -> str:
+    """ ", 1 interrupted (asked again)" where a Ctrl-C cut trials off, else ""."""
+    count = len(study.user_attrs.get(INTERRUPTED, []))
+    return f", {count} interrupted (asked again)" if count else ""
 
 
 def _value(value: Any) -> str:
@@ -296,12 +321,13 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
         "trial": best.number,
         "trials": len(study.trials),
         "complete": len(complete),
+        "interrupted": len(study.user_attrs.get(INTERRUPTED, [])),
     }
     OmegaConf.save(OmegaConf.create(result), folder / "optimization_results.yaml")
     params = " ".join(f"{k}={_value(v)}" for k, v in best.params.items())
     print(
         f"optuna: best {config.optimized_metric} {best.value:.4f} at trial {best.number}: {params} "
-        f"({len(complete)} of {len(study.trials)} trials complete)"
+        f"({len(complete)} of {len(study.trials)} trials complete{interrupted_note(study)})"
     )
 
 
