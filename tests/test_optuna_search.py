@@ -210,3 +210,11 @@ def test_a_search_without_optuna_installed_is_one_line(train, monkeypatch) -> No
         "error: hydra/sweeper=optuna needs Optuna: pip install 'clusterable[optuna]'"
     ), result.err
     assert "Traceback" not in result.out + result.err
+
+
+def test_a_search_file_is_a_sweep_without_m(train) -> None:
+    """As lightning-hydra-template's search files: ``hydra.mode: MULTIRUN`` in the file, so forgetting ``-m`` still
+    searches, where it silently trained one plain run."""
+    result = train(*SEARCH[1:], "hydra.sweeper.n_trials=2")
+    assert result.code == 0, result.err
+    assert "(2 of 2 trials complete)" in result.out and "sweep: 2 ok, 0 failed" in result.out
