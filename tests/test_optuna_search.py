@@ -4,6 +4,7 @@ study kept in the sweep folder; its mistakes in one line."""
 from __future__ import annotations
 
 import pytest
+from helpers.running import SEARCHPATH, all_metrics
 
 pytest.importorskip("optuna")
 
@@ -38,7 +39,7 @@ def test_a_search_runs_its_trials_in_stacked_batches_and_resumes(train) -> None:
     [
         (["hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials must be a whole number of at least 1, got 0"),
         (["hydra.sweeper.direction=up"], "hydra.sweeper.direction must be maximize or minimize, got 'up'"),
-        (["loss.lam=0.5"], "loss.lam is both searched (hydra.sweeper.search_space) and set"),
+        (["loss.lam=0.5"], "loss.lam is both searched (hydra.sweeper.search_space or params) and set"),
     ],
 )
 def test_a_mistake_in_the_search_is_one_line(train, overrides: list[str], message: str) -> None:
@@ -218,3 +219,72 @@ def test_a_search_file_is_a_sweep_without_m(train) -> None:
     result = train(*SEARCH[1:], "hydra.sweeper.n_trials=2")
     assert result.code == 0, result.err
     assert "(2 of 2 trials complete)" in result.out and "sweep: 2 ok, 0 failed" in result.out
+
+
+def test_a_search_file_in_lightning_hydra_template_s_shape_runs(train) -> None:
+    """hydra-optuna-sweeper's class as _target_ (not installed here), its sampler block and Hydra's sweep syntax in
+    params: the search runs with ours, each trial drawing from the file's ranges."""
+    result = train(
+        SEARCHPATH, "hparams_search=lht_style", "dataset=iris", "loss=cce", "trainer.max_epochs=1", "logger=none"
+    )
+    assert result.code == 0, result.err
+    assert "(3 of 3 trials complete)" in result.out and "sweep: 3 ok, 0 failed" in result.out
+    runs = all_metrics(train.outputs)
+    assert len(runs) == 3
+    for run in runs:
+        config = run["config"]
+        assert 0.0001 <= config["optimizer"]["lr"] <= 0.1
+        assert config["dataset"]["batch_size"] in (16, 32) and config["model"]["hidden"] in ([32], [64])
+
+
+def test_params_in_hydra_s_sweep_syntax_become_optuna_s_distributions() -> None:
+    import optuna
+
+    from hydra_plugins.clusterable_sweeper.optuna_sweeper import CommandLineError, split_params
+
+    searched, fixed = split_params(
+        {
+            "optimizer.lr": "tag(log, interval(0.0001, 0.1))",
+            "loss.lam": "interval(0.1, 1.0)",
+            "model.depth": "interval(1, 4)",
+            "dataset.batch_size": "choice(32, 64, 128)",
+            "trainer.max_epochs": "range(2, 8, 2)",
+            "seed": 3,
+        }
+    )
+    assert searched == {
+        "optimizer.lr": optuna.distributions.FloatDistribution(0.0001, 0.1, log=True),
+        "loss.lam": optuna.distributions.FloatDistribution(0.1, 1.0),
+        "model.depth": optuna.distributions.FloatDistribution(1.0, 4.0),  # Hydra reads an interval's ends as floats
+        "dataset.batch_size": optuna.distributions.CategoricalDistribution([32, 64, 128]),
+        "trainer.max_epochs": optuna.distributions.IntDistribution(2, 8, step=2),  # both ends, as the plugin reads it
+    }
+    assert fixed == {"seed": 3}
+    with pytest.raises(
+        CommandLineError, match=r"hydra.sweeper.params.loss=glob\(\*\): not a choice, range or interval"
+    ):
+        split_params({"loss": "glob(*)"})
+    with pytest.raises(CommandLineError, match=r"^hydra.sweeper.params.loss.lam: "):
+        split_params({"loss.lam": "interval(0.1"})
+
+
+@pytest.mark.parametrize(
+    ("sampler", "kind"),
+    [("random", "RandomSampler"), ("qmc", "QMCSampler"), ("gp", "GPSampler"), ("tpe", "TPESampler")],
+)
+def test_the_samplers_by_name_and_by_block(sampler: str, kind: str) -> None:
+    from hydra_plugins.clusterable_sweeper.optuna_sweeper import build_sampler
+
+    assert type(build_sampler(sampler, seed=0)).__name__ == kind
+    assert type(build_sampler({"_target_": f"optuna.samplers.{kind}", "seed": 5}, seed=2)).__name__ == kind
+
+
+def test_a_sampler_that_cannot_be_built_is_one_line() -> None:
+    from hydra_plugins.clusterable_sweeper.optuna_sweeper import CommandLineError, build_sampler
+
+    with pytest.raises(CommandLineError, match="must be one of tpe, random, cmaes, qmc, gp or a"):
+        build_sampler("bayes", seed=0)
+    with pytest.raises(CommandLineError, match=r"_target_ must name an optuna.samplers class, got 'torch.nn.Linear'"):
+        build_sampler({"_target_": "torch.nn.Linear"}, seed=0)
+    with pytest.raises(CommandLineError, match=r"^hydra.sweeper.sampler \(optuna.samplers.TPESampler\): "):
+        build_sampler({"_target_": "optuna.samplers.TPESampler", "n_startup": 3}, seed=0)

@@ -14,6 +14,7 @@ launched processes); the summary reads them back in the launching process, and `
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
 
 from clusterable import budgets, domains
 from clusterable.outcomes import CONFIG_SNAPSHOT, RECORDS_ENV, SWEEP_ERROR, config_digests, unwritten
@@ -96,6 +97,26 @@ def refuse_before_start(found: str | None) -> None:
     if found is not None:
         print(f"error: {found}", file=sys.stderr)
         raise SystemExit(2)
+
+
+HYDRA_OPTUNA_SWEEPER = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
+OUR_OPTUNA_SWEEPER = "hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper"
+
+
+class OptunaSweeperTarget(Callback):
+    """A search file written for hydra-optuna-sweeper (lightning-hydra-template's ``hparams_search`` files) names
+    that plugin's class as ``hydra.sweeper._target_``. Where the plugin is not installed (it pins optuna < 3, which
+    this package's extra does not take), the search runs with this package's Optuna sweeper, which reads the same
+    file (its ``params`` syntax, its ``sampler`` block); where it is installed, it runs as the file says."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweeper = config.hydra.get("sweeper")
+        if sweeper is None or sweeper.get("_target_") != HYDRA_OPTUNA_SWEEPER:
+            return
+        if importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is not None:
+            return
+        with read_write(config), open_dict(config):
+            config.hydra.sweeper._target_ = OUR_OPTUNA_SWEEPER
 
 
 class OutputFolderCheck(Callback):

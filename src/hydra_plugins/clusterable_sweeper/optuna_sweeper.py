@@ -17,6 +17,14 @@ The search space, in ``hydra.sweeper.search_space`` (an ``hparams_search/`` file
       optimizer.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
       model: {type: categorical, choices: [ffnn, cnn]}
 
+hydra-optuna-sweeper's (and so lightning-hydra-template's) search files run as they are: their ``params`` in
+Hydra's sweep syntax (``interval(0.0001, 0.1)``, ``tag(log, interval(1e-4, 1e-1))``, ``choice(32, 64)``,
+``range(1, 8)``, read as that plugin reads them: a range's ends both included; a plain value is set in every trial),
+their ``sampler: {_target_: optuna.samplers.TPESampler, seed: ..., ...}`` block, and their ``_target_`` naming
+hydra-optuna-sweeper's class, which ``hydra_callbacks.OptunaSweeperTarget`` points at this one where that plugin is
+not installed (it pins optuna < 3). ``sampler`` is also a name: tpe, random, cmaes (``pip install cmaes``), qmc or
+gp.
+
 A study answers one question: its objective (``optimized_metric`` and ``direction``), its search space and the
 config outside the searched keys (what changes no number left out: loggers, paths, threads). The question is kept
 with the study (its ``question`` attribute); the same command resumes it, and any other question asked of the same
@@ -36,9 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep, Transformer
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
+from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable.hydra_callbacks import CommandLineError
@@ -50,13 +62,20 @@ TYPES = ("float", "int", "categorical")
 MISSING_EXTRA = "hydra/sweeper=optuna needs Optuna: pip install 'clusterable[optuna]'"
 
 
-def distributions(search_space: Any) -> dict[str, Any]:
-    """Optuna's distributions of ``search_space`` ({key: {type, low, high, log, step, choices}}); one-line
-    ``CommandLineError`` for anything else."""
+def load_optuna() -> Any:
+    """The ``optuna`` module, imported on first use (an extra: the sweeper's module loads without it); its one
+    line names the extra where it is not installed."""
     try:
         import optuna
     except ImportError:
         raise CommandLineError(MISSING_EXTRA) from None
+    return optuna
+
+
+def distributions(search_space: Any) -> dict[str, Any]:
+    """Optuna's distributions of ``search_space`` ({key: {type, low, high, log, step, choices}}); one-line
+    ``CommandLineError`` for anything else."""
+    optuna = load_optuna()
     space = OmegaConf.to_container(search_space, resolve=True) if isinstance(search_space, DictConfig) else search_space
     if not isinstance(space, Mapping) or not space:
         raise CommandLineError(
@@ -87,6 +106,82 @@ def distributions(search_space: Any) -> dict[str, Any]:
             missing = f"needs {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
             raise CommandLineError(f"{where}: {missing}") from None
     return out
+
+
+SAMPLERS = {
+    "tpe": "TPESampler",
+    "random": "RandomSampler",
+    "cmaes": "CmaEsSampler",
+    "qmc": "QMCSampler",
+    "gp": "GPSampler",
+}
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``hydra.sweeper.params`` as (searched: key -> Optuna distribution, fixed: key -> value), read as
+    hydra-optuna-sweeper reads it: ``choice(...)`` categorical, ``interval(a, b)`` float (Hydra reads its ends as floats),
+    ``tag(log, interval(...))`` on a log scale, ``range(a, b[, step])`` int (float where an end or the step is) with
+    both ends included, a shuffled range categorical; anything else a value set in every trial."""
+    optuna = load_optuna()
+    parser = OverridesParser.create()
+    searched: dict[str, Any] = {}
+    fixed: dict[str, Any] = {}
+    for key, value in params.items():
+        text = _value(value) if not isinstance(value, str) else value
+        try:
+            override = parser.parse_override(f"{key}={text}")
+        except HydraException as e:
+            raise CommandLineError(f"hydra.sweeper.params.{key}: {str(e).splitlines()[0]}") from None
+        if not override.is_sweep_override():
+            fixed[key] = value
+            continue
+        sweep = override.value()
+        if isinstance(sweep, ChoiceSweep) or (isinstance(sweep, RangeSweep) and sweep.shuffle):
+            searched[key] = optuna.distributions.CategoricalDistribution(
+                list(override.sweep_iterator(transformer=Transformer.encode))
+            )
+        elif isinstance(sweep, RangeSweep):
+            if any(isinstance(v, float) for v in (sweep.start, sweep.stop, sweep.step)):
+                searched[key] = optuna.distributions.FloatDistribution(sweep.start, sweep.stop, step=sweep.step)
+            else:
+                searched[key] = optuna.distributions.IntDistribution(
+                    int(sweep.start), int(sweep.stop), step=int(sweep.step)
+                )
+        elif isinstance(sweep, IntervalSweep):
+            log = "log" in sweep.tags
+            if isinstance(sweep.start, int) and isinstance(sweep.end, int):
+                searched[key] = optuna.distributions.IntDistribution(sweep.start, sweep.end, log=log)
+            else:
+                searched[key] = optuna.distributions.FloatDistribution(float(sweep.start), float(sweep.end), log=log)
+        else:  # a glob: a sweep of config group options Optuna cannot draw from
+            raise CommandLineError(f"hydra.sweeper.params.{key}={text}: not a choice, range or interval")
+    return searched, fixed
+
+
+def build_sampler(sampler: Any, seed: int) -> Any:
+    """Optuna's sampler for ``sampler`` (a name of ``SAMPLERS`` or a ``{_target_: optuna.samplers.<Class>, ...}``
+    block), seeded with ``seed`` where the block sets none; one line for anything else."""
+    optuna = load_optuna()
+    if isinstance(sampler, str):
+        if sampler not in SAMPLERS:
+            raise CommandLineError(
+                f"hydra.sweeper.sampler must be one of {', '.join(SAMPLERS)} or a {{_target_: optuna.samplers...}} "
+                f"block, got {sampler!r}"
+            )
+        sampler = {"_target_": f"optuna.samplers.{SAMPLERS[sampler]}"}
+    node = OmegaConf.to_container(sampler, resolve=True) if isinstance(sampler, DictConfig) else sampler
+    target = node.get("_target_") if isinstance(node, Mapping) else None
+    if not isinstance(target, str) or not target.startswith("optuna.samplers."):
+        raise CommandLineError(f"hydra.sweeper.sampler._target_ must name an optuna.samplers class, got {target!r}")
+    node = {"seed": seed, **node} if "seed" not in node else {**node, "seed": seed + int(node["seed"])}
+    try:
+        built = instantiate(node)
+    except Exception as e:  # noqa: BLE001  (an unknown class, an argument it does not take, a missing package)
+        cause = e.__cause__ or e
+        raise CommandLineError(f"hydra.sweeper.sampler ({target}): {str(cause).splitlines()[0]}") from None
+    if not isinstance(built, optuna.samplers.BaseSampler):
+        raise CommandLineError(f"hydra.sweeper.sampler._target_ {target} is not an Optuna sampler")
+    return built
 
 
 # Config keys that change no number a trial computes: a study's question leaves them out (a resume on another
@@ -122,7 +217,7 @@ def question(config: DictConfig, direction: str, space: Any, params: Mapping[str
     """What a study answers: the objective, the search space, the config outside the searched keys (leaves as
     text, interpolations unresolved, ``NOT_IN_QUESTION`` left out; the command line's overrides are in it) and the
     values ``hydra.sweeper.params`` sets in every trial."""
-    searched = set(OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space)
+    searched = set(OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space or {})
     tree = OmegaConf.to_container(config, resolve=False)
     tree.pop("hydra", None)
     leaves: dict[str, str] = {}
@@ -196,8 +291,11 @@ class OptunaSweeper(Sweeper):
                 raise CommandLineError(f"hydra.sweeper.{name} must be a whole number of at least {low}, got {value!r}")
         if self.direction not in ("maximize", "minimize"):
             raise CommandLineError(f"hydra.sweeper.direction must be maximize or minimize, got {self.direction!r}")
-        if self.sampler not in ("tpe", "random"):
-            raise CommandLineError(f"hydra.sweeper.sampler must be tpe or random, got {self.sampler!r}")
+        if isinstance(self.sampler, str) and self.sampler not in SAMPLERS:
+            raise CommandLineError(
+                f"hydra.sweeper.sampler must be one of {', '.join(SAMPLERS)} or a {{_target_: optuna.samplers...}} "
+                f"block, got {self.sampler!r}"
+            )
         if not isinstance(self.allow_test_objective, bool):
             raise CommandLineError(
                 f"hydra.sweeper.allow_test_objective must be true or false, got {self.allow_test_objective!r}"
@@ -210,12 +308,20 @@ class OptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
-        space = distributions(self.search_space)  # first: without Optuna, its one line names the extra
-        import optuna
-
-        fixed = [*(f"{k}={v}" for k, v in dict(self.params).items()), *arguments]
+        optuna = load_optuna()
+        searched, set_in_all = split_params(dict(self.params))
+        space = {**(distributions(self.search_space) if self.search_space else {})}
+        if both := sorted(set(space) & set(searched)):
+            raise CommandLineError(f"{both[0]} is searched twice: in hydra.sweeper.search_space and in params")
+        space |= searched
+        if not space:
+            raise CommandLineError(
+                "nothing to search: give hydra.sweeper.search_space ({loss.lam: {type: float, low: 0.05, high: 1.0}}) "
+                "or sweeps in hydra.sweeper.params (loss.lam: interval(0.05, 1.0))"
+            )
+        fixed = [*(f"{k}={_value(v)}" for k, v in set_in_all.items()), *arguments]
         if clash := sorted({a.split("=")[0].lstrip("+~") for a in fixed} & set(space)):
-            raise CommandLineError(f"{clash[0]} is both searched (hydra.sweeper.search_space) and set")
+            raise CommandLineError(f"{clash[0]} is both searched (hydra.sweeper.search_space or params) and set")
         folder = Path(str(self.config.hydra.sweep.dir))
         folder.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -246,9 +352,7 @@ class OptunaSweeper(Sweeper):
         # Seeded by the trials already in the study too: a resumed search goes on drawing, where the bare seed would
         # replay the first session's draws.
         seed = self.seed + len(study.trials)
-        study.sampler = (
-            optuna.samplers.TPESampler(seed=seed) if self.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
-        )
+        study.sampler = build_sampler(self.sampler, seed)
         done = close_interrupted(study, optuna.trial.TrialState)
         if done or study.trials:
             again = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
@@ -302,7 +406,7 @@ def _value(value: Any) -> str:
 
 def _report(study: Any, folder: Path, config: DictConfig) -> None:
     """The best trial, printed and written to ``optimization_results.yaml``."""
-    import optuna
+    optuna = load_optuna()
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not complete:  # told to the sweep's summary as a failure of the search: the command exits 1
@@ -339,6 +443,9 @@ ConfigStore.instance().store(
     node=OmegaConf.create(
         {
             "_target_": "hydra_plugins.clusterable_sweeper.optuna_sweeper.OptunaSweeper",
+            # A `sampler: {_target_: optuna.samplers...}` block reaches the constructor as config, not built: the
+            # sweeper seeds it (a resumed search draws on from where the study is).
+            "_recursive_": False,
             "search_space": None,
             "n_trials": 20,
             "n_jobs": 1,
