@@ -3,6 +3,8 @@ study kept in the sweep folder; its mistakes in one line."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from helpers.running import SEARCHPATH, all_metrics
 
@@ -284,6 +286,11 @@ def test_a_sampler_that_cannot_be_built_is_one_line() -> None:
 
     with pytest.raises(CommandLineError, match="must be one of tpe, random, cmaes, qmc, gp or a"):
         build_sampler("bayes", seed=0)
+    if importlib.util.find_spec("cmaes") is None:
+        with pytest.raises(
+            CommandLineError, match=r"^hydra.sweeper.sampler=cmaes needs the cmaes package: pip install"
+        ):
+            build_sampler("cmaes", seed=0)
     with pytest.raises(CommandLineError, match=r"_target_ must name an optuna.samplers class, got 'torch.nn.Linear'"):
         build_sampler({"_target_": "torch.nn.Linear"}, seed=0)
     with pytest.raises(CommandLineError, match=r"^hydra.sweeper.sampler \(optuna.samplers.TPESampler\): "):

@@ -38,6 +38,7 @@ Needs Optuna (``pip install 'clusterable[optuna]'``); without it the command end
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -181,6 +182,9 @@ def build_sampler(sampler: Any, seed: int) -> Any:
         raise CommandLineError(f"hydra.sweeper.sampler ({target}): {str(cause).splitlines()[0]}") from None
     if not isinstance(built, optuna.samplers.BaseSampler):
         raise CommandLineError(f"hydra.sweeper.sampler._target_ {target} is not an Optuna sampler")
+    if isinstance(built, optuna.samplers.CmaEsSampler) and importlib.util.find_spec("cmaes") is None:
+        # built without it, CMA-ES fails at its first draw, mid-search
+        raise CommandLineError("hydra.sweeper.sampler=cmaes needs the cmaes package: pip install cmaes")
     return built
 
 
