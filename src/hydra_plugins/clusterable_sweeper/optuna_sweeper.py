@@ -120,9 +120,9 @@ SAMPLERS = {
 
 def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``hydra.sweeper.params`` as (searched: key -> Optuna distribution, fixed: key -> value), read as
-    hydra-optuna-sweeper reads it: ``choice(...)`` categorical, ``interval(a, b)`` float (Hydra reads its ends as floats),
-    ``tag(log, interval(...))`` on a log scale, ``range(a, b[, step])`` int (float where an end or the step is) with
-    both ends included, a shuffled range categorical; anything else a value set in every trial."""
+    hydra-optuna-sweeper reads it: ``choice(...)`` categorical, ``interval(a, b)`` float (Hydra reads its ends as
+    floats), ``tag(log, interval(...))`` on a log scale, ``range(a, b[, step])`` int (float where an end or the step
+    is) with both ends included, a shuffled range categorical; anything else a value set in every trial."""
     optuna = load_optuna()
     parser = OverridesParser.create()
     searched: dict[str, Any] = {}
