@@ -150,6 +150,8 @@ class RunRecord:
         data_notes: what reading the data reported (the files read and their SHA-256).
         stacked: ``StackInfo`` for a member of a stacked group.
         failed_epoch: the epoch at which its loss ran away (a run that diverged).
+        stopped_early: why a callback (``callbacks=early_stopping``) stopped training before ``max_epochs``, with
+            the epoch; None when it ran them all.
         training_error: a partial run's divergence, kept until it is finished.
         evaluators_failed: a partial run's failed evaluators: name -> ``EvaluatorFailed``.
         rescored: ``RescoreEntry`` per re-scoring.
@@ -175,6 +177,7 @@ class RunRecord:
     data_notes: dict[str, Any] | None = None
     stacked: StackInfo | None = None
     failed_epoch: int | None = None
+    stopped_early: str | None = None
     training_error: str | None = None
     evaluators_failed: dict[str, EvaluatorFailed] | None = None
     rescored: list[RescoreEntry] | None = None

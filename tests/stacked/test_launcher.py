@@ -366,6 +366,7 @@ REFUSED_SAMPLES = {
     "trainable": "embedding_layer",
     "checkpoint.rule": "boudiaf",
     "scheduler": {"_target_": "clusterable.schedules.warmup_cosine"},
+    "callbacks": {"early_stopping": {"_target_": "lightning.pytorch.callbacks.EarlyStopping", "monitor": "val/acc"}},
     "trainer.devices": 2,
     "trainer.strategy": "ddp",
     "trainer.num_nodes": 2,

@@ -156,18 +156,20 @@ def _train_and_evaluate(cfg: DictConfig, ctx: RunContext, record: RunRecord, log
     """The single run's width of the phases (``run.phases``): assemble, fit in Lightning's loop, conclude."""
     from clusterable.callbacks import EpochTimer
     from clusterable.run import training
-    from clusterable.run.parts import build_trainer
+    from clusterable.run.parts import build_callbacks, build_trainer
     from clusterable.run.phases import Outcome, assemble, conclude
 
     training.quiet_lightning()
     parts = assemble(cfg, ctx, record)
     checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
     validation = [parts.validation] if cfg.validation_evaluators else []
-    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation])
+    chosen = build_callbacks(cfg)  # the callbacks group's (early stopping, learning-rate monitor, ...)
+    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation, *chosen])
     parts.module.check_devices(trainer.world_size)
 
     timing, diverged = training.fit(trainer, parts, timer)
     record.timing.update(timing)
+    record.stopped_early = training.stopped_early(chosen, trainer)
     outcome = Outcome(
         steps=trainer.global_step,
         last_train=trainer.callback_metrics,

@@ -19,7 +19,7 @@ from clusterable.metric_names import monitor_direction
 OPTIMIZER_CALL = ("params",)
 SCHEDULER_CALL = ("optimizer", "total_steps")
 # Config groups: nodes checked against their `_target_`'s signature when built.
-GROUPS = ("dataset", "model", "loss", "optimizer", "scheduler", "evaluator", "trainer", "logger")
+GROUPS = ("dataset", "model", "loss", "optimizer", "scheduler", "evaluator", "trainer", "logger", "callbacks")
 # The top-level keys no constructor sees, with their types.
 TOP_LEVEL = {
     "seed": int,
@@ -113,6 +113,8 @@ def check_config(cfg: DictConfig, mode: str) -> None:
     if cfg.get("scheduler"):
         check_node(cfg.scheduler, "scheduler", provided=SCHEDULER_CALL)
     check_evaluator_group(cfg.get("evaluator"))
+    for name, node in (cfg.get("callbacks") or {}).items():
+        check_node(node, f"callbacks.{name}")
     for name, node in (cfg.get("evaluator") or {}).items():
         check_node(node, f"evaluator.{name}", provided=EVALUATOR_ARGS)
     configured = list(cfg.get("evaluator") or {})

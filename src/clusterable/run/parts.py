@@ -238,6 +238,25 @@ def check_logger_extras(cfg: DictConfig) -> None:
         raise ConfigError(f"logger.{name} needs the {module} module, which is not installed: {install} (or logger=csv)")
 
 
+def build_callbacks(cfg: DictConfig) -> list:
+    """The Lightning callbacks of the ``callbacks`` group (``callbacks=[early_stopping,lr_monitor]``), each refused
+    in one line when it is no Lightning callback or cannot be built (a package it needs, a monitor it lacks)."""
+    from lightning.pytorch.callbacks import Callback, EarlyStopping
+
+    built = []
+    for name, node in (cfg.get("callbacks") or {}).items():
+        try:
+            callback = build(node, f"callbacks.{name}")
+        except ModuleNotFoundError as e:  # RichProgressBar without rich, ...
+            raise ConfigError(f"callbacks.{name} needs the package {e.name}: pip install {e.name}") from None
+        if not isinstance(callback, Callback):
+            raise ConfigError(f"callbacks.{name}: {type(callback).__name__} is not a Lightning callback")
+        if isinstance(callback, EarlyStopping) and not cfg.trainer.get("limit_val_batches", 1.0):
+            raise ConfigError(f"callbacks.{name} watches a validation metric, and trainer.limit_val_batches=0")
+        built.append(callback)
+    return built
+
+
 def build_trainer(cfg: DictConfig, run_dir: Path, loggers: list, callbacks: list) -> Any:
     """Lightning's Trainer from ``cfg.trainer`` with the run's loggers (``cfg.logger``, appended to ``loggers`` so
     that the record closes them whatever happens) and callbacks, writing below ``run_dir``."""

@@ -170,3 +170,14 @@ def evaluate(
     metrics["model/params"] = count_parameters(parts.encoder, parts.head)
     metrics.update({k: float(v) for k, v in last_train.items() if k.startswith("train/")})
     return metrics, failures, time.perf_counter() - start
+
+
+def stopped_early(callbacks: list, trainer: Any) -> str | None:
+    """Why training stopped before ``max_epochs`` where a callback stopped it (EarlyStopping's own reason, with the
+    epoch), else None."""
+    for callback in callbacks:
+        epoch = getattr(callback, "stopped_epoch", 0)
+        if epoch and trainer.should_stop:
+            reason = getattr(callback, "stopping_reason_message", None) or "its criterion was met"
+            return f"{type(callback).__name__} at epoch {epoch}: {reason.strip()}"
+    return None

@@ -223,7 +223,8 @@ def print_summary(run_dir: Path, record: RunRecord, single: bool) -> None:
         width = max((len(k) for k, _ in rows), default=10)
         lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
         best = "none (not trained)" if record.best_epoch is None else record.best_epoch
-        print("\n".join([f"run: {record.status}", *lines, f"best epoch: {best}", f"run dir: {run_dir}"]))
+        stopped = [f"stopped early: {record.stopped_early}"] if record.stopped_early else []
+        print("\n".join([f"run: {record.status}", *lines, f"best epoch: {best}", *stopped, f"run dir: {run_dir}"]))
     if record.ok:
         return
     # a partial run's line says itself that the other evaluators' metrics are kept

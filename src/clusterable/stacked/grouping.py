@@ -72,6 +72,7 @@ TOP_LEVEL_RULES: dict[str, Rule] = {
     "logger": HONOURED,
     "trainer": HONOURED,
     "scheduler": (_left(None), "a learning-rate schedule"),
+    "callbacks": (lambda v: not v, "Lightning callbacks (callbacks=...: the stacked loop runs none)"),
 }
 TRAINER_RULES: dict[str, Rule] = {
     "accelerator": HONOURED,

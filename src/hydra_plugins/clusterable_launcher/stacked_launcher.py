@@ -85,7 +85,7 @@ class StackedLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from clusterable.stacked.grouping import plan
+        from clusterable.stacked.grouping import plan, why_not_stackable
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None
@@ -95,6 +95,12 @@ class StackedLauncher(Launcher):
         configs = [self._sweep_config(initial_job_idx + i, o) for i, o in enumerate(job_overrides)]
         resolved = [_resolved(c) for c in configs]
         groups = plan(resolved, self.max_members)
+        alone: dict[str, int] = {}  # why cells cannot stack -> how many: said once each, before anything trains
+        for config in resolved:
+            if config is not None and (why := why_not_stackable(dict(config))) is not None:
+                alone[why] = alone.get(why, 0) + 1
+        for why, count in alone.items():
+            print(f"stacked: {count} of {len(job_overrides)} cells run alone: {why}")
         jobs = self.n_jobs if self.n_jobs != "auto" else auto_jobs(resolved, len(groups))
         for config in configs:  # the number each cell's run divides the cores and the memory by
             with read_write(config.hydra), open_dict(config.hydra):
