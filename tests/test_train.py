@@ -204,6 +204,26 @@ def test_a_logger_whose_library_is_missing_is_refused_before_training(train, mon
     assert not list(train.outputs.rglob("*.ckpt"))
 
 
+@pytest.mark.parametrize(
+    ("logger", "modules", "said"),
+    [
+        (
+            "tensorboard",
+            ("tensorboard", "tensorboardX"),
+            "tensorboard or tensorboardX module, which is not installed: pip install tensorboard",
+        ),
+        ("mlflow", ("mlflow",), "mlflow module, which is not installed: pip install mlflow"),
+        ("aim", ("aim",), "aim module, which is not installed: pip install aim"),
+    ],
+)
+def test_each_logger_names_its_missing_package_in_one_line(train, monkeypatch, logger, modules, said):
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)
+    result = train(*QUICK, f"logger={logger}")
+    assert_one_error_line(result, f"error: logger.{logger} needs the {said} (or logger=csv)")
+    assert_nothing_ok(train.outputs)
+
+
 def test_narrowing_an_experiments_evaluators_leaves_out_their_settings(train):
     result = train("experiment=cross/fashion", "evaluator=[classification,clustering]", "debug=smoke")
     assert result.code == 0, result.err

@@ -42,6 +42,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from clusterable.config import ConfigError
+from clusterable.extras import LOGGER_EXTRAS
 
 
 class DomainError(ConfigError):
@@ -886,6 +887,8 @@ def _unimportable(path: str, target: Any) -> str | None:
     import importlib
 
     if not isinstance(target, str) or _import(target) is not None:
+        return None
+    if target.rsplit(".", 1)[-1] in LOGGER_EXTRAS:  # an integration not installed: the run's check names its package
         return None
     parts = target.split(".")
     for i in range(len(parts) - 1, 0, -1):  # the longest prefix that is a module

@@ -7,6 +7,7 @@ encoder that does not take what the dataset feeds it, a ``checkpoint.monitor`` t
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from omegaconf import DictConfig
 
 from clusterable.config import ConfigError, build, target_of
 from clusterable.contracts import EVALUATOR_ARGS
+from clusterable.extras import LOGGER_EXTRAS
 from clusterable.run.checks import OPTIMIZER_CALL, SCHEDULER_CALL
 from clusterable.run.context import RunContext
 
@@ -213,29 +215,27 @@ def check_objective(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
     )
 
 
-# The loggers an extra of the package installs (pyproject.toml's optional dependencies): class name -> (module,
-# extra). Lightning builds them without the module and fails when the run first logs, after the data is loaded.
-LOGGER_EXTRAS = {
-    "WandbLogger": ("wandb", "wandb"),
-    "MLFlowLogger": ("mlflow", None),
-    "CometLogger": ("comet_ml", None),
-    "NeptuneLogger": ("neptune", None),
-}
-
-
 def check_logger_extras(cfg: DictConfig) -> None:
-    """Refuse, before training, a logger whose library is not installed: ``logger=wandb needs W&B's wandb
-    module: pip install 'clusterable[wandb]' (or logger=csv)``."""
-    import importlib.util
-
+    """Refuse, before training, a logger whose library is not installed: ``logger.wandb needs the wandb module,
+    which is not installed: pip install 'clusterable[wandb]' (or logger=csv)``."""
     for name, node in (cfg.get("logger") or {}).items():
         target = str(node.get("_target_", "")) if isinstance(node, DictConfig) else ""
         needed = LOGGER_EXTRAS.get(target.rsplit(".", 1)[-1])
-        if needed is None or importlib.util.find_spec(needed[0]) is not None:
+        if needed is None:
             continue
-        module, extra = needed
-        install = f"pip install 'clusterable[{extra}]'" if extra else f"pip install {module}"
-        raise ConfigError(f"logger.{name} needs the {module} module, which is not installed: {install} (or logger=csv)")
+        modules, install = needed
+        if any(_importable(m) for m in modules):
+            continue
+        raise ConfigError(
+            f"logger.{name} needs the {' or '.join(modules)} module, which is not installed: {install} (or logger=csv)"
+        )
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is not there
+        return False
 
 
 def build_callbacks(cfg: DictConfig) -> list:
