@@ -673,6 +673,65 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         "monitor_gym": boolean(null=True),
         "settings": mapping(null=True),
     },
+    # The other loggers of the logger group (their libraries are extras: the run's check names what to install).
+    "lightning.pytorch.loggers.TensorBoardLogger": {
+        "save_dir": text(),
+        "name": text(null=True),
+        "version": one_of(integer(0, null=True), text()),
+        "log_graph": boolean(),
+        "default_hp_metric": boolean(),
+        "prefix": text(),
+        "sub_dir": text(null=True),
+        "root_dir": fixed(None, "save_dir sets it"),
+    },
+    "lightning.pytorch.loggers.MLFlowLogger": {
+        "experiment_name": text(),
+        "run_name": text(null=True),
+        "tracking_uri": text(null=True),
+        "tags": mapping(null=True),
+        "save_dir": text(null=True),
+        "log_model": one_of(boolean(), choice("all")),
+        "prefix": text(),
+        "artifact_location": text(null=True),
+        "run_id": text(null=True),
+        "synchronous": boolean(null=True),
+    },
+    # The callbacks group (lightning-hydra-template's names).
+    "lightning.pytorch.callbacks.EarlyStopping": {
+        "monitor": text(),
+        "min_delta": number(0),
+        "patience": integer(1),
+        "verbose": boolean(),
+        "mode": choice("min", "max"),
+        "strict": boolean(),
+        "check_finite": boolean(),
+        "stopping_threshold": number(null=True),
+        "divergence_threshold": number(null=True),
+        "check_on_train_epoch_end": boolean(null=True),
+        "log_rank_zero_only": boolean(),
+    },
+    "lightning.pytorch.callbacks.LearningRateMonitor": {
+        "logging_interval": choice("step", "epoch", null=True),
+        "log_momentum": boolean(),
+        "log_weight_decay": boolean(),
+    },
+    "lightning.pytorch.callbacks.RichProgressBar": {
+        "refresh_rate": integer(0),
+        "leave": boolean(),
+        "theme": fixed(None, "a RichProgressBarTheme object, which a config cannot give"),
+        "console_kwargs": mapping(null=True),
+    },
+    "lightning.pytorch.callbacks.RichModelSummary": {
+        "max_depth": integer(-1),
+    },
+    "lightning.pytorch.callbacks.StochasticWeightAveraging": {
+        "swa_lrs": one_of(number(0, open_low=True), listed(number(0, open_low=True))),
+        "swa_epoch_start": one_of(integer(1), number(0, 1, open_low=True, open_high=True)),
+        "annealing_epochs": integer(1),
+        "annealing_strategy": choice("cos", "linear"),
+        "avg_fn": fixed(None, "a function, which a config cannot give"),
+        "device": text(null=True),
+    },
     # The sweepers (hydra/sweeper): the cells sweeper's batch size, and Optuna's settings. The Optuna sweeper refuses
     # its trial and job counts, direction, sampler and flag itself, in one line before any trial; the seed (numpy's
     # range: TPE draws with it), the storage and the study's name are the table's.
