@@ -110,14 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     odd = [o for o in args.overrides if not o.startswith(("dataset", "+dataset", KEY))]
     if odd:
         parser.error(f"{odd[0]}: only dataset=... and dataset.<key>=... overrides choose the data to embed")
-    try:
-        overrides = args.overrides
+    overrides = args.overrides
+    try:  # the command line: a search path, a dataset option (an unknown one, a key without its dataset)
         if any(o.startswith(("dataset", "+dataset")) for o in overrides):
             overrides = with_searchpath([*overrides, *(f"--config-dir={d}" for d in args.config_dir)])
-        print(embed(args.run, overrides, [s.strip() for s in args.splits.split(",")], args.out, args.faiss))
-    except SearchPathError as e:
+            dataset_node(overrides)
+    except (SearchPathError, RescoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    try:
+        print(embed(args.run, overrides, [s.strip() for s in args.splits.split(",")], args.out, args.faiss))
     except (EmbedError, RescoreError) as e:
         print(f"error: {args.run}: {e}", file=sys.stderr)
         return 1

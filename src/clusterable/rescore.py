@@ -55,6 +55,7 @@ from omegaconf import DictConfig, OmegaConf
 from clusterable.config import CONFIG_DIR, ConfigError, check_evaluator_group
 from clusterable.evaluation import saved
 from clusterable.evaluation.runner import represent, score
+from clusterable.preflight import check_group_options
 from clusterable.record import METRICS_FILE, PARTIAL, TRAINED, RecordError, RescoreEntry, RunRecord
 from clusterable.run.context import RunContext
 from clusterable.run.parts import build_parts
@@ -140,12 +141,25 @@ def _evaluators_failed(run_dir: Path) -> bool:
 
 
 def composed(overrides: list[str]) -> DictConfig:
-    """The training config that ``overrides`` compose, as a run composes it; a Hydra error in one line."""
+    """The training config that ``overrides`` compose, as a run composes it; a Hydra error in one line (an unknown
+    option names the available ones, as training does)."""
+    if problem := check_group_options(overrides):
+        raise RescoreError(problem)
+    keys = [o.split("=")[0].lstrip("+~") for o in overrides]
+    if any(k.startswith("dataset.") for k in keys) and "dataset" not in keys:
+        given = next(o for o in overrides if o.lstrip("+~").startswith("dataset."))
+        raise RescoreError(
+            f"{given}: name the dataset it changes (dataset=<name> {given}); without dataset=..., each run's "
+            "own data is used"
+        )
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             return compose("train", overrides=overrides)
     except HydraException as e:
-        raise RescoreError(str(e).splitlines()[0]) from None
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        # "Could not override 'x'." alone does not say what to do; Hydra's next line does ("use +x=...")
+        said = " ".join(lines[:2]) if lines and lines[0].startswith("Could not override") else lines[0]
+        raise RescoreError(said) from None
 
 
 def evaluator_nodes(overrides: list[str]) -> DictConfig:
@@ -314,6 +328,13 @@ def rescore_on(run_dir: Path, evaluator_cfg: DictConfig | None, dataset: dict, r
     prefix = f"on/{dataset.get('name')}/"
     metrics = {prefix + k: v for k, v in scores.items()}
     clash = sorted(set(metrics) & set(record.metrics))
+    # the same keys made from other data (another split seed, another source) are not "already scored"
+    earlier = [e for e in record.rescored or [] if set(e.get("keys") or []) & set(clash)]
+    if clash and not replace and any(e.get("dataset") != dataset for e in earlier):
+        raise RescoreError(
+            f"it has {prefix}... from another {dataset.get('name')} config than this one (its rescored entry "
+            "keeps it; --replace overwrites)"
+        )
     if clash and not replace:
         if len(clash) == len(metrics) and not failures:
             raise AlreadyScored(

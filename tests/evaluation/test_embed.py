@@ -56,6 +56,10 @@ def test_what_cannot_be_embedded_is_one_line(run_dir: Path, tmp_path: Path, caps
     with pytest.raises(SystemExit) as exit_:
         embed([str(run_dir), "loss=cce", "--out", out])
     assert exit_.value.code == 2 and "loss=cce: only dataset=... and dataset.<key>=..." in capsys.readouterr().err
+    assert embed([str(run_dir), "dataset.source=fake", "--out", out]) == 2  # which dataset's source?
+    assert "error: dataset.source=fake: name the dataset it changes" in capsys.readouterr().err
+    assert embed([str(run_dir), "dataset=irs", "--out", out]) == 2
+    assert "error: dataset: no option 'irs'; available: " in capsys.readouterr().err
     (run_dir / "checkpoints" / "best.ckpt").unlink()
     assert embed([str(run_dir), "--out", out]) == 1
     err = capsys.readouterr().err.strip().splitlines()

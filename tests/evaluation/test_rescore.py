@@ -140,6 +140,14 @@ def test_a_run_is_scored_on_another_dataset_under_its_name(runs, capsys) -> None
     # the same again: skipped; other data of another shape, or no evaluator named: one line each
     assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=iris", "dataset.source=fake"]) == 0
     assert "skipped: it already has all" in capsys.readouterr().out
+    # the same keys from other data of that name: refused, not "already scored"
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=iris", "dataset.reader.noise_seed=3"]) == 1
+    assert "not re-scored: it has on/iris/... from another iris config than this one" in capsys.readouterr().out
+    # a key without its dataset, an unknown dataset: the command line's mistakes
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset.source=fake"]) == 2
+    assert "dataset.source=fake: name the dataset it changes (dataset=<name>" in capsys.readouterr().err
+    assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=irs"]) == 2
+    assert "error: dataset: no option 'irs'; available: " in capsys.readouterr().err
     assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=digits"]) == 1
     assert "not re-scored: digits's inputs are [64], the run's [4]" in capsys.readouterr().out
     assert rescore([str(runs["plain"]), "dataset=iris"]) == 2
