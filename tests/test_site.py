@@ -144,6 +144,17 @@ def test_the_command_s_exit_status(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         site.main(["--outputs", str(tmp_path / "nowhere")])
     assert exit_.value.code == 2
+    # a good folder: progress on stderr (a line per paper and experiment, per 500 run pages), the summary on stdout
+    capsys.readouterr()
+    broken.unlink()
+    assert site.main(["--outputs", str(tmp_path / "outputs"), "--out", str(tmp_path / "site")]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"site: 3 runs of 1 experiment under {tmp_path / 'outputs'}/",
+        "site: experiment myproject: 3 runs",
+        "site: run pages 1-3 of 3",
+    ]
+    assert out.startswith("site: ") and "pages in" in out
 
 
 FLAGS = [

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
@@ -171,9 +172,15 @@ def paper_tables(outputs: Path, experiments: set[str]) -> dict[str, list[str]]:
     return out
 
 
-def build_site(outputs: Path, out: Path, pool_code: bool = False) -> Site:
+def build_site(outputs: Path, out: Path, pool_code: bool = False, progress: TextIO | None = None) -> Site:
     """Write the site for the runs under ``outputs`` into ``out``; ``NoRuns`` when there are none. ``pool_code``:
-    runs of several code versions may share a cell, as the table command's ``--pool-code-versions``."""
+    runs of several code versions may share a cell, as the table command's ``--pool-code-versions``. ``progress``:
+    where to say what is being built (a line per paper and experiment, and per 500 run pages)."""
+
+    def say(line: str) -> None:
+        if progress is not None:
+            print(f"site: {line}", file=progress, flush=True)
+
     found = find_runs(outputs)  # UnreadableRuns: one line naming each file
     if not found:
         raise NoRuns(f"no runs under {outputs}/", ())
@@ -185,7 +192,10 @@ def build_site(outputs: Path, out: Path, pool_code: bool = False) -> Site:
     for run in runs:
         by_experiment.setdefault(run.record.experiment or "(unnamed)", []).append(run)
     papers = paper_tables(outputs, set(by_experiment))
+    count = len(by_experiment)
+    say(f"{len(runs)} runs of {count} experiment{'s' * (count != 1)} under {outputs}/")
     for paper, names in papers.items():
+        say(f"paper {paper}: {len(names)} tables")
         body = []
         for name in names:
             try:
@@ -197,9 +207,12 @@ def build_site(outputs: Path, out: Path, pool_code: bool = False) -> Site:
             body.append(table_html(table, out))
         site.write(f"paper-{paper}.html", f"{paper}: tables and claims", "\n".join(body))
     for name, members in sorted(by_experiment.items()):
+        say(f"experiment {name}: {len(members)} runs")
         body = experiment_body(name, members, outputs, out, site, pool_code)
         site.write(f"exp-{slug(name)}.html", f"experiment {name}", body)
-    for run in runs:
+    for i, run in enumerate(runs):
+        if i % 500 == 0:
+            say(f"run pages {i + 1}-{min(i + 500, len(runs))} of {len(runs)}")
         site.write(f"run-{run_id(run, outputs)}.html", f"run {run.path.name}", run_body(run, outputs, out))
     site.write("index.html", f"clusterable results: {outputs}", index_body(papers, by_experiment))
     return site
@@ -360,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.outputs.is_dir():
         parser.error(f"--outputs {args.outputs}: no such folder")
     try:
-        site = build_site(args.outputs, args.out, args.pool_code_versions)
+        site = build_site(args.outputs, args.out, args.pool_code_versions, progress=sys.stderr)
     except UnreadableRuns as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
