@@ -28,12 +28,13 @@ from omegaconf import OmegaConf
 from clusterable.evaluation.runner import represent
 from clusterable.rescore import (
     CHECKPOINT,
+    DATASET,
     RescoreError,
     dataset_node,
     load_best,
     on_dataset,
     trained_record,
-    write_projector_config,
+    write_projector_tsv,
 )
 from clusterable.run.context import RunContext
 from clusterable.run.parts import build_parts
@@ -49,13 +50,11 @@ def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, ind
     ``out``; the line that says what was written."""
 
     record = trained_record(run_dir)
-    checkpoint = Path(run_dir) / CHECKPOINT
-    if not checkpoint.exists():
+    if not (Path(run_dir) / CHECKPOINT).exists():
         raise EmbedError(f"it kept no checkpoint ({CHECKPOINT.as_posix()}): embedding new data needs its weights")
-    recorded = (
-        on_dataset(dict(record.config or {}), dataset_node(overrides)) if overrides else dict(record.config or {})
-    )
-    said = ""
+    recorded = dict(record.config or {})
+    if any(o.startswith(DATASET) for o in overrides):  # else only a search path: the run's own data
+        recorded = on_dataset(recorded, dataset_node(overrides))
     recorded["evaluator"], recorded["validation_evaluators"] = {}, []
     cfg = OmegaConf.create(recorded)
     unknown = [s for s in splits if s not in ("train", "val", "test")]
@@ -64,9 +63,8 @@ def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, ind
     torch.manual_seed(int(cfg.seed))
     parts = build_parts(cfg, RunContext(run_dir=Path(run_dir), choices=record.choices or {}, single=True))
     module = parts.module
-    whole = load_best(module, checkpoint)
-    if not whole:
-        said = "; another class count than the run's: the encoder's output, without its head"
+    whole = load_best(module, run_dir, record.best_epoch)
+    said = "" if whole else "; another class count than the run's: the encoder's output, without its head"
     module.eval()
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -78,12 +76,10 @@ def embed(run_dir: Path, overrides: list[str], splits: list[str], out: Path, ind
         vectors = representation.detach().float().cpu().numpy()
         labels = tensors["labels"].detach().cpu().numpy()
         np.savez(out / f"{split}.npz", embeddings=vectors, labels=labels)
-        (out / f"{split}.tsv").write_text("".join("\t".join(f"{v:.6g}" for v in row) + "\n" for row in vectors))
-        (out / f"{split}_labels.tsv").write_text("".join(f"{v}\n" for v in labels))
+        write_projector_tsv(out, split, vectors, labels)
         if index:
             write_index(vectors, out / f"{split}.faiss")
         written.append(f"{split} {vectors.shape[0]} x {vectors.shape[1]}")
-    write_projector_config(out)
     return f"embedded {', '.join(written)} into {out}{said}"
 
 
@@ -112,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{odd[0]}: only dataset=... and dataset.<key>=... overrides choose the data to embed")
     overrides = args.overrides
     try:  # the command line: a search path, a dataset option (an unknown one, a key without its dataset)
-        if any(o.startswith(("dataset", "+dataset")) for o in overrides):
+        if any(o.startswith(DATASET) for o in overrides):
             overrides = with_searchpath([*overrides, *(f"--config-dir={d}" for d in args.config_dir)])
             dataset_node(overrides)
     except (SearchPathError, RescoreError) as e:

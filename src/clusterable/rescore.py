@@ -94,12 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [t for t in args.targets if t.startswith(composing)]
     targets = [t for t in args.targets if not t.startswith(composing)]
     try:
+        other_data = any(o.startswith(DATASET) for o in overrides)
         if any(o.startswith(("evaluator", "+evaluator")) for o in overrides):  # finishing a run composes none
-            overrides = with_searchpath([*overrides, *(f"--config-dir={d}" for d in args.config_dir)])
+            cfg = composed(with_searchpath([*overrides, *(f"--config-dir={d}" for d in args.config_dir)]))
+            evaluators = evaluator_nodes(cfg, overrides)
+            dataset = OmegaConf.to_container(cfg.dataset, resolve=False) if other_data else None
+        elif other_data:  # finishing a run scores its own data: another dataset needs the evaluators named
+            raise RescoreError(f"scoring on another dataset: {NAME_EVALUATORS}")
         else:
-            overrides = []
-        evaluators = evaluator_nodes(overrides) if overrides else None
-        dataset = dataset_node(overrides) if any(o.startswith(DATASET) for o in overrides) else None
+            evaluators = dataset = None
         runs = find_runs(targets, Path(args.outputs) if args.outputs else None, args.mode)
         if evaluators is None and not any(_evaluators_failed(r) for r in runs):
             raise RescoreError(
@@ -162,11 +165,10 @@ def composed(overrides: list[str]) -> DictConfig:
         raise RescoreError(said) from None
 
 
-def evaluator_nodes(overrides: list[str]) -> DictConfig:
-    """The ``evaluator`` nodes that ``overrides`` compose (as a run composes them); refused without any."""
+def evaluator_nodes(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The ``evaluator`` nodes of ``cfg`` (``composed(overrides)``, as a run composes them); refused without any."""
     if not any(o.split("=")[0] in ("evaluator", "+evaluator") for o in overrides):
         raise RescoreError(NAME_EVALUATORS)
-    cfg = composed(overrides)
     if not cfg.get("evaluator"):  # evaluator=[] composes no node at all
         raise RescoreError(f"{' '.join(overrides)} names no evaluator: {NAME_EVALUATORS}")
     try:
@@ -191,17 +193,23 @@ def on_dataset(recorded: dict, node: dict) -> dict:
     return {**recorded, "dataset": node}
 
 
-def load_best(module: Any, checkpoint: Path) -> bool:
-    """Load the best checkpoint into ``module``: True when whole, False when only the encoder fits (another class
-    count: the head's shapes differ, the encoder's do not)."""
-    state = torch.load(checkpoint, map_location=module.device, weights_only=True)["state_dict"]
+def load_best(module: Any, run_dir: Path, best_epoch: int | None) -> bool:
+    """Load the run's best checkpoint into ``module``: True when whole, False when only the encoder fits (another
+    class count: the head's shapes differ, the encoder's do not). Refused where the checkpoint is of another epoch
+    than the run's best: it is another attempt's (a cell run again, stopped, and its record put back)."""
+    state = torch.load(Path(run_dir) / CHECKPOINT, map_location=module.device, weights_only=True)
+    epoch = int(state["epoch"]) if state.get("global_step", 1) > 0 else None  # as run.training.restore_best
+    if epoch != best_epoch:
+        raise RescoreError(
+            f"its checkpoint ({CHECKPOINT.as_posix()}) is of epoch {epoch}, its record's best epoch is {best_epoch}: "
+            "another attempt's model, not the one its metrics are of"
+        )
     try:
-        saved.set_state(module, state)
+        saved.set_state(module, state["state_dict"])
         return True
     except RuntimeError:
-        module.encoder.load_state_dict(
-            {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
-        )
+        encoder = {k.removeprefix("encoder."): v for k, v in state["state_dict"].items() if k.startswith("encoder.")}
+        module.encoder.load_state_dict(encoder)
         return False
 
 
@@ -295,15 +303,12 @@ def rescore(run_dir: Path, evaluator_cfg: DictConfig | None, replace: bool, proj
     return done
 
 
-def rescore_on(run_dir: Path, evaluator_cfg: DictConfig | None, dataset: dict, replace: bool) -> str:
+def rescore_on(run_dir: Path, evaluator_cfg: DictConfig, dataset: dict, replace: bool) -> str:
     """Score one run on another dataset: its best checkpoint embeds ``dataset``'s splits, ``evaluator_cfg``'s
     evaluators score them, and their metrics are added under ``on/<dataset>/`` with the dataset in the
     ``rescored`` entry; the line that says what was done. ``RescoreError`` when it cannot be, ``AlreadyScored``."""
-    if evaluator_cfg is None:
-        raise RescoreError(f"scoring on another dataset: {NAME_EVALUATORS}")
     record = trained_record(run_dir)
-    checkpoint = Path(run_dir) / CHECKPOINT
-    if not checkpoint.exists():
+    if not (Path(run_dir) / CHECKPOINT).exists():
         raise RescoreError(
             f"it kept no checkpoint ({CHECKPOINT.as_posix()}): scoring it on another dataset needs its weights"
         )
@@ -312,7 +317,7 @@ def rescore_on(run_dir: Path, evaluator_cfg: DictConfig | None, dataset: dict, r
     cfg.validation_evaluators = []
     torch.manual_seed(int(cfg.seed))
     parts = build_parts(cfg, RunContext(run_dir=Path(run_dir), choices=record.choices or {}, single=True))
-    if not load_best(parts.module, checkpoint):
+    if not load_best(parts.module, run_dir, record.best_epoch):
         theirs, mine = parts.datamodule.num_classes, ((record.config or {}).get("dataset") or {}).get("num_classes")
         raise RescoreError(
             f"{dataset.get('name')} has {theirs} classes, the run's head {mine}: its head cannot score it "
@@ -439,31 +444,27 @@ def _require_kept(run_dir: Path) -> None:
 
 
 def _embedded(run_dir: Path, record: RunRecord, parts: Any, stages: list[str]) -> dict:
-    """Every split of ``stages`` embedded again from the run's best checkpoint, refused where the checkpoint is of
-    another epoch than the run's best: it is another attempt's (a cell run again, stopped, and its record put back)."""
-    module = parts.module
-    state = torch.load(Path(run_dir) / CHECKPOINT, map_location=module.device, weights_only=True)
-    epoch = int(state["epoch"]) if state.get("global_step", 1) > 0 else None  # as run.training.restore_best
-    if epoch != record.best_epoch:
-        raise RescoreError(
-            f"its checkpoint ({CHECKPOINT.as_posix()}) is of epoch {epoch}, its record's best "
-            f"epoch is {record.best_epoch}: another attempt's model, not the one its metrics are "
-            "of"
-        )
-    saved.set_state(module, state["state_dict"])
-    module.eval()
-    return {stage: represent(module, parts.datamodule, stage) for stage in stages}
+    """Every split of ``stages`` embedded again from the run's best checkpoint (``load_best``)."""
+    if not load_best(parts.module, run_dir, record.best_epoch):
+        raise RescoreError(f"its checkpoint ({CHECKPOINT.as_posix()}) does not fit the head its config builds")
+    parts.module.eval()
+    return {stage: represent(parts.module, parts.datamodule, stage) for stage in stages}
 
 
 def _export(folder: Path, run_dir: Path, test: tuple) -> None:
-    """The TensorBoard projector's two files: the vectors and their labels, tab-separated."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """The run's test representation in the TensorBoard projector's format, named by the run's folder."""
     _, representation, split = test
-    name = Path(run_dir).name.replace("/", "_")
-    rows = representation.detach().cpu().tolist()
-    (folder / f"{name}.tsv").write_text("\n".join("\t".join(f"{v:.6g}" for v in row) for row in rows) + "\n")
-    labels = split["labels"].detach().cpu().tolist()
-    (folder / f"{name}_labels.tsv").write_text("\n".join(str(v) for v in labels) + "\n")
+    write_projector_tsv(folder, Path(run_dir).name.replace("/", "_"), representation, split["labels"])
+
+
+def write_projector_tsv(folder: Path, name: str, vectors: Any, labels: Any) -> None:
+    """``<name>.tsv`` (the vectors (N, D), tab-separated) and ``<name>_labels.tsv`` (N,) in ``folder``, and the
+    folder's ``projector_config.pbtxt`` listing them with the others there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = vectors.detach().cpu().tolist() if isinstance(vectors, torch.Tensor) else vectors.tolist()
+    (folder / f"{name}.tsv").write_text("".join("\t".join(f"{v:.6g}" for v in row) + "\n" for row in rows))
+    labels = labels.detach().cpu() if isinstance(labels, torch.Tensor) else labels
+    (folder / f"{name}_labels.tsv").write_text("".join(f"{v}\n" for v in labels.tolist()))
     write_projector_config(folder)
 
 

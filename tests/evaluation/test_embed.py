@@ -3,6 +3,7 @@ scored, other data of the same shape is embedded too, a faiss index finds each p
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,10 @@ def test_what_cannot_be_embedded_is_one_line(run_dir: Path, tmp_path: Path, caps
     assert "error: dataset.source=fake: name the dataset it changes" in capsys.readouterr().err
     assert embed([str(run_dir), "dataset=irs", "--out", out]) == 2
     assert "error: dataset: no option 'irs'; available: " in capsys.readouterr().err
+    record = json.loads((run_dir / "metrics.json").read_text())  # a checkpoint of another attempt: refused
+    (run_dir / "metrics.json").write_text(json.dumps({**record, "best_epoch": 7}))
+    assert embed([str(run_dir), "--out", out]) == 1
+    assert "its record's best epoch is 7: another attempt's model" in capsys.readouterr().err
     (run_dir / "checkpoints" / "best.ckpt").unlink()
     assert embed([str(run_dir), "--out", out]) == 1
     err = capsys.readouterr().err.strip().splitlines()

@@ -150,8 +150,15 @@ def test_a_run_is_scored_on_another_dataset_under_its_name(runs, capsys) -> None
     assert "error: dataset: no option 'irs'; available: " in capsys.readouterr().err
     assert rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=digits"]) == 1
     assert "not re-scored: digits's inputs are [64], the run's [4]" in capsys.readouterr().out
-    assert rescore([str(runs["plain"]), "dataset=iris"]) == 2
-    assert capsys.readouterr().err.startswith("error: name the evaluators to run")
+    assert rescore([str(runs["plain"]), "dataset=iris"]) == 2  # finishing a run would score its own data
+    assert capsys.readouterr().err.startswith("error: scoring on another dataset: name the evaluators to run")
+    # a checkpoint of another attempt than the record's: refused, as when the run's own data is embedded again
+    record = json.loads((runs["plain"] / "metrics.json").read_text())
+    (runs["plain"] / "metrics.json").write_text(json.dumps({**record, "best_epoch": 7}))
+    assert (
+        rescore([str(runs["plain"]), "evaluator=[clustering]", "dataset=iris", "dataset.source=fake", "--replace"]) == 1
+    )
+    assert "its record's best epoch is 7: another attempt's model" in capsys.readouterr().out
 
 
 def test_an_evaluator_file_whose_header_hydra_did_not_read_is_one_line(runs, train, tmp_path, capsys) -> None:
