@@ -161,7 +161,8 @@ def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 def build_sampler(sampler: Any, seed: int) -> Any:
     """Optuna's sampler for ``sampler`` (a name of ``SAMPLERS`` or a ``{_target_: optuna.samplers.<Class>, ...}``
-    block), seeded with ``seed`` where the block sets none; one line for anything else."""
+    block), seeded with ``seed``, or with the block's own seed offset by ``seed`` (the sweeper's seed plus the trials
+    the study holds: a resumed search draws on); one line for anything else."""
     optuna = load_optuna()
     if isinstance(sampler, str):
         if sampler not in SAMPLERS:
@@ -295,11 +296,7 @@ class OptunaSweeper(Sweeper):
                 raise CommandLineError(f"hydra.sweeper.{name} must be a whole number of at least {low}, got {value!r}")
         if self.direction not in ("maximize", "minimize"):
             raise CommandLineError(f"hydra.sweeper.direction must be maximize or minimize, got {self.direction!r}")
-        if isinstance(self.sampler, str) and self.sampler not in SAMPLERS:
-            raise CommandLineError(
-                f"hydra.sweeper.sampler must be one of {', '.join(SAMPLERS)} or a {{_target_: optuna.samplers...}} "
-                f"block, got {self.sampler!r}"
-            )
+        build_sampler(self.sampler, self.seed)  # a sampler that cannot be built is one line before any trial
         if not isinstance(self.allow_test_objective, bool):
             raise CommandLineError(
                 f"hydra.sweeper.allow_test_objective must be true or false, got {self.allow_test_objective!r}"
@@ -314,7 +311,7 @@ class OptunaSweeper(Sweeper):
         assert self.config is not None
         optuna = load_optuna()
         searched, set_in_all = split_params(dict(self.params))
-        space = {**(distributions(self.search_space) if self.search_space else {})}
+        space = distributions(self.search_space) if self.search_space else {}
         if both := sorted(set(space) & set(searched)):
             raise CommandLineError(f"{both[0]} is searched twice: in hydra.sweeper.search_space and in params")
         space |= searched
@@ -395,7 +392,8 @@ def close_interrupted(study: Any, states: Any) -> int:
     if interrupted != study.user_attrs.get(INTERRUPTED, []):
         study.set_user_attr(INTERRUPTED, interrupted)
     counted = study.get_trials(deepcopy=False, states=(states.COMPLETE, states.FAIL, states.PRUNED))
-    return sum(t.number not in set(interrupted) for t in counted)
+    cut_off = set(interrupted)
+    return sum(t.number not in cut_off for t in counted)
 
 
 def interrupted_note(study: Any) -> str:
