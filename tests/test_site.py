@@ -105,6 +105,15 @@ def test_a_search_s_page_shows_its_optuna_study(tmp_path: Path) -> None:
     assert "<tr><td>1</td><td>complete</td><td>0.9</td><td>0.5</td></tr>" in page
     chart = page.split('aria-label="value per trial"')[1].split("</svg>")[0]
     assert chart.count("<polyline") == 2 and "best so far" in chart and "trial 2" in chart
+    # the best so far, point by point: 0.8, then 0.9 twice
+    best = re.findall(r'<polyline[^>]*points="([^"]+)"', chart)[1].split()
+    assert best[1].split(",")[1] == best[2].split(",")[1] != best[0].split(",")[1]
+    # files that cannot be read: a line each on the page, the site still written
+    (folder / "optimization_results.yaml").write_text("best: [unclosed")
+    (folder / "optuna.db").write_bytes(b"not a database")
+    page = (site.build_site(outputs, tmp_path / "site2").out / "exp-myproject.html").read_text()
+    assert '<p class="error">optimization_results.yaml cannot be read: ' in page
+    assert '<p class="error">optuna.db cannot be read: ' in page and "<h2>Runs (4)</h2>" in page
 
 
 def test_a_table_that_cannot_be_built_is_one_line_on_its_page(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import html
 import importlib
+import itertools
 import json
 import os
 import shutil
@@ -111,13 +112,19 @@ def table_html(table: Table, site_dir: Path) -> str:
     return "\n".join(parts)
 
 
-def logged(run: Run) -> dict[str, list[tuple[int, float]]]:
-    """The run's CSV log as curves (``tables.common.logged_curves``); {} for a log that cannot be read, whose
-    run page says so instead."""
-    try:
-        return logged_curves(run)
-    except UnreadableRuns:
-        return {}
+Curves = dict[str, list[tuple[int, float]]]
+
+
+def read_logs(runs: list[Run]) -> dict[int, tuple[Curves, str | None]]:
+    """id(run) -> its CSV log as curves (``tables.common.logged_curves``) and, for a log that cannot be read, the
+    line its run page says instead ({} as curves): each log read once for the experiment and the run pages."""
+    out: dict[int, tuple[Curves, str | None]] = {}
+    for run in runs:
+        try:
+            out[id(run)] = (logged_curves(run), None)
+        except UnreadableRuns as err:
+            out[id(run)] = ({}, str(err))
+    return out
 
 
 def svg_curves(
@@ -192,6 +199,7 @@ def build_site(outputs: Path, out: Path, pool_code: bool = False, progress: Text
     for run in runs:
         by_experiment.setdefault(run.record.experiment or "(unnamed)", []).append(run)
     papers = paper_tables(outputs, set(by_experiment))
+    logs = read_logs(runs)
     count = len(by_experiment)
     say(f"{len(runs)} runs of {count} experiment{'s' * (count != 1)} under {outputs}/")
     for paper, names in papers.items():
@@ -208,22 +216,32 @@ def build_site(outputs: Path, out: Path, pool_code: bool = False, progress: Text
         site.write(f"paper-{paper}.html", f"{paper}: tables and claims", "\n".join(body))
     for name, members in sorted(by_experiment.items()):
         say(f"experiment {name}: {len(members)} runs")
-        body = experiment_body(name, members, outputs, out, site, pool_code)
+        body = experiment_body(name, members, outputs, out, site, pool_code, logs)
         site.write(f"exp-{slug(name)}.html", f"experiment {name}", body)
     for i, run in enumerate(runs):
         if i % 500 == 0:
             say(f"run pages {i + 1}-{min(i + 500, len(runs))} of {len(runs)}")
-        site.write(f"run-{run_id(run, outputs)}.html", f"run {run.path.name}", run_body(run, outputs, out))
+        site.write(
+            f"run-{run_id(run, outputs)}.html", f"run {run.path.name}", run_body(run, outputs, out, logs[id(run)])
+        )
     site.write("index.html", f"clusterable results: {outputs}", index_body(papers, by_experiment))
     return site
 
 
-def experiment_body(name: str, members: list[Run], outputs: Path, out: Path, site: Site, pool_code: bool) -> str:
+def experiment_body(
+    name: str,
+    members: list[Run],
+    outputs: Path,
+    out: Path,
+    site: Site,
+    pool_code: bool,
+    logs: dict[int, tuple[Curves, str | None]],
+) -> str:
     body = []
     try:
         selected, _ = own_runs.load(outputs, name, pool_code=pool_code)
         by = own_runs.varying_keys(selected)
-        metrics = sorted({str(m) for r in selected if (m := r.get("optimized_metric"))}) or []
+        metrics = sorted({str(m) for r in selected if (m := r.get("optimized_metric"))})
         known = own_runs.metric_names(selected)
         metrics = [m for m in metrics if m in known] or [m for m in known if m.startswith("test/")][:3]
         if metrics:
@@ -231,14 +249,13 @@ def experiment_body(name: str, members: list[Run], outputs: Path, out: Path, sit
     except (MixedRuns, UnreadableRuns, own_runs.RunsError, ValueError) as err:
         site.refused.append((name, str(err).splitlines()[0]))
         body.append(f'<p class="error">no table: {esc(err)}</p>')
-    logs = {id(r): logged(r) for r in members}
-    keys = {k for log in logs.values() for k in log}
+    keys = {k for r in members for k in logs[id(r)][0]}
     # the curve the runs selected their epoch by, else the first validation metric they logged
     monitored = [str(m) for r in members if (m := r.get("checkpoint.monitor")) and str(m) in keys]
     key = next(iter(monitored), None) or next((k for k in sorted(keys) if k.startswith("val/")), None)
     if key:
         names = curve_labels(members)
-        curves = {names[id(r)]: c for r in members if (c := logs[id(r)].get(key))}
+        curves = {names[id(r)]: c for r in members if (c := logs[id(r)][0].get(key))}
         body.append(svg_curves(f"{key} per epoch, each run", curves))
     for folder in sorted({r.path.parent for r in members}):
         body.append(study_html(folder, outputs))
@@ -276,7 +293,11 @@ def study_html(folder: Path, outputs: Path) -> str:
         return ""
     where = esc(os.path.relpath(folder, outputs))
     parts = [f"<h2>Optuna study ({where})</h2>"]
-    best = yaml.safe_load(results.read_text()) if results.is_file() else None
+    try:
+        best = yaml.safe_load(results.read_text()) if results.is_file() else None
+    except yaml.YAMLError as err:
+        best = None
+        parts.append(f'<p class="error">{esc(results.name)} cannot be read: {esc(str(err).splitlines()[0])}</p>')
     if isinstance(best, dict):
         params = ", ".join(f"{k}={v}" for k, v in (best.get("best_params") or {}).items())
         parts.append(
@@ -292,8 +313,15 @@ def study_html(folder: Path, outputs: Path) -> str:
         return "\n".join([*parts, "<p>its trials: pip install 'clusterable[optuna]' to list them here</p>"])
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = f"sqlite:///{db.resolve()}"
-    for summary in optuna.get_all_study_summaries(storage):
-        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    try:
+        studies = [
+            optuna.load_study(study_name=s.study_name, storage=storage) for s in optuna.get_all_study_summaries(storage)
+        ]
+    except Exception as err:  # noqa: BLE001  (not a study database: SQLAlchemy's and Optuna's errors alike)
+        return "\n".join(
+            [*parts, f'<p class="error">{esc(db.name)} cannot be read: {esc(str(err).splitlines()[0])}</p>']
+        )
+    for study in studies:
         trials = study.get_trials(deepcopy=False)
         names = sorted({k for t in trials for k in t.params})
         head = "".join(f"<th>{esc(n)}</th>" for n in ("trial", "state", "value", *names))
@@ -308,12 +336,13 @@ def study_html(folder: Path, outputs: Path) -> str:
         done = [(t.number, float(t.value)) for t in trials if t.value is not None]
         if done:
             pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
-            so_far = [(n, pick(v for _, v in done[: i + 1])) for i, (n, _) in enumerate(done)]
+            best_values = itertools.accumulate((v for _, v in done), pick)
+            so_far = [(n, b) for (n, _), b in zip(done, best_values, strict=True)]
             parts.append(svg_curves("value per trial", {"trial": done, "best so far": so_far}, x_name="trial"))
     return "\n".join(parts)
 
 
-def run_body(run: Run, outputs: Path, out: Path) -> str:
+def run_body(run: Run, outputs: Path, out: Path, log: tuple[Curves, str | None]) -> str:
     record = run.record
     metrics = "".join(
         f"<tr><td>{esc(k)}</td><td>{esc(f'{v:.6g}' if isinstance(v, float) else v)}</td></tr>"
@@ -322,11 +351,9 @@ def run_body(run: Run, outputs: Path, out: Path) -> str:
     said = [f"<p>status <b>{esc(record.status)}</b>, experiment {esc(record.experiment)}, seed {esc(record.seed)}"]
     if record.error:
         said.append(f'<p class="error">{esc(record.error)}</p>')
-    try:
-        curves = logged_curves(run)
-    except UnreadableRuns as err:
-        curves = {}
-        said.append(f'<p class="error">{esc(err)}</p>')
+    curves, unreadable = log
+    if unreadable:
+        said.append(f'<p class="error">{esc(unreadable)}</p>')
     plots = [svg_curves(key, {key: pts}) for key, pts in sorted(curves.items()) if not key.startswith("train/")]
     files = sorted(p for p in run.path.rglob("*") if p.is_file())
     links = "".join(
