@@ -63,9 +63,21 @@ def test_a_stacked_sweep_with_a_callback_runs_its_cells_alone_and_says_why(train
             ["callbacks=early_stopping", "checkpoint.monitor=null"],
             "callbacks.early_stopping.monitor must be a string, got None",
         ),
-        (["callbacks=early_stopping", "callbacks.early_stopping.patient=3"], "callbacks.early_stopping"),
-        (["callbacks=lr_monitor", "logger=none"], "LearningRateMonitor"),
-        (["callbacks=early_stoping"], "callbacks"),
+        (
+            ["callbacks=early_stopping", "callbacks.early_stopping.patient=3"],
+            "callbacks.early_stopping.patient is not a key of the config",
+        ),
+        (["callbacks=lr_monitor", "logger=none"], "callbacks.lr_monitor writes the learning rate to a logger"),
+        (["callbacks=early_stoping"], "callbacks: no option 'early_stoping'; available: early_stopping,"),
+        (
+            [
+                "callbacks=early_stopping",
+                "+trainer.limit_val_batches=0",
+                "checkpoint.monitor=null",
+                "+callbacks.early_stopping.monitor=val/acc",
+            ],
+            "callbacks.early_stopping watches a validation metric, and trainer.limit_val_batches=0",
+        ),
     ],
 )
 def test_a_mistake_in_the_callbacks_is_one_line(train, overrides: list[str], said: str) -> None:

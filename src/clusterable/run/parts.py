@@ -241,7 +241,7 @@ def _importable(module: str) -> bool:
 def build_callbacks(cfg: DictConfig) -> list:
     """The Lightning callbacks of the ``callbacks`` group (``callbacks=[early_stopping,lr_monitor]``), each refused
     in one line when it is no Lightning callback or cannot be built (a package it needs, a monitor it lacks)."""
-    from lightning.pytorch.callbacks import Callback, EarlyStopping
+    from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor
 
     built = []
     for name, node in (cfg.get("callbacks") or {}).items():
@@ -253,6 +253,8 @@ def build_callbacks(cfg: DictConfig) -> list:
             raise ConfigError(f"callbacks.{name}: {type(callback).__name__} is not a Lightning callback")
         if isinstance(callback, EarlyStopping) and not cfg.trainer.get("limit_val_batches", 1.0):
             raise ConfigError(f"callbacks.{name} watches a validation metric, and trainer.limit_val_batches=0")
+        if isinstance(callback, LearningRateMonitor) and not cfg.get("logger"):
+            raise ConfigError(f"callbacks.{name} writes the learning rate to a logger, and logger=none: use logger=csv")
         built.append(callback)
     return built
 

@@ -181,9 +181,10 @@ def runs_main(args: argparse.Namespace) -> int:
             if len(optimized) != 1:
                 raise RunsError(f"the runs optimise {optimized or 'no metric'}: name the columns with --metrics")
             metrics = optimized
-        directions = {m: "max" for m in _listed(args.higher) or []} | {m: "min" for m in _listed(args.lower) or []}
-        if clash := set(_listed(args.higher) or []) & set(_listed(args.lower) or []):
-            raise RunsError(f"{', '.join(sorted(clash))}: both --higher and --lower")
+        higher, lower = _listed(args.higher) or [], _listed(args.lower) or []
+        if clash := sorted(set(higher) & set(lower)):
+            raise RunsError(f"{', '.join(clash)}: both --higher and --lower")
+        directions = {m: "max" for m in higher} | {m: "min" for m in lower}
         if stray := [m for m in directions if m not in metrics]:
             raise RunsError(f"--higher/--lower {stray[0]}: not a column of the table (--metrics {','.join(metrics)})")
         table = own_runs.runs_table(args.runs, runs, by, metrics, directions)
