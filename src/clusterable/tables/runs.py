@@ -135,11 +135,10 @@ def _natural(key: tuple[str, ...]) -> tuple:
 
 
 def best_against_rest(
-    metric: str, by: Sequence[str], column: dict[tuple[str, ...], Cell], direction: str | None = None
+    metric: str, by: Sequence[str], column: dict[tuple[str, ...], Cell], direction: str | None
 ) -> Claim | None:
-    """The claim that the row with the best mean of ``metric`` beats each other row (None: one row, no number, or
-    a metric of unknown direction: ``direction`` "max" or "min", else what its name says)."""
-    direction = direction or monitor_direction(metric)
+    """The claim that the row with the best mean of ``metric`` beats each other row, ``direction`` ("max" or
+    "min") the way it improves (None: one row, no number, or no direction)."""
     scored = {k: c for k, c in column.items() if c.values}
     if direction is None or len(scored) < 2:
         return None
