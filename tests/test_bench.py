@@ -34,6 +34,7 @@ CASES = [
     "text",
     "stacked_steps",
     "run_overhead",
+    "search_pruning",
 ]
 
 

@@ -40,7 +40,11 @@ def test_a_search_runs_its_trials_in_stacked_batches_and_resumes(train) -> None:
     ("overrides", "message"),
     [
         (["hydra.sweeper.n_trials=0"], "hydra.sweeper.n_trials must be a whole number of at least 1, got 0"),
-        (["hydra.sweeper.direction=up"], "hydra.sweeper.direction must be maximize or minimize, got 'up'"),
+        (
+            ["hydra.sweeper.direction=up"],
+            "hydra.sweeper.direction must be maximize or minimize (a list of them for a multi-objective search), "
+            "got 'up'",
+        ),
         (["loss.lam=0.5"], "loss.lam is both searched (hydra.sweeper.search_space or params) and set"),
     ],
 )
@@ -177,7 +181,7 @@ def test_a_test_split_objective_on_purpose_is_accepted() -> None:
     from hydra_plugins.clusterable_sweeper.optuna_sweeper import check_objective
 
     cfg = OmegaConf.create({"optimized_metric": "test/kmeans/nmi"})
-    assert check_objective(cfg, "maximize", allow_test=True) == "test/kmeans/nmi"
+    assert check_objective(cfg, "maximize", allow_test=True) == ["test/kmeans/nmi"]
 
 
 def test_a_metric_no_trial_records_fails_each_trial_before_training(train) -> None:

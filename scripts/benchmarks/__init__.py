@@ -30,6 +30,7 @@ from . import (
     retrieval_eval,
     run_overhead,
     sc_partition,
+    search_pruning,
     stacked_steps,
     startup,
     text,
@@ -56,6 +57,7 @@ MODULES: tuple[ModuleType, ...] = (
     text,
     stacked_steps,
     run_overhead,
+    search_pruning,
 )
 
 

@@ -1,7 +1,8 @@
 """Small Lightning callbacks: the epoch timer the entry point attaches, the cluster updates that a clustering
 head brings along (``RepresentationModule.configure_callbacks``), and the validation evaluators run on the whole
-validation split after every validation epoch (``ValidationMetrics``, as OML's ``MetricValCallback``), and a
-checkpoint that selects the epoch by Boudiaf et al.'s rule (``BoudiafCheckpoint``)."""
+validation split after every validation epoch (``ValidationMetrics``, as OML's ``MetricValCallback``), a
+checkpoint that selects the epoch by Boudiaf et al.'s rule (``BoudiafCheckpoint``), and a search's trial pruned
+while it trains (``PruneTrial``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from clusterable.contracts import (
     declared_metrics,
 )
 from clusterable.evaluation.runner import call_evaluators
+from clusterable.pruning import Reporter, TrialLink
 
 # Per-row tensors of a validation batch that evaluators may use besides the labels (In-Shop's query/gallery).
 ROW_FLAGS = ("is_query", "is_gallery")
@@ -109,6 +111,29 @@ class ClusterUpdates(L.Callback):
     @property
     def mean_s(self) -> float | None:
         return sum(self.seconds) / len(self.seconds) if self.seconds else None
+
+
+class PruneTrial(L.Callback):
+    """A search's trial pruned while it trains (``clusterable.pruning``): after every epoch (its validation done) the
+    objective ``link.metric`` is reported to the trial, and training stops where Optuna's pruner prunes it.
+    ``pruned`` says why (None: it trained to its end) and ``last_epoch`` holds the last epoch's metrics."""
+
+    def __init__(self, link: TrialLink) -> None:
+        self.link = link
+        self.reporter: Reporter | None = None
+        self.pruned: str | None = None
+        self.last_epoch: dict[str, float] = {}
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.last_epoch = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        value = self.last_epoch.get(self.link.metric)
+        if value is None or self.pruned is not None:  # (logged every epoch: checked before training)
+            return
+        if self.reporter is None:
+            self.reporter = Reporter([self.link])
+        self.pruned = self.reporter.prune(0, trainer.current_epoch, value)
+        if self.pruned is not None:
+            trainer.should_stop = True
 
 
 class ValidationMetrics(L.Callback):

@@ -733,8 +733,8 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         "device": text(null=True),
     },
     # The sweepers (hydra/sweeper): the cells sweeper's batch size, and Optuna's settings. The Optuna sweeper refuses
-    # its trial and job counts, direction, sampler and flag itself, in one line before any trial; the seed (numpy's
-    # range: TPE draws with it), the storage and the study's name are the table's.
+    # its trial and job counts, direction, sampler, pruner and flag itself, in one line before any trial; the seed
+    # (numpy's range: TPE draws with it), the storage and the study's name are the table's.
     "hydra_plugins.clusterable_sweeper.cell_sweeper.CellSweeper": {
         "max_batch_size": integer(1, null=True),
         "params": checked_by("Hydra's override parser"),
@@ -751,6 +751,7 @@ LIBRARY: dict[str, dict[str, Domain]] = {
         "study_name": text(null=True),
         "params": checked_by("Hydra's override parser"),
         "allow_test_objective": OPTUNA_OWN,
+        "pruner": OPTUNA_OWN,
     },
 }
 

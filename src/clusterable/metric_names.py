@@ -48,3 +48,12 @@ def monitor_direction(key: str) -> Literal["min", "max"] | None:
         if name in MINIMISED:
             return "min"
     return None
+
+
+def objective_keys(optimized_metric: object) -> list[str]:
+    """The metric keys of an ``optimized_metric``: one key, or a multi-objective search's list; [] for none."""
+    if optimized_metric is None:
+        return []
+    if isinstance(optimized_metric, str):
+        return [optimized_metric]
+    return [str(m) for m in optimized_metric]  # type: ignore[attr-defined]

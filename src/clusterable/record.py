@@ -25,10 +25,10 @@ from typing import Any, Literal, TypedDict
 SCHEMA = 2
 METRICS_FILE = "metrics.json"
 
-# How a run (or a sweep's cell) ended. Written to metrics.json: ok, failed, diverged, partial (an interrupted run is
-# written ``failed`` with the error ``interrupted``). Told to a sweep's summary only: skipped (a finished run
-# reused), busy (another process runs the cell), interrupted.
-Status = Literal["ok", "failed", "diverged", "partial", "skipped", "busy", "interrupted"]
+# How a run (or a sweep's cell) ended. Written to metrics.json: ok, failed, diverged, partial, pruned (an
+# interrupted run is written ``failed`` with the error ``interrupted``). Told to a sweep's summary only: skipped (a
+# finished run reused), busy (another process runs the cell), interrupted.
+Status = Literal["ok", "failed", "diverged", "partial", "skipped", "busy", "interrupted", "pruned"]
 OK: Status = "ok"
 FAILED: Status = "failed"
 # The head saw its loss run away in its unbounded regime: a result its grid keeps (best epoch's metrics, if any).
@@ -38,8 +38,11 @@ PARTIAL: Status = "partial"
 SKIPPED: Status = "skipped"
 BUSY: Status = "busy"
 INTERRUPTED: Status = "interrupted"
+# A search's trial that Optuna's pruner stopped (``clusterable.pruning``): its last epoch's metrics, never evaluated;
+# no table pools it.
+PRUNED: Status = "pruned"
 # A sweep summary's statuses, in the order it counts them.
-STATUSES: tuple[Status, ...] = (OK, DIVERGED, FAILED, SKIPPED, PARTIAL, BUSY, INTERRUPTED)
+STATUSES: tuple[Status, ...] = (OK, DIVERGED, FAILED, SKIPPED, PARTIAL, BUSY, INTERRUPTED, PRUNED)
 # A finished run: a re-run of its grid reuses it.
 FINISHED: tuple[Status, ...] = (OK, DIVERGED)
 # The runs whose trained model is recorded (metrics, representations, checkpoint): never overwritten by an attempt
@@ -152,6 +155,8 @@ class RunRecord:
         failed_epoch: the epoch at which its loss ran away (a run that diverged).
         stopped_early: why a callback (``callbacks=early_stopping``) stopped training before ``max_epochs``, with
             the epoch; None when it ran them all.
+        pruned: why a search's pruner stopped the trial (``MedianPruner at epoch 3: val/acc 0.4120``), for a
+            ``pruned`` run.
         training_error: a partial run's divergence, kept until it is finished.
         evaluators_failed: a partial run's failed evaluators: name -> ``EvaluatorFailed``.
         rescored: ``RescoreEntry`` per re-scoring.
@@ -178,6 +183,7 @@ class RunRecord:
     stacked: StackInfo | None = None
     failed_epoch: int | None = None
     stopped_early: str | None = None
+    pruned: str | None = None
     training_error: str | None = None
     evaluators_failed: dict[str, EvaluatorFailed] | None = None
     rescored: list[RescoreEntry] | None = None
@@ -220,18 +226,22 @@ class RunRecord:
         when a loss part became NaN or huge, ``partial`` when an evaluator failed too."""
         return self.failed_epoch is not None
 
-    def optimized(self, key: Any = None) -> float | None:
+    def optimized(self, key: Any = None) -> float | list[float] | None:
         """What the run gives a hyperparameter sweeper: its metric ``key`` (default: its config's
-        ``optimized_metric``), None unless it ended ``ok`` (a diverged run keeps its best epoch's metrics, but its
-        trial failed: told to Optuna as complete, the runaway's early value would steer the search) or when it has
-        no such number. The one place a record's objective is read: ``train.py``'s job, the stacked launcher's
-        members and the cells it reuses all return this."""
+        ``optimized_metric``; a list of keys, a multi-objective search's, gives a list of values), None unless it
+        ended ``ok`` (a diverged run keeps its best epoch's metrics, but its trial failed: told to Optuna as
+        complete, the runaway's early value would steer the search) or when it lacks such a number. The one place
+        a record's objective is read: ``train.py``'s job, the stacked launcher's members and the cells it reuses
+        all return this."""
         if key is None:
             key = (self.config or {}).get("optimized_metric")
         if self.status != OK or key is None:
             return None
-        value = self.metrics.get(str(key))
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        keys = [key] if isinstance(key, str) else list(key)
+        values = [self.metrics.get(str(k)) for k in keys]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            return None
+        return float(values[0]) if isinstance(key, str) else [float(v) for v in values]
 
     @classmethod
     def from_dict(cls, payload: Mapping[str, Any]) -> RunRecord:

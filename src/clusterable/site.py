@@ -36,6 +36,7 @@ from typing import TextIO
 
 import yaml
 
+from clusterable.metric_names import objective_keys
 from clusterable.rundir import UnreadableRuns, find_runs
 from clusterable.tables import runs as own_runs
 from clusterable.tables.cli import PAPERS, NoRuns, build, sources
@@ -153,8 +154,8 @@ def svg_curves(
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#888"/>',
         f'<text x="4" y="{top + 8}" font-size="10">{y1:.4g}</text>',
         f'<text x="4" y="{bottom}" font-size="10">{y0:.4g}</text>',
-        f'<text x="{left}" y="{height - 8}" font-size="10">{x_name} {x0}</text>'
-        f'<text x="{right - 50}" y="{height - 8}" font-size="10">{x_name} {x1}</text>',
+        f'<text x="{left}" y="{height - 8}" font-size="10">{x_name} {x0:.4g}</text>'
+        f'<text x="{right - 50}" y="{height - 8}" font-size="10">{x_name} {x1:.4g}</text>',
     ]
     for i, (label, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
@@ -241,7 +242,7 @@ def experiment_body(
     try:
         selected, _ = own_runs.load(outputs, name, pool_code=pool_code)
         by = own_runs.varying_keys(selected)
-        metrics = sorted({str(m) for r in selected if (m := r.get("optimized_metric"))})
+        metrics = sorted({m for r in selected for m in objective_keys(r.get("optimized_metric"))})
         known = own_runs.metric_names(selected)
         metrics = [m for m in metrics if m in known] or [m for m in known if m.startswith("test/")][:3]
         if metrics:
@@ -257,7 +258,7 @@ def experiment_body(
         names = curve_labels(members)
         curves = {names[id(r)]: c for r in members if (c := logs[id(r)][0].get(key))}
         body.append(svg_curves(f"{key} per epoch, each run", curves))
-    for folder in sorted({r.path.parent for r in members}):
+    for folder in sorted({f for r in members if (f := study_folder(r.path, outputs)) is not None}):
         body.append(study_html(folder, outputs))
     rows = "".join(
         f'<tr><td><a href="run-{run_id(r, outputs)}.html">{esc(r.path.name)}</a></td>'
@@ -284,6 +285,18 @@ def curve_labels(members: list[Run]) -> dict[int, str]:
     return out
 
 
+def study_folder(run_dir: Path, outputs: Path) -> Path | None:
+    """The sweep folder of the search whose trial ran in ``run_dir`` (the nearest folder above it, below
+    ``outputs``, that holds ``optuna.db`` or ``optimization_results.yaml``: an override whose value holds a ``/``,
+    ``optimized_metric=val/loss``, nests the run folder deeper), or None."""
+    for folder in run_dir.parents:
+        if folder == outputs or outputs not in folder.parents:
+            return None
+        if (folder / "optuna.db").is_file() or (folder / "optimization_results.yaml").is_file():
+            return folder
+    return None
+
+
 def study_html(folder: Path, outputs: Path) -> str:
     """The Optuna study of the search whose trials ran in ``folder`` ("" where none did): its best trial as the
     sweeper wrote it, and, read from ``optuna.db`` where optuna is installed, a row per trial and the value per
@@ -298,7 +311,25 @@ def study_html(folder: Path, outputs: Path) -> str:
     except yaml.YAMLError as err:
         best = None
         parts.append(f'<p class="error">{esc(results.name)} cannot be read: {esc(str(err).splitlines()[0])}</p>')
-    if isinstance(best, dict):
+    if isinstance(best, dict) and isinstance(best.get("solutions"), list):  # a multi-objective search's front
+        metrics = [esc(m) for m in best.get("metrics") or []]
+        head = "".join(f"<th>{n}</th>" for n in ("trial", *metrics, "parameters"))
+        rows = "".join(
+            f"<tr><td>{esc(s.get('trial'))}</td>"
+            + "".join(f"<td>{esc(f'{v:.6g}')}</td>" for v in s.get("values") or [])
+            + f"<td>{esc(', '.join(f'{k}={v}' for k, v in (s.get('params') or {}).items()))}</td></tr>"
+            for s in best["solutions"]
+            if isinstance(s, dict)
+        )
+        parts.append(
+            f"<p>Pareto front of {', '.join(metrics)} ({esc(', '.join(best.get('directions') or []))}): "
+            f"{len(best['solutions'])} trials ({esc(best.get('complete'))} of {esc(best.get('trials'))} trials "
+            f"complete)</p><table><tr>{head}</tr>{rows}</table>"
+        )
+        front = [s.get("values") or [] for s in best["solutions"] if isinstance(s, dict)]
+        if len(metrics) == 2 and all(len(v) == 2 for v in front):
+            parts.append(svg_curves("Pareto front", {"front": sorted((v[0], v[1]) for v in front)}, x_name=metrics[0]))
+    elif isinstance(best, dict):
         params = ", ".join(f"{k}={v}" for k, v in (best.get("best_params") or {}).items())
         parts.append(
             f"<p>best {esc(best.get('metric'))} ({esc(best.get('direction'))}) <b>{esc(best.get('best_value'))}</b> "
@@ -327,15 +358,15 @@ def study_html(folder: Path, outputs: Path) -> str:
         head = "".join(f"<th>{esc(n)}</th>" for n in ("trial", "state", "value", *names))
         rows = "".join(
             f"<tr><td>{t.number}</td><td>{esc(t.state.name.lower())}</td>"
-            f"<td>{esc('' if t.value is None else f'{t.value:.6g}')}</td>"
+            f"<td>{esc('' if t.values is None else ', '.join(f'{v:.6g}' for v in t.values))}</td>"
             + "".join(f"<td>{esc(t.params.get(n, ''))}</td>" for n in names)
             + "</tr>"
             for t in trials
         )
         parts.append(f"<p>study {esc(study.study_name)}</p><table><tr>{head}</tr>{rows}</table>")
-        done = [(t.number, float(t.value)) for t in trials if t.value is not None]
-        if done:
-            pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
+        done = [(t.number, float(t.values[0])) for t in trials if t.values is not None]
+        if done and len(study.directions) == 1:  # a multi-objective study has no best so far: its front above
+            pick = max if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else min
             best_values = itertools.accumulate((v for _, v in done), pick)
             so_far = [(n, b) for (n, _), b in zip(done, best_values, strict=True)]
             parts.append(svg_curves("value per trial", {"trial": done, "best so far": so_far}, x_name="trial"))

@@ -154,7 +154,7 @@ def run(cfg: DictConfig, ctx: RunContext) -> RunRecord:
 
 def _train_and_evaluate(cfg: DictConfig, ctx: RunContext, record: RunRecord, loggers: list, rank_zero: bool) -> None:
     """The single run's width of the phases (``run.phases``): assemble, fit in Lightning's loop, conclude."""
-    from clusterable.callbacks import EpochTimer
+    from clusterable.callbacks import EpochTimer, PruneTrial
     from clusterable.run import training
     from clusterable.run.parts import build_callbacks, build_trainer
     from clusterable.run.phases import Outcome, assemble, conclude
@@ -164,7 +164,9 @@ def _train_and_evaluate(cfg: DictConfig, ctx: RunContext, record: RunRecord, log
     checkpoint, timer = training.checkpoint_callback(cfg, ctx.run_dir), EpochTimer()
     validation = [parts.validation] if cfg.validation_evaluators else []
     chosen = build_callbacks(cfg)  # the callbacks group's (early stopping, learning-rate monitor, ...)
-    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=[checkpoint, timer, *validation, *chosen])
+    pruning = PruneTrial(ctx.trial) if ctx.trial is not None else None  # a search's trial it may prune
+    callbacks = [checkpoint, timer, *validation, *chosen, *([pruning] if pruning else [])]
+    trainer = build_trainer(cfg, ctx.run_dir, loggers, callbacks=callbacks)
     parts.module.check_devices(trainer.world_size)
 
     timing, diverged = training.fit(trainer, parts, timer)
@@ -175,6 +177,8 @@ def _train_and_evaluate(cfg: DictConfig, ctx: RunContext, record: RunRecord, log
         last_train=trainer.callback_metrics,
         diverged=diverged,
         has_best=bool(checkpoint.monitor and checkpoint.best_model_path),
+        pruned=pruning.pruned if pruning else None,
+        last_epoch=pruning.last_epoch if pruning else {},
     )
     conclude(
         cfg,

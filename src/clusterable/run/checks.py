@@ -26,7 +26,7 @@ TOP_LEVEL = {
     "name": str,
     "mode": str,
     "eval_stages": list[str],
-    "optimized_metric": str | None,
+    "optimized_metric": str | list[str] | None,
     "divergence_limit": float,
     "torch_threads": int | None,
     "optimizer_steps": Literal["per_batch", "per_sample"],

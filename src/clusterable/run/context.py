@@ -14,6 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable.pruning import TrialLink, link_for
+
 # The key of the launcher's node (``hydra.launcher.parallel_jobs``) into which every launcher that runs local cells
 # side by side writes, in each cell's config, how many it runs at once, resolved to a number (the joblib
 # launcher's ``n_jobs=-1``, the stacked launcher's ``n_jobs=auto``). A launcher that runs a cell alone on its
@@ -37,8 +39,11 @@ class RunContext:
         parallel_jobs: how many local jobs run side by side (``hydra.launcher.parallel_jobs``, written by the
             launcher: the joblib launcher's workers, the stacked launcher's groups at once; 1 otherwise), so the
             default CPU threads divide the cores among them (and a stack the device's free memory).
-        objective: the metric a hyperparameter search optimises (``optimized_metric`` under
-            ``hydra/sweeper=optuna``), which the run must record; None outside a search.
+        objectives: the metrics a hyperparameter search optimises (``optimized_metric`` under
+            ``hydra/sweeper=optuna``: one key, or a multi-objective search's list), which the run must record;
+            empty outside a search.
+        trial: the search's trial this run is, where the search prunes (``pruning.TrialLink``: the run reports
+            its objective every epoch and stops where Optuna prunes it); None otherwise.
     """
 
     run_dir: Path
@@ -47,7 +52,8 @@ class RunContext:
     job_name: str = "train"
     single: bool = True
     parallel_jobs: int = 1
-    objective: str | None = None
+    objectives: tuple[str, ...] = ()
+    trial: TrialLink | None = None
 
     @classmethod
     def from_hydra(
@@ -59,11 +65,19 @@ class RunContext:
         choices = {k: v for k, v in OmegaConf.to_container(hydra.runtime.choices).items() if not k.startswith("hydra/")}
         jobs = (hydra.get("launcher") or {}).get(PARALLEL_JOBS) or 1
         searching = hydra.runtime.choices.get("hydra/sweeper") in SEARCH_SWEEPERS
+        overrides = tuple(OmegaConf.to_container(hydra.overrides.task, resolve=False))  # as typed
+        if not searching or optimized_metric is None:
+            objectives: tuple[str, ...] = ()
+        elif isinstance(optimized_metric, str):
+            objectives = (optimized_metric,)
+        else:
+            objectives = tuple(str(m) for m in optimized_metric)
         return cls(
-            objective=str(optimized_metric) if searching and optimized_metric is not None else None,
+            objectives=objectives,
+            trial=link_for(hydra.sweep.dir, overrides) if searching else None,
             run_dir=Path(run_dir if run_dir is not None else hydra.runtime.output_dir),
             choices=choices,
-            overrides=tuple(OmegaConf.to_container(hydra.overrides.task, resolve=False)),  # as typed
+            overrides=overrides,
             job_name=str(hydra.job.name),
             single=str(hydra.mode) in ("RUN", "RunMode.RUN"),
             parallel_jobs=max(1, int(jobs)),

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from clusterable.config import ConfigError, build, target_of
 from clusterable.contracts import EVALUATOR_ARGS
 from clusterable.extras import LOGGER_EXTRAS
+from clusterable.pruning import check_prunable
 from clusterable.run.checks import OPTIMIZER_CALL, SCHEDULER_CALL
 from clusterable.run.context import RunContext
 
@@ -178,18 +179,14 @@ def check_monitor(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
 
 
 def recorded_keys(cfg: DictConfig, parts: Parts) -> tuple[list[str], list[str]]:
-    """The metric keys this run's ``metrics.json`` will hold, known before training: the module's (``train/<part>``,
-    ``val/acc`` / ``val/loss`` with a validation loop), the validation evaluators', each evaluator's declared keys
-    at every stage of ``eval_stages`` (``test/kmeans/acc``) and ``model/params``; and the stages whose evaluators
-    do not declare their keys (any ``<stage>/...`` key may then be recorded)."""
+    """The metric keys this run's ``metrics.json`` will hold, known before training: the last epoch's training
+    losses (``train/<part>``), each evaluator's declared keys at every stage of ``eval_stages``
+    (``test/kmeans/acc``) and ``model/params``; and the stages whose evaluators do not declare their keys (any
+    ``<stage>/...`` key may then be recorded). What the module logs on the validation split every epoch
+    (``val/loss``) is not recorded: the evaluators score the best epoch."""
     from clusterable.contracts import declared_metrics
 
-    has_val = validates(cfg, parts)
-    keys = [
-        *parts.module.logged_keys(has_val),
-        *(parts.validation.logged_keys() if has_val else []),
-        "model/params",
-    ]
+    keys = [*(k for k in parts.module.logged_keys(False) if k.startswith("train/")), "model/params"]
     undeclared = []
     for stage in cfg.eval_stages:
         for fn in parts.evaluators.values():
@@ -201,18 +198,24 @@ def recorded_keys(cfg: DictConfig, parts: Parts) -> tuple[list[str], list[str]]:
 
 
 def check_objective(cfg: DictConfig, ctx: RunContext, parts: Parts) -> None:
-    """A search's trial must record the metric the search optimises (``ctx.objective``): one line before training
-    otherwise, so that a misspelt ``optimized_metric`` fails its trials in seconds instead of training every one
-    and finding nothing."""
-    if ctx.objective is None:
-        return
+    """A search's trial must record the metrics the search optimises (``ctx.objectives``): one line before
+    training otherwise, so that a misspelt ``optimized_metric`` fails its trials in seconds instead of training every
+    one and finding nothing. A trial the search prunes (``ctx.trial``) must log its objective every epoch."""
     keys, open_stages = recorded_keys(cfg, parts)
-    if ctx.objective in keys or ctx.objective.split("/")[0] in open_stages:
-        return
-    raise ConfigError(
-        f"optimized_metric: {ctx.objective!r} is never recorded by this run "
-        f"(loss={ctx.choices.get('loss')}); it records {', '.join(keys)}"
-    )
+    for objective in ctx.objectives:
+        if objective not in keys and objective.split("/")[0] not in open_stages:
+            raise ConfigError(
+                f"optimized_metric: {objective!r} is never recorded by this run "
+                f"(loss={ctx.choices.get('loss')}); it records {', '.join(keys)}"
+            )
+    if ctx.trial is not None:
+        check_prunable(ctx.trial.metric, epoch_keys(cfg, parts))
+
+
+def epoch_keys(cfg: DictConfig, parts: Parts) -> list[str]:
+    """The metric keys this run logs every epoch: the module's and the validation evaluators'."""
+    has_val = validates(cfg, parts)
+    return [*parts.module.logged_keys(has_val), *(parts.validation.logged_keys() if has_val else [])]
 
 
 def check_logger_extras(cfg: DictConfig) -> None:

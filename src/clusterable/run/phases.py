@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from clusterable.record import OK, RunRecord
+from clusterable.record import OK, PRUNED, RunRecord
 from clusterable.run.context import RunContext
 from clusterable.run.parts import Parts
 
@@ -32,12 +32,16 @@ class Outcome:
         last_train: the last kept epoch's training losses, ``train/<part>`` -> value (other keys are ignored).
         has_best: a best epoch was kept by ``checkpoint.monitor`` (a run that diverged after it keeps it).
         diverged: the ``DivergedError`` that stopped training, or None.
+        pruned: why a search's pruner stopped training (``pruning.Reporter.prune``), or None.
+        last_epoch: the metrics of the last epoch trained (``train/...``, ``val/...``): a pruned run's record.
     """
 
     steps: int
     last_train: Mapping[str, Any] = field(default_factory=dict)
     has_best: bool = False
     diverged: BaseException | None = None
+    pruned: str | None = None
+    last_epoch: Mapping[str, Any] = field(default_factory=dict)
 
 
 def assemble(cfg: DictConfig, ctx: RunContext, record: RunRecord, threads: bool = True) -> Parts:
@@ -77,8 +81,10 @@ def conclude(
     before the runaway is kept: no metrics); else ``keep_best()`` restores the best epoch into ``parts.module``
     (writing what the width keeps of it) and returns it, every evaluator scores it, the loggers get the final
     metrics, and the run is ``ok``, or raises its ``DivergedError`` with those metrics recorded (``diverged``).
-    An evaluator that fails costs only its own metrics: the others' are recorded and ``EvaluationIncomplete``
-    names it (``partial``). Off DDP rank 0 only the status is set."""
+    A run a search pruned is ``pruned`` with its last epoch's metrics, its best epoch kept but not evaluated
+    (evaluating a trial the search gave up on is what pruning saves). An evaluator that fails costs only its own
+    metrics: the others' are recorded and ``EvaluationIncomplete`` names it (``partial``). Off DDP rank 0
+    only the status is set."""
     from clusterable.run import training
     from clusterable.run.wrapper import EvaluationIncomplete
 
@@ -88,6 +94,10 @@ def conclude(
         record.status = OK
         return
     record.best_epoch = keep_best()
+    if outcome.pruned is not None:
+        record.metrics = {k: float(v) for k, v in outcome.last_epoch.items() if k.split("/")[0] in ("train", "val")}
+        record.status, record.pruned = PRUNED, outcome.pruned
+        return
     record.metrics, failures, record.timing["eval_s"] = training.evaluate(cfg, ctx, parts, outcome.last_train)
     for lg in loggers:
         lg.log_metrics({k: v for k, v in record.metrics.items() if v == v}, step=outcome.steps)  # not NaN

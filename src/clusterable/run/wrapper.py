@@ -29,6 +29,7 @@ from clusterable.record import (
     INTERRUPTED_ERROR,
     OK,
     PARTIAL,
+    PRUNED,
     RunRecord,
     Status,
 )
@@ -226,6 +227,9 @@ def print_summary(run_dir: Path, record: RunRecord, single: bool) -> None:
         stopped = [f"stopped early: {record.stopped_early}"] if record.stopped_early else []
         print("\n".join([f"run: {record.status}", *lines, f"best epoch: {best}", *stopped, f"run dir: {run_dir}"]))
     if record.ok:
+        return
+    if record.status == PRUNED:  # a search's decision, not a failure
+        print(f"{PRUNED}: {run_dir.name}: {record.pruned}")
         return
     # a partial run's line says itself that the other evaluators' metrics are kept
     best = metrics and record.status != PARTIAL

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,7 @@ class MemberRecord:
     steps: int = 0
     diverged: DivergedError | None = None
     last_train: dict[str, float] = field(default_factory=dict)
+    pruned: str | None = None  # why a search's pruner stopped it (``pruning.Reporter.prune``)
 
 
 @dataclass
@@ -133,16 +134,19 @@ def fit(
     datamodules: Sequence[Any],
     settings: Settings,
     progress: Any = None,
+    prune: Callable[[int, dict[str, Tensor], list[int]], dict[int, str]] | None = None,
 ) -> tuple[list[MemberRecord], dict[str, Tensor], dict[str, Tensor], StackTiming]:
     """Train every member for ``settings.max_epochs``; returns each member's record and the best epoch's stacked
     parameters and buffers (the last epoch's without a monitor). A clustering head's k-means++ start
     (``init_clusters``) has run before.
 
     An epoch goes through the single run's phases in its order: train (``_train_epoch``), the divergence check
-    (``_check_divergence``), validate (``_validate``), keep the best epoch (``_keep_best``), log, the Lloyd step.
+    (``_check_divergence``), validate (``_validate``), keep the best epoch (``_keep_best``), log, the search's
+    pruning (``prune``), the Lloyd step.
 
     ``loaders``: each member's training ``TensorBatches`` (its batch order); ``datamodules``: each member's, for a
-    clustering head's Lloyd steps.
+    clustering head's Lloyd steps. ``prune(epoch, metrics, living)``: for a search that prunes, the members (of
+    the ``living`` ones) Optuna prunes after this epoch, each with why; they stop as a diverged member stops.
     """
     state = Progress.start(stack)
     clustering = isinstance(stack.modules[0].head, ClusteringHead)
@@ -162,6 +166,9 @@ def fit(
         for i in state.alive.nonzero().flatten().tolist():
             row = {k: float(v[i]) for k, v in metrics.items()}
             state.records[i].rows.append({"epoch": epoch, **row, "step": state.steps - 1})
+        if prune is not None:
+            for i, why in prune(epoch, metrics, state.alive.nonzero().flatten().tolist()).items():
+                state.records[i].pruned, state.alive[i] = why, False
         if clustering:
             lloyd_start = time.perf_counter()
             _lloyd(stack, datamodules, state.alive, first=False)

@@ -346,7 +346,29 @@ def _fit(members, stack, settings, optimizer, splits, progress: bool):
                     f"training, {time.perf_counter() - started:.0f} s"
                 )
 
-    return fit.fit(stack, optimizer, loaders, *splits, datamodules, settings, report)
+    return fit.fit(stack, optimizer, loaders, *splits, datamodules, settings, report, _pruning(members))
+
+
+def _pruning(members: Sequence[Member]) -> Any:
+    """A pruned search's members report their objective to their trials every epoch (``pruning.Reporter``, one
+    study handle for all); the function ``fit.fit`` calls after each epoch, or None where no member is a pruned
+    search's trial."""
+    from clusterable.pruning import Reporter
+
+    slots = {i: m.cell.ctx.trial for i, m in enumerate(members) if m.cell.ctx.trial is not None}
+    if not slots:
+        return None
+    reporter = Reporter(list(slots.values()))
+    index = {i: j for j, i in enumerate(slots)}
+
+    def prune(epoch: int, metrics: dict[str, Any], living: list[int]) -> dict[int, str]:
+        values = metrics.get(reporter.metric)
+        if values is None:
+            return {}
+        pruned = {i: reporter.prune(index[i], epoch, float(values[i])) for i in living if i in index}
+        return {i: why for i, why in pruned.items() if why is not None}
+
+    return prune
 
 
 def _finish_member(
@@ -379,7 +401,14 @@ def _finish_member(
             save_checkpoint(state, Path(ctx.run_dir) / "checkpoints" / "best.ckpt")
         return fitted.best_epoch
 
-    outcome = Outcome(steps=fitted.steps, last_train=fitted.last_train, has_best=has_best, diverged=fitted.diverged)
+    outcome = Outcome(
+        steps=fitted.steps,
+        last_train=fitted.last_train,
+        has_best=has_best,
+        diverged=fitted.diverged,
+        pruned=fitted.pruned,
+        last_epoch=fitted.rows[-1] if fitted.rows else {},
+    )
     conclude(cfg, ctx, member.cell.record, member.parts, outcome, keep_best, member.loggers)
 
 

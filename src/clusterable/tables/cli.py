@@ -54,6 +54,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from clusterable.metric_names import objective_keys
 from clusterable.record import DIVERGED
 from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.searchpath import SearchPathError, with_searchpath
@@ -177,10 +178,11 @@ def runs_main(args: argparse.Namespace) -> int:
         if by is None:
             by = own_runs.varying_keys(runs)
         if metrics is None:
-            optimized = sorted({str(m) for r in runs if (m := r.get("optimized_metric"))})
+            optimized = sorted({tuple(objective_keys(r.get("optimized_metric"))) for r in runs} - {()})
             if len(optimized) != 1:
-                raise RunsError(f"the runs optimise {optimized or 'no metric'}: name the columns with --metrics")
-            metrics = optimized
+                named = [", ".join(o) for o in optimized] or "no metric"
+                raise RunsError(f"the runs optimise {named}: name the columns with --metrics")
+            metrics = list(optimized[0])
         higher, lower = _listed(args.higher) or [], _listed(args.lower) or []
         if clash := sorted(set(higher) & set(lower)):
             raise RunsError(f"{', '.join(clash)}: both --higher and --lower")

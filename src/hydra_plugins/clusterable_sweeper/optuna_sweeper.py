@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,12 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from clusterable.config import ConfigError
 from clusterable.hydra_callbacks import CommandLineError
 from clusterable.metric_names import monitor_direction
 from clusterable.outcomes import record_sweep_error
+from clusterable.pruning import TrialLink, build_pruner, pruner_node, remove_link, write_link
+from clusterable.record import PRUNED, RecordError, RunRecord
 from clusterable.rundir import IGNORED_IN_COMPARISON
 
 TYPES = ("float", "int", "categorical")
@@ -194,31 +197,44 @@ def build_sampler(sampler: Any, seed: int) -> Any:
 NOT_IN_QUESTION = (*IGNORED_IN_COMPARISON, "torch_threads")
 
 
-def check_objective(config: DictConfig, direction: str, allow_test: bool) -> str:
-    """The search's ``optimized_metric``, refused in one line when it is no metric key (``<stage>/<name>``), when
-    ``direction`` is the opposite of the way it improves, or when it is a test-split metric without
-    ``allow_test``."""
+def check_objective(config: DictConfig, direction: str | Sequence[str], allow_test: bool) -> list[str]:
+    """The search's objectives: ``optimized_metric`` (a metric key, or a multi-objective search's list of them,
+    one ``direction`` each), each refused in one line when it is no metric key (``<stage>/<name>``), when its
+    direction is the opposite of the way it improves, or when it is a test-split metric without ``allow_test``."""
     metric = config.get("optimized_metric")
-    if not isinstance(metric, str) or "/" not in metric:
-        raise CommandLineError(f"optimized_metric must name a metric the runs record, such as val/acc, got {metric!r}")
-    stage = metric.split("/")[0]
-    if stage == "test" and not allow_test:
+    metrics = [metric] if isinstance(metric, str) else list(metric) if OmegaConf.is_list(metric) else [metric]
+    directions = [direction] if isinstance(direction, str) else list(direction)
+    if len(directions) != len(metrics):
         raise CommandLineError(
-            f"optimized_metric={metric} tunes on the test split, whose numbers the tables report: "
-            "tune on val/..., or set hydra.sweeper.allow_test_objective=true to do it on "
-            "purpose"
+            f"hydra.sweeper.direction gives {len(directions)} directions for {len(metrics)} metrics of "
+            f"optimized_metric: one each ([maximize, maximize] for [val/acc, val/kmeans/acc])"
         )
-    way = monitor_direction(metric)
-    if way is not None and {"max": "maximize", "min": "minimize"}[way] != direction:
-        raise CommandLineError(
-            f"hydra.sweeper.direction={direction} with optimized_metric={metric}, which is "
-            f"{'maximised' if way == 'max' else 'minimised'}: set hydra.sweeper.direction="
-            f"{'maximize' if way == 'max' else 'minimize'}"
-        )
-    return metric
+    for position, (metric, way_asked) in enumerate(zip(metrics, directions, strict=True)):
+        if not isinstance(metric, str) or "/" not in metric:
+            raise CommandLineError(
+                f"optimized_metric must name a metric the runs record, such as val/acc, got {metric!r}"
+            )
+        stage = metric.split("/")[0]
+        if stage == "test" and not allow_test:
+            raise CommandLineError(
+                f"optimized_metric={metric} tunes on the test split, whose numbers the tables report: "
+                "tune on val/..., or set hydra.sweeper.allow_test_objective=true to do it on "
+                "purpose"
+            )
+        way = monitor_direction(metric)
+        if way is not None and {"max": "maximize", "min": "minimize"}[way] != way_asked:
+            where = "hydra.sweeper.direction" + ("" if len(metrics) == 1 else f"[{position}]")
+            raise CommandLineError(
+                f"{where}={way_asked} with optimized_metric={metric}, which is "
+                f"{'maximised' if way == 'max' else 'minimised'}: set {where}="
+                f"{'maximize' if way == 'max' else 'minimize'}"
+            )
+    return metrics
 
 
-def question(config: DictConfig, direction: str, space: Any, params: Mapping[str, Any]) -> dict[str, Any]:
+def question(
+    config: DictConfig, direction: str | Sequence[str], space: Any, params: Mapping[str, Any]
+) -> dict[str, Any]:
     """What a study answers: the objective, the search space, the config outside the searched keys (leaves as
     text, interpolations unresolved, ``NOT_IN_QUESTION`` left out; the command line's overrides are in it) and the
     values ``hydra.sweeper.params`` sets in every trial."""
@@ -239,11 +255,18 @@ def question(config: DictConfig, direction: str, space: Any, params: Mapping[str
 
     walk(tree, "")
     return {
-        "objective": f"{direction} {config.get('optimized_metric')}",
+        "objective": objective_text(direction, config.get("optimized_metric")),
         "search_space": repr(OmegaConf.to_container(space, resolve=True) if isinstance(space, DictConfig) else space),
         "params": repr(sorted(f"{k}={v}" for k, v in params.items())),
         "config": leaves,
     }
+
+
+def objective_text(direction: str | Sequence[str], metric: Any) -> str:
+    """``maximize val/acc``; a multi-objective search's ``maximize val/acc, maximize val/kmeans/acc``."""
+    if isinstance(direction, str):
+        return f"{direction} {metric}"
+    return ", ".join(f"{d} {m}" for d, m in zip(direction, metric, strict=True))
 
 
 def question_change(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -277,6 +300,7 @@ class OptunaSweeper(Sweeper):
         study_name: str | None = None,
         params: Any = None,
         allow_test_objective: bool = False,
+        pruner: Any = None,
     ) -> None:
         self.search_space, self.n_trials, self.n_jobs, self.direction = (
             search_space,
@@ -287,6 +311,7 @@ class OptunaSweeper(Sweeper):
         self.sampler, self.seed, self.storage, self.study_name = sampler, seed, storage, study_name
         self.params = params or {}
         self.allow_test_objective = allow_test_objective
+        self.pruner = pruner
         self.config: DictConfig | None = None
         self.launcher: Any = None
 
@@ -294,9 +319,33 @@ class OptunaSweeper(Sweeper):
         for name, value, low in (("n_trials", self.n_trials, 1), ("n_jobs", self.n_jobs, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise CommandLineError(f"hydra.sweeper.{name} must be a whole number of at least {low}, got {value!r}")
-        if self.direction not in ("maximize", "minimize"):
-            raise CommandLineError(f"hydra.sweeper.direction must be maximize or minimize, got {self.direction!r}")
+        directions = [self.direction] if isinstance(self.direction, str) else self.direction
+        if OmegaConf.is_list(directions):
+            directions = OmegaConf.to_container(directions)
+        if (
+            not isinstance(directions, list)
+            or not directions
+            or any(d not in ("maximize", "minimize") for d in directions)
+        ):
+            raise CommandLineError(
+                "hydra.sweeper.direction must be maximize or minimize (a list of them for a multi-objective search), "
+                f"got {self.direction!r}"
+            )
+        self.direction = directions[0] if len(directions) == 1 else directions
         build_sampler(self.sampler, self.seed)  # a sampler that cannot be built is one line before any trial
+        try:
+            node = pruner_node(self.pruner)
+            if node is not None:
+                load_optuna()
+                build_pruner(node)  # one line before any trial
+        except ConfigError as e:
+            raise CommandLineError(str(e)) from None
+        if node is not None and len(directions) > 1:
+            raise CommandLineError(
+                "hydra.sweeper.pruner prunes a search of one objective (Optuna's pruners compare one value); "
+                "a multi-objective search takes hydra.sweeper.pruner=null"
+            )
+        self.pruner = node
         if not isinstance(self.allow_test_objective, bool):
             raise CommandLineError(
                 f"hydra.sweeper.allow_test_objective must be true or false, got {self.allow_test_objective!r}"
@@ -327,9 +376,11 @@ class OptunaSweeper(Sweeper):
         folder.mkdir(parents=True, exist_ok=True)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage = self.storage or f"sqlite:///{(folder / 'optuna.db').resolve()}"
+        multi = not isinstance(self.direction, str)
         study = optuna.create_study(
             study_name=self.study_name or str(self.config.name),
-            direction=self.direction,
+            direction=None if multi else self.direction,
+            directions=self.direction if multi else None,
             storage=storage,
             load_if_exists=True,
         )
@@ -363,17 +414,52 @@ class OptunaSweeper(Sweeper):
         while done < self.n_trials:
             batch = [study.ask(space) for _ in range(min(self.n_jobs, self.n_trials - done))]
             overrides = [[*fixed, *(f"{k}={_value(t.params[k])}" for k in space)] for t in batch]
-            results = self.launcher.launch(overrides, initial_job_idx=done)
+            links = self._link(folder, storage, study, batch, overrides)
+            try:
+                results = self.launcher.launch(overrides, initial_job_idx=done)
+            finally:
+                for trial_overrides in links:
+                    remove_link(folder, trial_overrides)
             for trial, result in zip(batch, results, strict=True):
                 value = result.return_value if result.status == JobStatus.COMPLETED else None
-                if isinstance(value, int | float) and math.isfinite(value):
-                    study.tell(trial, float(value))
+                values = value if isinstance(value, list) else [value]
+                if all(isinstance(v, int | float) and math.isfinite(v) for v in values):
+                    study.tell(trial, [float(v) for v in values] if multi else float(values[0]))
+                elif self.pruner is not None and _pruned(result):
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 else:
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
             returns.append(results)
             done += len(batch)
         _report(study, folder, self.config)
         return returns
+
+    def _link(self, folder: Path, storage: str, study: Any, batch: list, overrides: list[list[str]]) -> list:
+        """Where the search prunes, each trial's link file (``pruning.write_link``), by which its run reports to
+        it; the overrides linked."""
+        if self.pruner is None:
+            return []
+        assert self.config is not None
+        for trial, trial_overrides in zip(batch, overrides, strict=True):
+            link = TrialLink(
+                storage=storage,
+                study=study.study_name,
+                trial_id=trial._trial_id,  # Optuna's storage key of the trial (its number counts within the study)
+                number=trial.number,
+                metric=str(self.config.optimized_metric),
+                pruner=self.pruner,
+            )
+            write_link(folder, trial_overrides, link)
+        return overrides
+
+
+def _pruned(result: Any) -> bool:
+    """Whether the trial's run was pruned: its record says so (the run's folder is in Hydra's job config)."""
+    try:
+        record = RunRecord.read(Path(str(result.hydra_cfg.hydra.runtime.output_dir)))
+    except (RecordError, AttributeError, OSError):
+        return False
+    return record is not None and record.status == PRUNED
 
 
 INTERRUPTED = "interrupted_trials"  # the study's user attribute: numbers of the trials a Ctrl-C cut off
@@ -407,15 +493,45 @@ def _value(value: Any) -> str:
 
 
 def _report(study: Any, folder: Path, config: DictConfig) -> None:
-    """The best trial, printed and written to ``optimization_results.yaml``."""
+    """The best trial (a multi-objective search's Pareto front: every trial no other beats in all its objectives),
+    printed and written to ``optimization_results.yaml``."""
     optuna = load_optuna()
 
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    states = optuna.trial.TrialState
+    complete = study.get_trials(deepcopy=False, states=(states.COMPLETE,))
     if not complete:  # told to the sweep's summary as a failure of the search: the command exits 1
         record_sweep_error(
-            f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed or "
-            "diverged: see the failed cells above); nothing to report"
+            f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed, "
+            "diverged or pruned: see the cells above); nothing to report"
         )
+        return
+    pruned = len(study.get_trials(deepcopy=False, states=(states.PRUNED,)))
+    counts = {
+        "trials": len(study.trials),
+        "complete": len(complete),
+        "pruned": pruned,
+        "interrupted": len(study.user_attrs.get(INTERRUPTED, [])),
+    }
+    tally = (
+        f"({len(complete)} of {len(study.trials)} trials complete"
+        f"{f', {pruned} pruned' if pruned else ''}{interrupted_note(study)})"
+    )
+    if len(study.directions) > 1:
+        metrics = [str(m) for m in config.optimized_metric]
+        front = sorted(study.best_trials, key=lambda t: t.number)
+        result = {
+            "name": study.study_name,
+            "metrics": metrics,
+            "directions": [d.name.lower() for d in study.directions],
+            # hydra-optuna-sweeper's key for the Pareto front
+            "solutions": [{"trial": t.number, "values": list(t.values), "params": t.params} for t in front],
+            **counts,
+        }
+        OmegaConf.save(OmegaConf.create(result), folder / "optimization_results.yaml")
+        print(f"optuna: Pareto front of {', '.join(metrics)}: {len(front)} trials {tally}")
+        for t in front:
+            values = " ".join(f"{m} {v:.4f}" for m, v in zip(metrics, t.values, strict=True))
+            print(f"optuna:   trial {t.number}: {values}: {' '.join(f'{k}={_value(v)}' for k, v in t.params.items())}")
         return
     best = study.best_trial
     result = {
@@ -425,16 +541,11 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
         "best_value": best.value,
         "best_params": best.params,
         "trial": best.number,
-        "trials": len(study.trials),
-        "complete": len(complete),
-        "interrupted": len(study.user_attrs.get(INTERRUPTED, [])),
+        **counts,
     }
     OmegaConf.save(OmegaConf.create(result), folder / "optimization_results.yaml")
     params = " ".join(f"{k}={_value(v)}" for k, v in best.params.items())
-    print(
-        f"optuna: best {config.optimized_metric} {best.value:.4f} at trial {best.number}: {params} "
-        f"({len(complete)} of {len(study.trials)} trials complete{interrupted_note(study)})"
-    )
+    print(f"optuna: best {config.optimized_metric} {best.value:.4f} at trial {best.number}: {params} {tally}")
 
 
 # A node, not a dataclass: Hydra's plugin scan executes this module outside ``sys.modules``.
@@ -458,6 +569,7 @@ ConfigStore.instance().store(
             "study_name": None,
             "params": None,
             "allow_test_objective": False,
+            "pruner": None,
         }
     ),
 )
