@@ -166,6 +166,7 @@ GROUND_FLOOR = {
     "clusterable.metric_names": set(),
     "clusterable.searchpath": set(),
     "clusterable.extras": set(),
+    "clusterable.logs": set(),
     "clusterable.outcomes": {"clusterable.record"},
 }
 # The front door: the command line and Hydra's callbacks. The run layer is called by it and never reaches it.
