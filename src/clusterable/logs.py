@@ -87,21 +87,32 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(name if name == ROOT or name.startswith(f"{ROOT}.") else f"{ROOT}.{name}")
 
 
+# The run logs open now (a path -> its handler and how many blocks hold it): a member's own block inside its stack's
+# writes each line to its file once.
+_open: dict[Path, tuple[logging.Handler, int]] = {}
+
+
 @contextlib.contextmanager
 def run_log(*paths: Path) -> Iterator[None]:
     """While the block runs, every line logged is also appended to each of ``paths`` (created on its first line; a
-    line a full disk cannot take is dropped from that file only)."""
+    line a full disk cannot take is dropped from that file only). A path already open is not opened twice."""
     logger = _root()
-    handlers = []
-    for path in paths:
-        handler = RunLogFile(path, mode="a", delay=True)
-        handler.setFormatter(logging.Formatter(FILE_FORMAT))
-        logger.addHandler(handler)
-        handlers.append(handler)
+    held = [Path(p).absolute() for p in dict.fromkeys(paths)]
+    for path in held:
+        handler, count = _open.get(path, (None, 0))
+        if handler is None:
+            handler = RunLogFile(path, mode="a", delay=True)
+            handler.setFormatter(logging.Formatter(FILE_FORMAT))
+            logger.addHandler(handler)
+        _open[path] = (handler, count + 1)
     try:
         yield
     finally:
-        for handler in handlers:
+        for path in held:
+            handler, count = _open.pop(path)
+            if count > 1:
+                _open[path] = (handler, count - 1)
+                continue
             logger.removeHandler(handler)
             with contextlib.suppress(OSError):
                 handler.close()

@@ -25,6 +25,9 @@ from clusterable.contracts import (
     RepresentingHead,
     declared_metrics,
 )
+from clusterable.logs import get_logger
+
+log = get_logger(__name__)
 
 # The floating dtypes that NumPy (bfloat16) or scikit-learn (float16) cannot score: what a model trained with
 # `trainer.precision=bf16-true` or `16-true` computes in.
@@ -117,7 +120,7 @@ def evaluate(
 
         kept = {stage: (out, rep, split["labels"]) for stage, (out, rep, split) in represented.items()}
         for line in saved.save(Path(run_dir), kept, module.head, keep):
-            print(line)
+            log.info(line)
     return score(represented, data, evaluators, stages, module.head, run_dir, seed, failures)
 
 

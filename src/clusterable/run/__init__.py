@@ -22,11 +22,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from clusterable import resolvers
+from clusterable.logs import get_logger, run_log
 from clusterable.outcomes import config_files_changed
 from clusterable.record import RecordError, RunRecord
 from clusterable.run.cell import reuse_or_clean
 from clusterable.run.context import RunContext
 from clusterable.run.wrapper import finish, new_record, recorded
+
+log = get_logger(__name__)
 
 __all__ = ["Prepared", "RunContext", "prepare", "run"]
 
@@ -74,13 +77,14 @@ def prepare(cfg: DictConfig, ctx: RunContext) -> Prepared | RunRecord:
     record.notes = {key: value for key, (value, _) in sorted(notes.items())}
     if left_out := drop_unselected_settings(record.config, ctx.overrides):
         record.left_out_settings = left_out
-        print(f"note: {', '.join(left_out)} left out: settings of evaluators this run does not select")
+        log.info(f"note: {', '.join(left_out)} left out: settings of evaluators this run does not select")
     if rank_zero and (previous := reuse_or_clean(ctx, record, notes)) is not None:
         return previous
     resolved = OmegaConf.create(record.config)
     OmegaConf.set_struct(resolved, True)
-    for _, message in notes.values():
-        print(message)
+    with run_log(ctx.log_file):  # the cell is locked and clean: its log is this attempt's
+        for _, message in notes.values():
+            log.info(message)
     return Prepared(resolved, ctx, record)
 
 

@@ -21,10 +21,13 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from clusterable.logs import get_logger
 from clusterable.outcomes import record_outcome
 from clusterable.record import BUSY, PARTIAL, SKIPPED, RecordError, RunRecord
 from clusterable.run.context import RunContext
 from clusterable.rundir import clean_cell, config_changes
+
+log = get_logger(__name__)
 
 LOCK_FILE = ".lock"
 BUSY_ERROR = "another process runs this cell"
@@ -73,7 +76,7 @@ def reuse_or_clean(ctx: RunContext, record: RunRecord, notes: dict[str, Any]) ->
     now, and that winner is 0.5: the same value, the same run).
     """
     if not lock_cell(ctx.run_dir):
-        print(f"busy {ctx.run_dir}: {BUSY_ERROR}")
+        log.info(f"busy {ctx.run_dir}: {BUSY_ERROR}")
         record_outcome(ctx.run_dir, BUSY, BUSY_ERROR)
         return RunRecord(status=BUSY, error=BUSY_ERROR)
     previous = _previous(ctx.run_dir)
@@ -91,18 +94,17 @@ def reuse_or_clean(ctx: RunContext, record: RunRecord, notes: dict[str, Any]) ->
             release_cell(ctx.run_dir)
             if previous.status == PARTIAL:
                 return _kept_partial(ctx, previous)
-            print(f"skip {ctx.run_dir}: metrics.json says {previous.status} and its config is the one asked for")
+            log.info(f"skip {ctx.run_dir}: metrics.json says {previous.status} and its config is the one asked for")
             record_outcome(ctx.run_dir, SKIPPED, None)
             return previous
         shown = "; ".join(changes[:3]) + ("; ..." if len(changes) > 3 else "")
         # (a partial run of another config: its trained model is of the other config, so it trains again)
-        print(f"rerun {ctx.run_dir}: its finished run had another config ({shown})")
+        log.info(f"rerun {ctx.run_dir}: its finished run had another config ({shown})")
     # A new attempt starts from a clean cell: no checkpoint, log or plot of an earlier one survives. Hydra opens
     # the job's log for appending (a busy cell's log is not emptied by a second sweep): emptied here, locked.
-    clean_cell(ctx.run_dir, keep=(".hydra", f"{ctx.job_name}.log", LOCK_FILE))
-    log = ctx.run_dir / f"{ctx.job_name}.log"
-    if log.is_file():
-        os.truncate(log, 0)
+    clean_cell(ctx.run_dir, keep=(".hydra", ctx.log_file.name, LOCK_FILE))
+    if ctx.log_file.is_file():
+        os.truncate(ctx.log_file, 0)
     return None
 
 
@@ -118,7 +120,7 @@ def _kept_partial(ctx: RunContext, previous: RunRecord) -> RunRecord:
     """A partial run of the config asked for, kept: one line saying how to finish it, counted ``partial`` (not
     ``skipped``: the sweep still ends non-zero until it is finished)."""
     failed = ", ".join(f"evaluator.{name}" for name in previous.evaluators_failed or {}) or "an evaluator"
-    print(
+    log.info(
         f"partial {ctx.run_dir}: its training finished and {failed} failed; not trained again: "
         f"clusterable-eval {ctx.run_dir} re-runs the failed evaluators from what it kept"
     )

@@ -55,6 +55,12 @@ class RunContext:
     objectives: tuple[str, ...] = ()
     trial: TrialLink | None = None
 
+    @property
+    def log_file(self) -> Path:
+        """The run's log (``<job_name>.log`` in its folder): Hydra's job log, and the console lines about the run
+        (``logs.run_log``)."""
+        return self.run_dir / f"{self.job_name}.log"
+
     @classmethod
     def from_hydra(
         cls, hydra: DictConfig, run_dir: str | Path | None = None, optimized_metric: Any = None

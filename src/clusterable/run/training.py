@@ -12,8 +12,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from clusterable.config import ConfigError
+from clusterable.logs import get_logger
 from clusterable.run.context import RunContext
 from clusterable.run.parts import Parts
+
+log = get_logger(__name__)
 
 
 def quiet_lightning() -> None:
@@ -43,7 +46,7 @@ def cpu_threads(cfg: DictConfig, ctx: RunContext) -> int:
         busy = busy_elsewhere()
         if busy is not None and busy >= 0.5:
             threads = max(1, cores - round(busy))
-            print(
+            log.info(
                 f"torch_threads: {threads} of {cores} cores (other processes keep {busy:.1f} busy; "
                 "torch_threads=N sets it)"
             )

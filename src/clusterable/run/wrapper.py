@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from clusterable import interrupts
+from clusterable.logs import get_logger, run_log
 from clusterable.outcomes import record_outcome
 from clusterable.record import (
     DIVERGED,
@@ -43,6 +44,8 @@ from clusterable.rundir import (
     run_mode,
     write_error,
 )
+
+log = get_logger(__name__)
 
 
 def new_record(cfg: DictConfig, ctx: RunContext) -> RunRecord:
@@ -129,36 +132,34 @@ def recorded(ctx: RunContext, record: RunRecord, rank_zero: bool = True) -> Iter
 
     loggers: list = []
     error, status = None, FAILED
-    try:
-        yield loggers
-    except EvaluationIncomplete as e:  # trained and evaluated, but not by every evaluator
-        error, status = e.record(ctx.run_dir, record, rank_zero), PARTIAL
-    except DivergedError as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
-        record.failed_epoch = e.epoch
-        error, status = str(e), DIVERGED if e.expected or record.metrics else FAILED
-    except input_errors() as e:
-        error = str(e)
-    except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C (and SIGTERM) into SystemExit
-        # Ctrl-C or SIGTERM (clusterable.interrupts). A second one (the terminal's and the sweep's both reach a
-        # worker) must not cut the record short.
-        with interrupts.shielded():
-            finish(ctx, record, INTERRUPTED_ERROR, rank_zero, loggers)
-            if rank_zero:
-                print(
-                    f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it",
-                    file=sys.stderr,
-                )
-        raise KeyboardInterrupt from None
-    except Exception as e:  # a bug rather than bad input: the traceback goes to a file and a sweep goes on
-        if is_write_error(e):  # a full disk or an unwritable file, not a bug: one line naming the file
-            error = write_error(e)
-        else:
-            trace = ctx.run_dir / "traceback.txt"
-            if rank_zero:  # the disk may be full: the one line still says what failed
-                with contextlib.suppress(OSError):
-                    trace.write_text(traceback.format_exc())
-            error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
-    finish(ctx, record, error, rank_zero, loggers, status)
+    with run_log(ctx.log_file):  # the run's console lines, kept in its folder (written on rank zero only)
+        try:
+            yield loggers
+        except EvaluationIncomplete as e:  # trained and evaluated, but not by every evaluator
+            error, status = e.record(ctx.run_dir, record, rank_zero), PARTIAL
+        except DivergedError as e:  # a result when the head's loss is unbounded there or a best epoch was evaluated
+            record.failed_epoch = e.epoch
+            error, status = str(e), DIVERGED if e.expected or record.metrics else FAILED
+        except input_errors() as e:
+            error = str(e)
+        except (KeyboardInterrupt, SystemExit):  # Lightning turns Ctrl-C (and SIGTERM) into SystemExit
+            # Ctrl-C or SIGTERM (clusterable.interrupts). A second one (the terminal's and the sweep's both reach a
+            # worker) must not cut the record short.
+            with interrupts.shielded():
+                finish(ctx, record, INTERRUPTED_ERROR, rank_zero, loggers)
+                if rank_zero:
+                    log.error(f"interrupted: {ctx.run_dir} recorded as failed; run the same command again to redo it")
+            raise KeyboardInterrupt from None
+        except Exception as e:  # a bug rather than bad input: the traceback goes to a file and a sweep goes on
+            if is_write_error(e):  # a full disk or an unwritable file, not a bug: one line naming the file
+                error = write_error(e)
+            else:
+                trace = ctx.run_dir / "traceback.txt"
+                if rank_zero:  # the disk may be full: the one line still says what failed
+                    with contextlib.suppress(OSError):
+                        trace.write_text(traceback.format_exc())
+                error = f"{type(e).__name__}: {e}".splitlines()[0] + f" (traceback: {trace})"
+        finish(ctx, record, error, rank_zero, loggers, status)
 
 
 def finish(
@@ -183,7 +184,7 @@ def finish(
             raise
         if record.error is None:
             record.status, record.error = FAILED, write_error(e)
-    remove_if_empty(ctx.run_dir / f"{ctx.job_name}.log")
+    remove_if_empty(ctx.log_file)
     if not rank_zero:
         return record
     try:
@@ -225,18 +226,18 @@ def print_summary(run_dir: Path, record: RunRecord, single: bool) -> None:
         lines = [f"{k:<{width}}  {v:.4f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows]
         best = "none (not trained)" if record.best_epoch is None else record.best_epoch
         stopped = [f"stopped early: {record.stopped_early}"] if record.stopped_early else []
-        print("\n".join([f"run: {record.status}", *lines, f"best epoch: {best}", *stopped, f"run dir: {run_dir}"]))
+        log.info("\n".join([f"run: {record.status}", *lines, f"best epoch: {best}", *stopped, f"run dir: {run_dir}"]))
     if record.ok:
         return
     if record.status == PRUNED:  # a search's decision, not a failure
-        print(f"{PRUNED}: {run_dir.name}: {record.pruned}")
+        log.info(f"{PRUNED}: {run_dir.name}: {record.pruned}")
         return
     # a partial run's line says itself that the other evaluators' metrics are kept
     best = metrics and record.status != PARTIAL
     kept = f"; the metrics above are those of its best epoch ({record.best_epoch})" if best else ""
     if single:
         if not metrics:
-            print(f"run dir: {run_dir}")
-        print(f"error: {record.error}{kept}", file=sys.stderr)
+            log.info(f"run dir: {run_dir}")
+        log.error(f"error: {record.error}{kept}")
     else:
-        print(f"{record.status}: {run_dir.name}: {record.error}{kept}")
+        log.info(f"{record.status}: {run_dir.name}: {record.error}{kept}")

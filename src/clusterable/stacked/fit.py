@@ -19,10 +19,13 @@ import torch
 from torch import Tensor
 
 from clusterable.contracts import ClusteringHead
+from clusterable.logs import get_logger
 from clusterable.module import DivergedError, epoch_divergence
 from clusterable.stacked import steps
 from clusterable.stacked.members import StackedMembers
 from clusterable.stacked.optim import StackedOptimizer
+
+log = get_logger(__name__)
 
 
 class StackedSplit:
@@ -221,7 +224,7 @@ def _train_epoch(
                 if step is steps.eager_step:
                     raise
                 reason = f"{type(e).__name__}: {e}".splitlines()[0][:160]
-                print(f"stacked: the {settings.step} step failed in epoch {epoch} ({reason}); eager from here")
+                log.warning(f"stacked: the {settings.step} step failed in epoch {epoch} ({reason}); eager from here")
                 step, settings.step = steps.eager_step, "eager"
                 out = step(stack, optimizer, batch, epoch, alive, dead)
             for key, value in out.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,15 @@ import torch
 from omegaconf import OmegaConf
 
 from clusterable import interrupts
+from clusterable.logs import get_logger, run_log
 from clusterable.record import StackInfo
 from clusterable.run import Prepared
 from clusterable.run.wrapper import recorded
 from clusterable.stacked.errors import NotStackable
 from clusterable.stacked.fit import init_clusters
 from clusterable.stacked.grouping import PRECISIONS, flat, why_not_stackable
+
+log = get_logger(__name__)
 
 
 class Member:
@@ -67,62 +71,45 @@ def run_stack(
         return []
     bound, why = memory_bound(built, share=1 / first.ctx.parallel_jobs)
     if bound < len(built):
-        print(f"stacked: {why}: the {len(built)} cells train as {math.ceil(len(built) / bound)} stacks")
+        with run_log(*(m.cell.ctx.log_file for m in built)):
+            log.info(f"stacked: {why}: the {len(built)} cells train as {math.ceil(len(built) / bound)} stacks")
     alone: list[Prepared] = []
     for start in range(0, len(built), bound):
         alone += _train(built[start : start + bound], progress, speed_check, compile)
     return alone
 
 
+@dataclass
+class Trained:
+    """What a stack's training left: the stack, its settings, the group's record, each member's record and the
+    best epoch's stacked parameters and buffers, the timings."""
+
+    stack: Any
+    settings: Any
+    group: StackInfo
+    records: list
+    best_params: dict
+    best_buffers: dict
+    timing: Any
+
+
 def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool | str) -> list[Prepared]:
     """Train ``built`` members as one stack and record each; the cells to run alone when they cannot stack or
-    would train slower stacked."""
-    from clusterable.stacked import speed
-    from clusterable.stacked.steps import step_kind
-
-    try:
-        stack, optimizer, settings = _assemble(built)
-        splits = _splits(built, settings, stack.dtype, stack.device)
-        init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
-        rows, probe_s = _probe(stack, splits[0], built)
-        steps = _steps(built, settings, splits[0])
-        timed = speed.worth_timing(probe_s * steps, speed_check, compile)
-        times = (
-            speed.time_steps(stack, optimizer, splits[0], built[0].parts.module, rows, steps, compile)
-            if timed
-            else None
-        )
-        if speed_check:
-            speed.check(times)
-        if times is not None and times.compiled:
-            settings.step = step_kind(stack.device)
-    except NotStackable as e:
-        print(f"stacked: {e}; these {len(built)} cells run one by one")
-        return [m.cell for m in built]
-    except BaseException as e:  # noqa: BLE001  (a bug, Ctrl-C: every member records it)
-        _record_all(built, e)
+    would train slower stacked. The stack's lines (its speed check, its epochs) go to every member's log; what a
+    member's record says, to its own."""
+    failure: BaseException | None = None
+    with run_log(*(m.cell.ctx.log_file for m in built)):
+        try:
+            trained = _train_together(built, progress, speed_check, compile)
+        except NotStackable as e:
+            log.info(f"stacked: {e}; these {len(built)} cells run one by one")
+            return [m.cell for m in built]
+        except BaseException as e:  # noqa: BLE001  (a bug, Ctrl-C: every member records it)
+            failure = e
+    if failure is not None:
+        _record_all(built, failure)
         return []
-    group = StackInfo(
-        members=len(built),
-        cells=[m.name for m in built],
-        varies=_varying(built),
-        device=str(stack.device),
-        speed=times.as_record() if times is not None else None,
-    )
-    print(
-        f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
-        f"{settings.max_epochs} epochs on {stack.device}"
-    )
-    if times is not None:
-        print(f"stacked: {times.line()}")
-        if times.compile_line() is not None:
-            print(f"stacked: {times.compile_line()}")
-    try:
-        records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
-    except BaseException as e:  # noqa: BLE001  (the whole stack failed: every member records it)
-        _record_all(built, e)
-        return []
-    group["step"] = settings.step  # the step it trained with: eager, compiled or graphed (after any fallback)
+    group, records, timing = trained.group, trained.records, trained.timing
     for i, member in enumerate(built):
         record = member.cell.record
         record.stacked = StackInfo(**group, index=i)
@@ -137,11 +124,52 @@ def _train(built: list[Member], progress: bool, speed_check: bool, compile: bool
             _record(
                 member,
                 None,
-                lambda m=member, i=i: _finish_member(m, i, stack, records[i], best_params, best_buffers, settings),
+                lambda m=member, i=i: _finish_member(
+                    m, i, trained.stack, records[i], trained.best_params, trained.best_buffers, trained.settings
+                ),
             )
         except KeyboardInterrupt:
             _record_interrupted(built[i + 1 :])
     return []
+
+
+def _train_together(built: list[Member], progress: bool, speed_check: bool, compile: bool | str) -> Trained:
+    """The stack assembled, its speed checked (``NotStackable`` where it cannot stack or would be slower) and
+    trained."""
+    from clusterable.stacked import speed
+    from clusterable.stacked.steps import step_kind
+
+    stack, optimizer, settings = _assemble(built)
+    splits = _splits(built, settings, stack.dtype, stack.device)
+    init_clusters(stack, [m.parts.datamodule for m in built])  # k-means++ (a clustering head's start)
+    rows, probe_s = _probe(stack, splits[0], built)
+    steps = _steps(built, settings, splits[0])
+    timed = speed.worth_timing(probe_s * steps, speed_check, compile)
+    times = (
+        speed.time_steps(stack, optimizer, splits[0], built[0].parts.module, rows, steps, compile) if timed else None
+    )
+    if speed_check:
+        speed.check(times)
+    if times is not None and times.compiled:
+        settings.step = step_kind(stack.device)
+    group = StackInfo(
+        members=len(built),
+        cells=[m.name for m in built],
+        varies=_varying(built),
+        device=str(stack.device),
+        speed=times.as_record() if times is not None else None,
+    )
+    log.info(
+        f"stacked: {len(built)} cells as one model ({', '.join(group['varies']) or 'identical'} vary), "
+        f"{settings.max_epochs} epochs on {stack.device}"
+    )
+    if times is not None:
+        log.info(f"stacked: {times.line()}")
+        if times.compile_line() is not None:
+            log.info(f"stacked: {times.compile_line()}")
+    records, best_params, best_buffers, timing = _fit(built, stack, settings, optimizer, splits, progress)
+    group["step"] = settings.step  # the step it trained with: eager, compiled or graphed (after any fallback)
+    return Trained(stack, settings, group, records, best_params, best_buffers, timing)
 
 
 def _record_all(members: Sequence[Member], error: BaseException) -> None:
@@ -341,7 +369,7 @@ def _fit(members, stack, settings, optimizer, splits, progress: bool):
 
         def report(epoch: int, alive: int) -> None:
             if (epoch + 1) % every == 0 or epoch + 1 == settings.max_epochs:
-                print(
+                log.info(
                     f"stacked: epoch {epoch + 1}/{settings.max_epochs}, {alive}/{len(members)} members "
                     f"training, {time.perf_counter() - started:.0f} s"
                 )

@@ -38,6 +38,7 @@ from hydra.types import TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from clusterable.hydra_callbacks import CommandLineError
+from clusterable.logs import get_logger
 from clusterable.record import RunRecord
 from clusterable.run.context import PARALLEL_JOBS
 from hydra_plugins.clusterable_launcher._workers import run_jobs
@@ -45,7 +46,8 @@ from hydra_plugins.clusterable_launcher._workers import run_jobs
 if TYPE_CHECKING:
     from clusterable.run import Prepared
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__name__)  # Hydra's "Launching jobs" lines, as its own launchers log them
+say = get_logger(__name__)  # the console lines of the launcher
 
 AUTO_JOBS = 8  # the most groups ``n_jobs=auto`` trains at once on a CPU (each worker holds its own torch)
 
@@ -91,7 +93,7 @@ class StackedLauncher(Launcher):
         assert self.config is not None and self.hydra_context is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-        print(f"stacked: grouping {len(job_overrides)} cells (each config composed and resolved once)")
+        say.info(f"stacked: grouping {len(job_overrides)} cells (each config composed and resolved once)")
         configs = [self._sweep_config(initial_job_idx + i, o) for i, o in enumerate(job_overrides)]
         resolved = [_resolved(c) for c in configs]
         groups = plan(resolved, self.max_members)
@@ -100,7 +102,7 @@ class StackedLauncher(Launcher):
             if config is not None and (why := why_not_stackable(dict(config))) is not None:
                 alone[why] = alone.get(why, 0) + 1
         for why, count in alone.items():
-            print(f"stacked: {count} of {len(job_overrides)} cells run alone: {why}")
+            say.info(f"stacked: {count} of {len(job_overrides)} cells run alone: {why}")
         jobs = self.n_jobs if self.n_jobs != "auto" else auto_jobs(resolved, len(groups))
         for config in configs:  # the number each cell's run divides the cores and the memory by
             with read_write(config.hydra), open_dict(config.hydra):
@@ -114,7 +116,7 @@ class StackedLauncher(Launcher):
         group_configs = [[configs[i] for i in group] for group in groups]
         if jobs > 1 and len(groups) > 1:
             auto = " (hydra.launcher.n_jobs=auto: a group a core)" if self.n_jobs == "auto" else ""
-            print(f"stacked: {len(groups)} groups, {min(jobs, len(groups))} at a time{auto}")
+            say.info(f"stacked: {len(groups)} groups, {min(jobs, len(groups))} at a time{auto}")
             done = run_jobs(
                 Path(str(self.config.hydra.sweep.dir)),
                 {"n_jobs": jobs, "backend": "loky"},
