@@ -20,7 +20,7 @@ SEARCH = [
     "trainer.enable_progress_bar=false",
 ]
 # Prunes every trial after its epoch 1 (val/acc is never above 1.1): which trials and when are known in advance.
-ALWAYS_AFTER_EPOCH_1 = "+hydra.sweeper.pruner={_target_:optuna.pruners.ThresholdPruner,lower:1.1,n_warmup_steps:1}"
+ALWAYS_AFTER_EPOCH_1 = "hydra.sweeper.pruner={_target_:optuna.pruners.ThresholdPruner,lower:1.1,n_warmup_steps:1}"
 STACKED = ["hydra.sweeper.n_jobs=2", "hydra.launcher.speed_check=false"]  # a batch of 2 trials is one stack
 
 
@@ -96,11 +96,11 @@ def test_a_pruned_search_needs_an_objective_logged_every_epoch(train) -> None:
     [
         (["hydra.sweeper.pruner=medain"], "hydra.sweeper.pruner must be one of median, successive_halving, "),
         (
-            ["+hydra.sweeper.pruner={_target_:optuna.pruners.MedianPruner,n_startup_trials:-1}"],
+            ["hydra.sweeper.pruner={_target_:optuna.pruners.MedianPruner,n_startup_trials:-1}"],
             "hydra.sweeper.pruner (optuna.pruners.MedianPruner): Number of startup trials cannot be negative",
         ),
         (
-            ["+hydra.sweeper.pruner={_target_:optuna.samplers.TPESampler}"],
+            ["hydra.sweeper.pruner={_target_:optuna.samplers.TPESampler}"],
             "hydra.sweeper.pruner._target_ must name an optuna.pruners class, got 'optuna.samplers.TPESampler'",
         ),
         (

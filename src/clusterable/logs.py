@@ -73,8 +73,9 @@ class RunLogFile(logging.FileHandler):
 def _root() -> logging.Logger:
     logger = logging.getLogger(ROOT)
     if not any(isinstance(h, Console) for h in logger.handlers):
-        logger.addHandler(Console())
-        logger.addFilter(RankZero())
+        console = Console()
+        console.addFilter(RankZero())  # on the handlers: a logger's own filters skip its children's lines
+        logger.addHandler(console)
         logger.setLevel(logging.INFO)
         logger.propagate = False
     return logger
@@ -103,6 +104,7 @@ def run_log(*paths: Path) -> Iterator[None]:
         if handler is None:
             handler = RunLogFile(path, mode="a", delay=True)
             handler.setFormatter(logging.Formatter(FILE_FORMAT))
+            handler.addFilter(RankZero())
             logger.addHandler(handler)
         _open[path] = (handler, count + 1)
     try:
