@@ -17,9 +17,11 @@ from torch import nn
 
 from clusterable.contracts import EvalContext
 from clusterable.evaluation import kmeans as kmeans_module
+from clusterable.evaluation import latent_plot
 from clusterable.evaluation.clustering import ClusterMetrics
 from clusterable.evaluation.csrl import CSRLClustering
 from clusterable.evaluation.kmeans import kmeans
+from clusterable.evaluation.latent_plot import LatentPlot
 
 SECONDS = r"\d+\.\d s"
 
@@ -123,3 +125,19 @@ def test_csrl_kmeans_says_it_for_the_representation_and_the_raw_inputs(capsys, m
         "kmeans (scikit-learn): 120 x 4 (k=3), 1 restart; this can take minutes",
         "kmeans (scikit-learn): 120 x 8 (k=3), 1 restart; this can take minutes",
     ]
+
+
+# t-SNE ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threshold", [40, 41])
+def test_tsne_on_large_data_says_before_and_after(capsys, monkeypatch, threshold) -> None:
+    x, y = blobs(40, 2, dim=5)
+    monkeypatch.setattr(latent_plot, "TSNE_PROGRESS_ROWS", threshold)
+    LatentPlot(method="tsne")(x, torch.as_tensor(y), context(x, y))
+    lines = capsys.readouterr().out.splitlines()
+    if threshold > 40:  # 40 rows, below it
+        assert lines == []
+        return
+    assert lines[0] == "t-SNE: 40 x 5 to 2-D; this can take minutes"
+    assert re.fullmatch(rf"t-SNE: 40 x 5 done in {SECONDS}", lines[1]) and len(lines) == 2
