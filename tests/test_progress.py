@@ -8,13 +8,17 @@ with ``capsys``. The table and site commands say their progress on stderr, their
 
 from __future__ import annotations
 
+import io
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from tables.rundirs import write_run
 from torch import nn
 
+from clusterable import rundir, site
 from clusterable.contracts import EvalContext
 from clusterable.evaluation import kmeans as kmeans_module
 from clusterable.evaluation import latent_plot
@@ -22,6 +26,7 @@ from clusterable.evaluation.clustering import ClusterMetrics
 from clusterable.evaluation.csrl import CSRLClustering
 from clusterable.evaluation.kmeans import kmeans
 from clusterable.evaluation.latent_plot import LatentPlot
+from clusterable.tables import cli
 
 SECONDS = r"\d+\.\d s"
 
@@ -141,3 +146,66 @@ def test_tsne_on_large_data_says_before_and_after(capsys, monkeypatch, threshold
         return
     assert lines[0] == "t-SNE: 40 x 5 to 2-D; this can take minutes"
     assert re.fullmatch(rf"t-SNE: 40 x 5 done in {SECONDS}", lines[1]) and len(lines) == 2
+
+
+# table building ---------------------------------------------------------------------------------------------------
+
+
+def sweep(outputs: Path, runs: int) -> None:
+    """``runs`` runs named myproject, seeds 0.. of one setting."""
+    for seed in range(runs):
+        params = {"loss": "supcon", "loss.temperature": 0.5, "seed": seed}
+        write_run(outputs, "myproject", params, {"test/acc": 0.9 + seed / 100}, config={"optimized_metric": "test/acc"})
+
+
+@pytest.mark.parametrize(
+    ("runs", "every", "said"),
+    [
+        (5, 2, ["read 2 of 5 runs", "read 4 of 5 runs", "read 5 of 5 runs"]),
+        (4, 2, ["read 2 of 4 runs", "read 4 of 4 runs"]),  # the last line once
+        (4, 4, []),  # not more than READ_PROGRESS_EVERY: read in a blink
+    ],
+)
+def test_find_runs_says_its_progress_through_many_records(tmp_path, monkeypatch, runs, every, said) -> None:
+    sweep(tmp_path, runs)
+    monkeypatch.setattr(rundir, "READ_PROGRESS_EVERY", every)
+    lines: list[str] = []
+    assert len(rundir.find_runs(tmp_path, lines.append)) == runs
+    assert lines == said
+    assert len(rundir.find_runs(tmp_path)) == runs  # no ``say``: nothing to say it to
+
+
+def test_tables_command_says_progress_on_stderr_and_keeps_stdout(tmp_path, capsys, monkeypatch) -> None:
+    sweep(tmp_path, 3)
+    argv = ["--runs", "myproject", "--by", "loss.temperature", "--metrics", "test/acc", "--outputs", str(tmp_path)]
+    assert cli.main(argv) == 0
+    quiet_out, quiet_err = capsys.readouterr()
+    assert quiet_err == ""
+    monkeypatch.setattr(rundir, "READ_PROGRESS_EVERY", 2)
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == quiet_out  # the table, as scripts read it
+    assert err.splitlines() == ["tables: read 2 of 3 runs", "tables: read 3 of 3 runs"]
+
+
+def test_a_paper_table_says_its_reading_too(tmp_path, capsys, monkeypatch) -> None:
+    sweep(tmp_path, 3)  # none of them corel/table1's: read, then no runs
+    monkeypatch.setattr(rundir, "READ_PROGRESS_EVERY", 2)
+    assert cli.main(["corel/table1", "--outputs", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[:2] == ["tables: read 2 of 3 runs", "tables: read 3 of 3 runs"]
+    assert lines[2].startswith("no runs of experiment 'corel/table1' under ")
+
+
+def test_site_says_its_reading_as_its_other_lines(tmp_path, monkeypatch) -> None:
+    sweep(tmp_path / "outputs", 3)
+    monkeypatch.setattr(rundir, "READ_PROGRESS_EVERY", 2)
+    progress = io.StringIO()
+    site.build_site(tmp_path / "outputs", tmp_path / "site", progress=progress)
+    assert progress.getvalue().splitlines()[:3] == [
+        "site: read 2 of 3 runs",
+        "site: read 3 of 3 runs",
+        f"site: 3 runs of 1 experiment under {tmp_path / 'outputs'}/",
+    ]
