@@ -183,13 +183,14 @@ def paper_tables(outputs: Path, experiments: set[str]) -> dict[str, list[str]]:
 def build_site(outputs: Path, out: Path, pool_code: bool = False, progress: TextIO | None = None) -> Site:
     """Write the site for the runs under ``outputs`` into ``out``; ``NoRuns`` when there are none. ``pool_code``:
     runs of several code versions may share a cell, as the table command's ``--pool-code-versions``. ``progress``:
-    where to say what is being built (a line per paper and experiment, and per 500 run pages)."""
+    where to say what is being built (a line per 500 runs read when there are more, per paper and experiment,
+    and per 500 run pages)."""
 
     def say(line: str) -> None:
         if progress is not None:
             print(f"site: {line}", file=progress, flush=True)
 
-    found = find_runs(outputs)  # UnreadableRuns: one line naming each file
+    found = find_runs(outputs, say)  # UnreadableRuns: one line naming each file
     if not found:
         raise NoRuns(f"no runs under {outputs}/", ())
     out.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from torch import Tensor
 from clusterable.arrays import to_numpy, to_tensor
 from clusterable.contracts import EvalContext
 from clusterable.evaluation.kmeans import kmeans as torch_kmeans
+from clusterable.evaluation.kmeans import reported
 from clusterable.evaluation.spectral import spectral_rows
 
 METHODS = ("kmeans", "gmm", "sc")
@@ -75,14 +76,16 @@ def _fit_predict(
         rows = spectral_rows(x_torch)  # (N, r), on the embeddings' device
         if kmeans_backend == "torch":
             return torch_kmeans(rows, k, seed, n_init=kmeans_n_init)[0].cpu().numpy()
-        return KMeans(n_clusters=k, n_init=kmeans_n_init, random_state=seed).fit_predict(rows.cpu().numpy())
+        with reported(*rows.shape, k, kmeans_n_init):
+            return KMeans(n_clusters=k, n_init=kmeans_n_init, random_state=seed).fit_predict(rows.cpu().numpy())
     if method == "kmeans" and kmeans_backend == "torch" and x_torch is not None:
         assignment, _ = torch_kmeans(x_torch, k, seed, n_init=kmeans_n_init)
         return assignment.cpu().numpy()
     if method == "kmeans":
         # scikit-learn's Lloyd loop runs natively in float32, twice as fast as in float64 (10k x 64: 0.04 s).
         x32 = x.astype(np.float32)
-        return KMeans(n_clusters=k, n_init=kmeans_n_init, random_state=seed).fit_predict(x32)
+        with reported(*x32.shape, k, kmeans_n_init):
+            return KMeans(n_clusters=k, n_init=kmeans_n_init, random_state=seed).fit_predict(x32)
     gmm = GaussianMixture(
         n_components=k,
         covariance_type=gmm_covariance_type,

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from clusterable.arrays import first_per_class, to_numpy
 from clusterable.contracts import ClusteringHead, EvalContext, ReconstructingHead
+from clusterable.evaluation.kmeans import reported
 from clusterable.heads.trbm import TensorizedRBM
 from clusterable.heads.tvae import ClusterSpecificVAE
 
@@ -50,7 +51,9 @@ def _run_dir(context: EvalContext) -> Path | None:
 
 
 def _kmeans_ari(x: np.ndarray, y: np.ndarray, k: int, seed: int, n_init: int) -> float:
-    pred = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(x.reshape(len(x), -1))
+    rows = x.reshape(len(x), -1)
+    with reported(*rows.shape, k, n_init):
+        pred = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(rows)
     return float(adjusted_rand_score(y, pred))
 
 

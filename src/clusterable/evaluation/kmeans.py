@@ -15,13 +15,19 @@ the 21 passes of ``n_iter=20`` computed 3.3 passes' worth of distances, 18 s in 
 
 from __future__ import annotations
 
+import contextlib
 import math
+import time
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
 from torch import Tensor
 
 from clusterable.evaluation.matmul import Matmul, score_blocks
+from clusterable.logs import get_logger
+
+log = get_logger(__name__)
 
 # k-means++ costs k sequential steps, each comparing 2 + log(k) candidates with every point: fine for the
 # class counts of CUB/Cars (<= 200 test classes); at SOP's 11,316 it is 11,316 steps of 11 candidates x 60,502
@@ -31,6 +37,83 @@ KMEANS_PP_MAX_K = 256
 
 # Points per chunk x centres: bounds the (chunk, k) distance block to 64 MiB of float32.
 _CHUNK_ELEMENTS = 1 << 24
+
+# k-means says how it is getting on when one assignment pass, N x k x D multiply-adds, is at least this much work:
+# 10^10 is ~0.15 s a pass on 2 AMD EPYC cores (~70 G multiply-adds/s through OpenBLAS, above), a restart of 20
+# passes seconds. SOP's test split (60,502 x 512, k = 11,316: 3.5 x 10^11, 5 s a full pass) is far above; MNIST's
+# 70,000 x 784 in 10 clusters (5.5 x 10^8), CUB's 5,924 x 512 in 100 (3 x 10^8) and the tests stay silent. The
+# size, not the clock, decides, so a run says the same lines on any machine (a GPU, faster, says them too: a
+# start line and one per restart, a handful per evaluation).
+KMEANS_PROGRESS_WORK = 10**10
+# Within a restart, a line when this many seconds went by since the last one (the restart lines come anyway).
+KMEANS_PROGRESS_SECONDS = 10.0
+
+
+def is_large(n: int, d: int, k: int) -> bool:
+    """Whether k-means of ``n`` points in ``d`` dimensions into ``k`` clusters is long enough to report on
+    (``KMEANS_PROGRESS_WORK``)."""
+    return n * d * k >= KMEANS_PROGRESS_WORK
+
+
+def _shape(n: int, d: int, k: int) -> str:
+    return f"{n:,} x {d:,} (k={k:,})"
+
+
+class _Progress:
+    """The lines of one long ``kmeans`` call (nothing at all when ``is_large`` says it is not): one at the start,
+    one per restart, and one when ``KMEANS_PROGRESS_SECONDS`` went by within a restart, each with the seconds
+    since the start.
+
+    The clock is read only where the Lloyd loop already waits for the device (at the end of an iteration, after
+    the empty-cluster test's ``nonzero``; at a restart's end, after its inertia's ``float``): the lines add no
+    host sync to a GPU run.
+    """
+
+    def __init__(self, x: Tensor, k: int, n_init: int, n_iter: int) -> None:
+        n, d = x.shape
+        self.on = is_large(n, d, k)
+        self.shape, self.n_init, self.n_iter = _shape(n, d, k), n_init, n_iter
+        self.start = self.last = time.monotonic()
+        self.run = self.iterations = 0
+        if self.on:
+            restarts = f"{n_init} restart{'s' * (n_init != 1)}"
+            log.info(f"kmeans: {self.shape} on {x.device.type}, {restarts} of at most {n_iter} iterations")
+
+    def iteration(self, i: int) -> None:
+        """Iteration ``i`` (from 0) of the current restart is done."""
+        self.iterations = i + 1
+        if self.on and (now := time.monotonic()) - self.last >= KMEANS_PROGRESS_SECONDS:
+            self.last = now
+            log.info(
+                f"kmeans: restart {self.run + 1}/{self.n_init}, iteration {i + 1}/{self.n_iter}, "
+                f"{now - self.start:.1f} s"
+            )
+
+    def restart_done(self) -> None:
+        """The current restart is done: its line, and the count starts again for the next."""
+        if self.on:
+            self.last = time.monotonic()
+            iterations = f"{self.iterations} iteration{'s' * (self.iterations != 1)}"
+            log.info(
+                f"kmeans: restart {self.run + 1}/{self.n_init} on {self.shape}, {iterations}, "
+                f"{self.last - self.start:.1f} s"
+            )
+        self.run, self.iterations = self.run + 1, 0
+
+
+@contextlib.contextmanager
+def reported(n: int, d: int, k: int, n_init: int, name: str = "kmeans (scikit-learn)") -> Iterator[None]:
+    """A line before and one after a k-means that says nothing in between (scikit-learn's ``KMeans``, whose
+    ``verbose`` prints every iteration's inertia with ``print``), when it is large (``is_large``); silent
+    otherwise, and no closing line when it raises."""
+    if not is_large(n, d, k):
+        yield
+        return
+    restarts = f"{n_init} restart{'s' * (n_init != 1)}"
+    log.info(f"{name}: {_shape(n, d, k)}, {restarts}; this can take minutes")
+    start = time.monotonic()
+    yield
+    log.info(f"{name}: {_shape(n, d, k)} done in {time.monotonic() - start:.1f} s")
 
 
 def _chunk_rows(k: int, chunk_size: int | None) -> int:
@@ -185,6 +268,7 @@ def _lloyd(
     init: str,
     rows: int,
     matmul: Matmul,
+    progress: _Progress | None = None,
 ) -> tuple[Tensor, Tensor, float]:
     if init == "k-means++":
         centres = _kmeans_plus_plus(x, x_sq, k, generator, rows)
@@ -192,7 +276,7 @@ def _lloyd(
         centres = x[torch.randperm(len(x), generator=generator, device=x.device)[:k]].clone()
     nearest = _Nearest(x, rows, matmul)
     previous = None
-    for _ in range(n_iter):
+    for i in range(n_iter):
         assignment, own = nearest(centres)
         distance = (own + x_sq).clamp_(min=0.0)
         if previous is not None and torch.equal(assignment, previous):
@@ -207,6 +291,8 @@ def _lloyd(
             # points in order, ties to the lower row: deterministic.
             order = torch.sort(distance, descending=True, stable=True).indices[: len(empty)]
             centres[empty] = x[order]
+        if progress is not None:  # after ``len(empty)``, which waited for the device
+            progress.iteration(i)
     assignment, own = nearest(centres)
     return assignment, centres, float((own + x_sq).clamp_(min=0.0).sum())
 
@@ -223,6 +309,11 @@ def kmeans(
     chunk_size: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Lloyd's k-means in float32 on the device of ``x``.
+
+    When it is large (N x k x D >= ``KMEANS_PROGRESS_WORK``: SOP's test split, 20 s to 100 s a restart on 2 CPU
+    cores) it logs (``clusterable.logs``) a line as it starts, one per restart and one every
+    ``KMEANS_PROGRESS_SECONDS`` within a restart, so that a long evaluation does not look hung; smaller inputs
+    say nothing.
 
     Args:
         x: (N, D) points. k: the number of clusters, 1 <= k <= N.
@@ -261,10 +352,12 @@ def kmeans(
     x_sq = (x * x).sum(dim=1)
     rows = _chunk_rows(k, chunk_size)
     best: tuple[Tensor, Tensor, float] | None = None
+    progress = _Progress(x, k, n_init, n_iter)
     with score_blocks(x.device) as matmul:
         for run in range(n_init):
             generator = torch.Generator(device=x.device).manual_seed(seed + run)
-            result = _lloyd(x, x_sq, k, generator, n_iter, method, rows, matmul)
+            result = _lloyd(x, x_sq, k, generator, n_iter, method, rows, matmul, progress)
+            progress.restart_done()
             if best is None or result[2] < best[2]:
                 best = result
     assert best is not None

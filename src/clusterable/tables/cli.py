@@ -13,6 +13,9 @@
 ``python scripts/make_tables.py`` is the same (and ``clusterable-train`` is ``python train.py``). Both read the runs
 below ``./outputs`` of the folder they run in, or ``$CLUSTERABLE_OUTPUTS``, as the training commands write them.
 
+Progress goes to stderr, and only from an outputs folder of more than 500 runs (``tables: read 500 of 2,012 runs``,
+a line per 500 read: ``rundir.READ_PROGRESS_EVERY``); stdout is the table alone.
+
 Writes markdown, LaTeX and CSV (and PNG figures) under ``<outputs>/tables/`` and prints the markdown, followed by
 the paper's claims checked on our numbers, each on the settings whose numbers are there (naming the others): a
 comparison of rows by Welch's t over their seeds (holds / reversed / not shown, with the difference and p), a claim
@@ -51,7 +54,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clusterable.metric_names import objective_keys
@@ -75,6 +78,12 @@ from clusterable.tables.report import (
 from clusterable.tables.runs import RunsError
 
 PAPERS = ("corel", "csrl", "boudiaf", "dml", "dscl", "safir", "cross")
+
+
+def say(line: str) -> None:
+    """A progress line on stderr (``tables: read 1,000 of 2,012 runs``), as ``clusterable-site`` says its own
+    (``site: ...``): stdout is the table, which scripts read."""
+    print(f"tables: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int:
@@ -133,7 +142,7 @@ def main(argv: list[str] | None = None, train: str = "clusterable-train") -> int
     if name not in module.SOURCES:
         parser.error(f"unknown table {args.table!r}; {paper} has: {', '.join(sorted(module.SOURCES))}")
     try:
-        built = build(args.table, args.outputs, args.mode, args.pool_code_versions, searchpath=args.searchpath)
+        built = build(args.table, args.outputs, args.mode, args.pool_code_versions, searchpath=args.searchpath, say=say)
     except (MixedRuns, UnreadableRuns) as err:
         print(f"error: {args.table}: {err}", file=sys.stderr)
         return 2
@@ -167,7 +176,7 @@ def runs_main(args: argparse.Namespace) -> int:
     """``--runs``: the table of any runs (``tables.runs``), written and printed like a paper's."""
     try:
         by, metrics = _listed(args.by), _listed(args.metrics)
-        runs, mode = own_runs.load(args.outputs, args.runs, args.mode, args.pool_code_versions)
+        runs, mode = own_runs.load(args.outputs, args.runs, args.mode, args.pool_code_versions, say)
         if not runs:
             print(
                 f"no runs named {args.runs!r} under {args.outputs}/ (mode {args.mode}): a run's name is its config's "
@@ -232,10 +241,12 @@ def build(
     pool_code: bool = False,
     out_dir: Path | None = None,
     searchpath: Sequence[str] = (),
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Table, list[Run], str, Path]:
     """The table ``table_name`` ("<paper>/<name>") from the runs under ``outputs``, with the notes the command
     prints under it (mode and data, seeds, copies, code versions, protocol departures), its figures drawn into
-    ``out_dir`` (default: the outputs' tables folder). Returns the table, its runs, their mode and the folder.
+    ``out_dir`` (default: the outputs' tables folder); ``say`` hears the progress of reading a large outputs folder
+    (None: nothing is said). Returns the table, its runs, their mode and the folder.
     Raises ``NoRuns``, ``MixedRuns``, ``UnreadableRuns`` or ``ValueError`` (an unknown table; each says what is
     wrong in one line)."""
     # One experiment's runs, or several for a table that sets grids side by side (corel/fashion_budgets); an
@@ -243,7 +254,7 @@ def build(
     experiments = sources(table_name)
     paper, _, name = table_name.partition("/")
     module = importlib.import_module(f"clusterable.tables.{paper}")
-    runs, mode = load_runs(outputs, experiments, mode, pool_code=pool_code)
+    runs, mode = load_runs(outputs, experiments, mode, pool_code=pool_code, say=say)
     if not runs:
         raise NoRuns(f"no runs of experiment {' + '.join(experiments)!r} under {outputs}/ (mode {mode})", experiments)
     # Smoke tables and figures go to their own folder, so they never overwrite a full table's files.

@@ -206,11 +206,13 @@ def load_runs(
     experiment: str | Sequence[str] | Callable[[RunRecord], bool],
     mode: str = "auto",
     pool_code: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[list[Run], str]:
     """Runs of ``experiment`` (or of any of several, for a table that sets grids side by side; or those whose
     record a predicate accepts, for a table of any runs: ``tables.runs``) below ``outputs``;
     ``mode`` "auto" takes the full runs if any exist, else smoke runs. ``pool_code``: runs of different code
     versions may share a cell (their ``code`` is left out of the comparison; ``code_note`` names the versions).
+    ``say``: where ``find_runs`` reports its progress through a large outputs folder (None: nowhere).
 
     The one place that selects runs for a table. Returns the runs and the mode they come from; raises
     ``MixedRuns`` (one line: what is mixed, how many of each, where the odd ones lie) when the selected runs mix
@@ -222,7 +224,7 @@ def load_runs(
         names = {experiment} if isinstance(experiment, str) else set(experiment)
         wanted = lambda record: record.experiment in names  # noqa: E731
     runs: dict[str, list[Run]] = {"full": [], "smoke": []}
-    for path, record in find_runs(outputs):
+    for path, record in find_runs(outputs, say):
         if not wanted(record):
             continue
         params = dict(o.split("=", 1) for o in record.overrides if "=" in o)

@@ -12,7 +12,7 @@ differ); one mode and one data source per table (``MixedRuns``).
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -40,9 +40,16 @@ def named(record: RunRecord, name: str) -> bool:
     return record.experiment == name or (record.choices or {}).get("experiment") == name
 
 
-def load(outputs: str | Path, name: str, mode: str = "auto", pool_code: bool = False) -> tuple[list[Run], str]:
-    """The runs of ``name`` (``named``) below ``outputs``, selected as a paper table's are (``report.load_runs``)."""
-    return load_runs(outputs, lambda record: named(record, name), mode, pool_code)
+def load(
+    outputs: str | Path,
+    name: str,
+    mode: str = "auto",
+    pool_code: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> tuple[list[Run], str]:
+    """The runs of ``name`` (``named``) below ``outputs``, selected as a paper table's are (``report.load_runs``,
+    which reports its progress through a large outputs folder to ``say``)."""
+    return load_runs(outputs, lambda record: named(record, name), mode, pool_code, say)
 
 
 # What tells two runs apart without being a setting one groups by: the code and data versions (their own refusal).
