@@ -27,13 +27,11 @@ WAYS = {
 DEFAULT_WAYS = ("stacked_pruned", "one_by_one")
 
 
-def measure(
-    dataset: str = "digits", trials: int = 40, epochs: int = 10, ways: tuple[str, ...] = DEFAULT_WAYS
-) -> dict:
-    """Each of ``ways`` once (``WAYS``' names), in a fresh process from the repository root with its own output folder (the same sampler
-    seed, so both start from the same study), the stacked one first; ``dataset``: a real dataset's config name
-    (digits, scikit-learn's bundled images; fashion_mnist where its files are installed). The best value is the
-    one each search wrote to ``optimization_results.yaml``."""
+def measure(dataset: str = "digits", trials: int = 40, epochs: int = 10, ways: tuple[str, ...] = DEFAULT_WAYS) -> dict:
+    """Each of ``ways`` once (``WAYS``' names), in order, in a fresh process from the repository root with its own
+    output folder (the same sampler seed, so each starts from the same study); ``dataset``: a real dataset's config
+    name (digits, scikit-learn's bundled images; fashion_mnist where its files are installed). The best value is
+    the one each search wrote to ``optimization_results.yaml``."""
     import yaml
 
     out: dict = {"search_pruning_dataset": dataset, "search_pruning_trials": trials, "search_pruning_epochs": epochs}
