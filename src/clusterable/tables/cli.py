@@ -58,7 +58,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clusterable.metric_names import objective_keys
-from clusterable.record import DIVERGED
+from clusterable.record import DIVERGED, PRUNED
 from clusterable.rundir import UnreadableRuns, tables_dir
 from clusterable.searchpath import SearchPathError, with_searchpath
 from clusterable.tables import runs as own_runs
@@ -209,7 +209,9 @@ def runs_main(args: argparse.Namespace) -> int:
     paths = table.write(tables_dir(args.outputs, mode), stem)
     print(table.markdown())
     failed = sum(not r.ok for r in runs)
-    print(f"\n{len(runs)} runs ({failed} not ok) named {args.runs} [{mode}]; written: {', '.join(map(str, paths))}")
+    pruned = sum(r.record.status == PRUNED for r in runs)
+    apart = f"{failed} not ok" + (f": {pruned} pruned" if pruned else "")
+    print(f"\n{len(runs)} runs ({apart}) named {args.runs} [{mode}]; written: {', '.join(map(str, paths))}")
     return 0
 
 

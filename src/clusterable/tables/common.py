@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import yaml
 
-from clusterable.record import FAILED
 from clusterable.rundir import UnreadableRuns
 from clusterable.tables.report import Cell, Run, as_text
 
@@ -39,12 +38,12 @@ def na_note(paper: str) -> str:
 
 
 def cell_text(cell: Cell | None, digits: int = 3, sci: bool = False) -> str:
-    """Mean ± standard error of a cell (``sci``: 3 significant digits), "missing" or "failed" without values."""
+    """Mean ± standard error of a cell (``sci``: 3 significant digits), "missing", "failed" or "pruned" without
+    values."""
     if cell is None or not cell.values:
-        return FAILED if cell is not None and cell.failed else "missing"
+        return cell.text() if cell is not None else "missing"
     if sci:
-        out = f"{cell.mean:.3g} ± {cell.sem:.2g}"
-        return out + (f" ({cell.failed} failed)" if cell.failed else "")
+        return f"{cell.mean:.3g} ± {cell.sem:.2g}" + cell.apart()
     return cell.text(digits=digits, spread="sem")
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from clusterable.record import DIVERGED, FAILED, RunRecord
+from clusterable.record import DIVERGED, FAILED, PRUNED, RunRecord
 from clusterable.rundir import IGNORED_IN_COMPARISON, find_runs
 from clusterable.tables.latex import escape
 
@@ -519,10 +519,12 @@ def describe(runs: Sequence[Run], mode: str) -> tuple[str, str]:
 
 @dataclass
 class Cell:
-    """The values of one table cell over seeds; ``failed`` counts runs that ended with status failed."""
+    """The values of one table cell over seeds; ``failed`` counts runs that ended without its number (failed,
+    diverged early, partial), ``pruned`` the search's trials its pruner stopped (never a failure, never a value)."""
 
     values: list[float] = field(default_factory=list)
     failed: int = 0
+    pruned: int = 0
 
     @property
     def mean(self) -> float:
@@ -538,10 +540,15 @@ class Cell:
 
     def text(self, scale: float = 1.0, digits: int = 2, spread: str = "std") -> str:
         if not self.values:
-            return FAILED if self.failed else "missing"
+            return FAILED if self.failed else PRUNED if self.pruned else "missing"
         s = self.std if spread == "std" else self.sem
         out = f"{self.mean * scale:.{digits}f} ± {s * scale:.{digits}f}"
-        return out + (f" ({self.failed} failed)" if self.failed else "")
+        return out + self.apart()
+
+    def apart(self) -> str:
+        """`` (1 failed, 2 pruned)``: the runs of the cell without a value, "" when none."""
+        counts = [f"{n} {what}" for n, what in ((self.failed, FAILED), (self.pruned, PRUNED)) if n]
+        return f" ({', '.join(counts)})" if counts else ""
 
 
 def key_of(run: Run, keys: Sequence[str]) -> tuple[str, ...]:
@@ -565,7 +572,9 @@ def cells(
     for run in runs:
         cell = out.setdefault(key_of(run, keys), Cell())
         value = run.metric(metric) if run.ok else None
-        if value is None or math.isnan(value):
+        if run.record.status == PRUNED:
+            cell.pruned += 1
+        elif value is None or math.isnan(value):
             cell.failed += 1
         else:
             cell.values.append(value)
