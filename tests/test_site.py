@@ -6,6 +6,7 @@ screenshot showing its table."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -114,6 +115,42 @@ def test_a_search_s_page_shows_its_optuna_study(tmp_path: Path) -> None:
     page = (site.build_site(outputs, tmp_path / "site2").out / "exp-myproject.html").read_text()
     assert '<p class="error">optimization_results.yaml cannot be read: ' in page
     assert '<p class="error">optuna.db cannot be read: ' in page and "<h2>Runs (4)</h2>" in page
+
+
+def test_a_multi_objective_search_s_page_shows_its_pareto_front(tmp_path: Path) -> None:
+    """A search of two metrics: the front the sweeper wrote, as a table and a chart; the study found above run
+    folders that a ``/`` in an override nests deeper (``optimized_metric=[val/acc,val/kmeans/acc]``); a pruned
+    trial's page says why it stopped."""
+    outputs = tmp_path / "outputs"
+    objective = {"optimized_metric": ["val/acc", "val/kmeans/acc"]}
+    paths = [
+        write_run(
+            outputs, "search/mine", {"optimized_metric": "[val/acc,val/kmeans/acc]", "seed": s}, m, config=objective
+        )
+        for s, m in ((0, {"val/acc": 0.9, "val/kmeans/acc": 0.7}), (1, {"val/acc": 0.8, "val/kmeans/acc": 0.8}))
+    ]
+    folder = outputs / "multirun" / "full" / "search" / "mine"
+    assert paths[0].parent != folder  # nested by the override's slashes
+    front = [
+        {"trial": 0, "values": [0.9, 0.7], "params": {"seed": 0}},
+        {"trial": 1, "values": [0.8, 0.8], "params": {"seed": 1}},
+    ]
+    written = {"name": "search/mine", "metrics": ["val/acc", "val/kmeans/acc"], "directions": ["maximize", "maximize"]}
+    written |= {"solutions": front, "trials": 3, "complete": 2, "pruned": 1}
+    (folder / "optimization_results.yaml").write_text(yaml.safe_dump(written))
+    pruned = write_run(outputs, "search/mine", {"optimized_metric": "[val/acc,val/kmeans/acc]", "seed": 2}, None)
+    record = json.loads((pruned / "metrics.json").read_text())
+    record |= {"status": "pruned", "error": None, "pruned": "MedianPruner at epoch 2: val/acc 0.4000"}
+    (pruned / "metrics.json").write_text(json.dumps(record))
+    built = site.build_site(outputs, tmp_path / "site")
+    page = (built.out / "exp-search_mine.html").read_text()
+    assert "Pareto front of val/acc, val/kmeans/acc (maximize, maximize): 2 trials (2 of 3 trials complete)" in page
+    assert "<tr><td>1</td><td>0.8</td><td>0.8</td><td>seed=1</td></tr>" in page
+    assert page.count('aria-label="Pareto front"') == 1
+    (run_page,) = [p for p in built.pages if "MedianPruner" in p.read_text()]
+    assert "pruned: MedianPruner at epoch 2: val/acc 0.4000 (its last epoch's metrics; not evaluated)" in (
+        run_page.read_text()
+    )
 
 
 def test_a_table_that_cannot_be_built_is_one_line_on_its_page(tmp_path: Path) -> None:

@@ -383,6 +383,8 @@ def run_body(run: Run, outputs: Path, out: Path, log: tuple[Curves, str | None])
     said = [f"<p>status <b>{esc(record.status)}</b>, experiment {esc(record.experiment)}, seed {esc(record.seed)}"]
     if record.error:
         said.append(f'<p class="error">{esc(record.error)}</p>')
+    if record.pruned:  # the search's pruner stopped it: its last epoch's metrics, not evaluated
+        said.append(f"<p>pruned: {esc(record.pruned)} (its last epoch's metrics; not evaluated)</p>")
     curves, unreadable = log
     if unreadable:
         said.append(f'<p class="error">{esc(unreadable)}</p>')
