@@ -25,6 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
 from clusterable.config import ConfigError
 
 LINKS = ".optuna-trials"  # in the sweep folder: a trial's link file, written by the sweeper before each batch
@@ -43,8 +46,6 @@ PRUNERS = {
 def pruner_node(pruner: Any) -> dict[str, Any] | None:
     """``hydra.sweeper.pruner`` as a ``{_target_: optuna.pruners.<Class>, ...}`` mapping (a name of ``PRUNERS``
     becomes its class with Optuna's defaults), None for no pruning; ``ConfigError`` (one line) for anything else."""
-    from omegaconf import DictConfig, OmegaConf
-
     if pruner is None:
         return None
     if isinstance(pruner, str):
@@ -61,12 +62,18 @@ def pruner_node(pruner: Any) -> dict[str, Any] | None:
     return dict(node)
 
 
+def _optuna() -> Any:
+    """The ``optuna`` module: an extra, imported where a search prunes (this module loads without it)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
 def build_pruner(node: Mapping[str, Any]) -> Any:
     """Optuna's pruner of a ``pruner_node``; one line when it cannot be built (an unknown class or argument, a
     value Optuna refuses)."""
-    import optuna
-    from hydra.utils import instantiate
-
+    optuna = _optuna()
     target = node["_target_"]
     try:
         built = instantiate(dict(node))
@@ -128,10 +135,8 @@ class Reporter:
     links (a stacked group's members are trials of one study)."""
 
     def __init__(self, links: Sequence[TrialLink]) -> None:
-        import optuna
-
+        optuna = _optuna()
         first = links[0]
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.pruner_name = first.pruner["_target_"].rsplit(".", 1)[-1]
         study = optuna.load_study(study_name=first.study, storage=first.storage, pruner=build_pruner(first.pruner))
         self.trials = [optuna.trial.Trial(study, link.trial_id) for link in links]

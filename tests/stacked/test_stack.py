@@ -426,7 +426,7 @@ def test_a_compiled_step_that_fails_during_training_goes_on_eager_with_one_line(
     cells = IRIS_SEEDS
     eager = stacked(tmp_path / "eager", cells)
     fallen = stacked(tmp_path / "fallen", cells, compile=True)
-    said = [line for line in capsys.readouterr().out.splitlines() if "failed in epoch" in line]
+    said = [line for line in capsys.readouterr().err.splitlines() if "failed in epoch" in line]
     assert said == [
         "stacked: the compiled step failed in epoch 0 (RuntimeError: recompile limit reached); eager from here"
     ]

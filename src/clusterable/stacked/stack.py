@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from clusterable import interrupts
 from clusterable.logs import get_logger, run_log
+from clusterable.pruning import Reporter
 from clusterable.record import StackInfo
 from clusterable.run import Prepared
 from clusterable.run.wrapper import recorded
@@ -381,8 +382,6 @@ def _pruning(members: Sequence[Member]) -> Any:
     """A pruned search's members report their objective to their trials every epoch (``pruning.Reporter``, one
     study handle for all); the function ``fit.fit`` calls after each epoch, or None where no member is a pruned
     search's trial."""
-    from clusterable.pruning import Reporter
-
     slots = {i: m.cell.ctx.trial for i, m in enumerate(members) if m.cell.ctx.trial is not None}
     if not slots:
         return None
