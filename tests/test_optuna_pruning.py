@@ -120,6 +120,8 @@ def test_a_pruned_search_needs_an_objective_logged_every_epoch(train) -> None:
             "hydra.sweeper.direction[1]=maximize with optimized_metric=val/loss, which is minimised",
         ),
         (["hydra.sweeper.direction=[maximize,up]"], "hydra.sweeper.direction must be maximize or minimize"),
+        (["hydra.sweeper.pruner=5"], "hydra.sweeper.pruner must be one of median, successive_halving, "),
+        (["optimized_metric=[]"], "optimized_metric=[] names no metric: give one (val/acc) or a list of them"),
     ],
 )
 def test_a_mistake_in_pruning_or_objectives_is_one_line(train, overrides: list[str], message: str) -> None:

@@ -56,7 +56,12 @@ def pruner_node(pruner: Any) -> dict[str, Any] | None:
             )
         return {"_target_": f"optuna.pruners.{PRUNERS[pruner]}"}
     node = OmegaConf.to_container(pruner, resolve=True) if isinstance(pruner, DictConfig) else pruner
-    target = node.get("_target_") if isinstance(node, Mapping) else None
+    if not isinstance(node, Mapping):
+        raise ConfigError(
+            f"hydra.sweeper.pruner must be one of {', '.join(PRUNERS)}, a {{_target_: optuna.pruners...}} block "
+            f"or null, got {pruner!r}"
+        )
+    target = node.get("_target_")
     if not isinstance(target, str) or not target.startswith("optuna.pruners."):
         raise ConfigError(f"hydra.sweeper.pruner._target_ must name an optuna.pruners class, got {target!r}")
     return dict(node)

@@ -203,6 +203,8 @@ def check_objective(config: DictConfig, direction: str | Sequence[str], allow_te
     direction is the opposite of the way it improves, or when it is a test-split metric without ``allow_test``."""
     metric = config.get("optimized_metric")
     metrics = [metric] if isinstance(metric, str) else list(metric) if OmegaConf.is_list(metric) else [metric]
+    if not metrics:
+        raise CommandLineError("optimized_metric=[] names no metric: give one (val/acc) or a list of them")
     directions = [direction] if isinstance(direction, str) else list(direction)
     if len(directions) != len(metrics):
         raise CommandLineError(
@@ -313,6 +315,7 @@ class OptunaSweeper(Sweeper):
         self.allow_test_objective = allow_test_objective
         self.pruner = pruner
         self.config: DictConfig | None = None
+        self.metrics: list[str] = []  # optimized_metric's keys, one a direction (check_objective)
         self.launcher: Any = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
@@ -350,7 +353,7 @@ class OptunaSweeper(Sweeper):
             raise CommandLineError(
                 f"hydra.sweeper.allow_test_objective must be true or false, got {self.allow_test_objective!r}"
             )
-        check_objective(config, self.direction, self.allow_test_objective)
+        self.metrics = check_objective(config, self.direction, self.allow_test_objective)
         self.config = config
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
@@ -431,7 +434,7 @@ class OptunaSweeper(Sweeper):
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
             returns.append(results)
             done += len(batch)
-        _report(study, folder, self.config)
+        _report(study, folder, self.metrics)
         return returns
 
     def _link(self, folder: Path, storage: str, study: Any, batch: list, overrides: list[list[str]]) -> list:
@@ -446,7 +449,7 @@ class OptunaSweeper(Sweeper):
                 study=study.study_name,
                 trial_id=trial._trial_id,  # Optuna's storage key of the trial (its number counts within the study)
                 number=trial.number,
-                metric=str(self.config.optimized_metric),
+                metric=self.metrics[0],  # a pruned search has one objective
                 pruner=self.pruner,
             )
             write_link(folder, trial_overrides, link)
@@ -492,7 +495,7 @@ def _value(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def _report(study: Any, folder: Path, config: DictConfig) -> None:
+def _report(study: Any, folder: Path, metrics: list[str]) -> None:
     """The best trial (a multi-objective search's Pareto front: every trial no other beats in all its objectives),
     printed and written to ``optimization_results.yaml``."""
     optuna = load_optuna()
@@ -501,7 +504,7 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
     complete = study.get_trials(deepcopy=False, states=(states.COMPLETE,))
     if not complete:  # told to the sweep's summary as a failure of the search: the command exits 1
         record_sweep_error(
-            f"optuna: no trial of {len(study.trials)} finished with a value of {config.optimized_metric} (failed, "
+            f"optuna: no trial of {len(study.trials)} finished with a value of {', '.join(metrics)} (failed, "
             "diverged or pruned: see the cells above); nothing to report"
         )
         return
@@ -517,7 +520,6 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
         f"{f', {pruned} pruned' if pruned else ''}{interrupted_note(study)})"
     )
     if len(study.directions) > 1:
-        metrics = [str(m) for m in config.optimized_metric]
         front = sorted(study.best_trials, key=lambda t: t.number)
         result = {
             "name": study.study_name,
@@ -536,7 +538,7 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
     best = study.best_trial
     result = {
         "name": study.study_name,
-        "metric": str(config.optimized_metric),
+        "metric": metrics[0],
         "direction": study.direction.name.lower(),
         "best_value": best.value,
         "best_params": best.params,
@@ -545,7 +547,7 @@ def _report(study: Any, folder: Path, config: DictConfig) -> None:
     }
     OmegaConf.save(OmegaConf.create(result), folder / "optimization_results.yaml")
     params = " ".join(f"{k}={_value(v)}" for k, v in best.params.items())
-    print(f"optuna: best {config.optimized_metric} {best.value:.4f} at trial {best.number}: {params} {tally}")
+    print(f"optuna: best {metrics[0]} {best.value:.4f} at trial {best.number}: {params} {tally}")
 
 
 # A node, not a dataclass: Hydra's plugin scan executes this module outside ``sys.modules``.
