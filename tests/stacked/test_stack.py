@@ -309,6 +309,41 @@ def test_a_diverged_member_stops_alone_and_moves_nobody(tmp_path: Path) -> None:
         assert a[name]["metrics"] == b[name]["metrics"]
 
 
+@pytest.mark.parametrize("monitor", ["val/acc", "null"])
+def test_a_stack_drops_its_stopped_members_and_the_others_end_as_beside_them(
+    tmp_path: Path, monkeypatch, monitor: str
+) -> None:
+    """Once a member stopped (here: it diverged), the stack trains the living ones only (``fit._compact``: a
+    stopped member's forward and backward cost a living one's), carrying their optimizer state over: every member
+    ends bitwise where it ends in a stack that keeps its stopped member frozen, with its best epoch's weights (the
+    last epoch's without a monitor) and records."""
+    from clusterable.stacked import fit
+
+    base = COMMON + ["dataset=digits", "loss=gaussian_corel", "trainer.max_epochs=4", "evaluator=[classification]"]
+    base += [f"checkpoint.monitor={monitor}"]
+    cells = {name: base + [f"loss.lam={lam}"] for name, lam in (("lam0.3", 0.3), ("lam0.7", 0.7), ("lam0.9", 0.9))}
+    living: list[int] = []
+    compact = fit._compact
+
+    def spy(*args, **kwargs):
+        living.append(int(args[2].alive.sum()))
+        return compact(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "_compact", spy)
+    dropped = stacked(tmp_path / "dropped", cells)
+    assert living == [2]  # after lam0.3 ran away in its second epoch, the last two epochs train 2 members
+    monkeypatch.setattr(fit, "_worth_compacting", lambda *args: False)
+    frozen = stacked(tmp_path / "frozen", cells)
+    for name in cells:
+        a, b = dropped[name], frozen[name]
+        assert (a["status"], a["best_epoch"], a["metrics"]) == (b["status"], b["best_epoch"], b["metrics"])
+        assert a["timing"]["steps"] == b["timing"]["steps"]
+        if monitor != "null" and a["best_epoch"] is not None:
+            wa, wb = weights(tmp_path / "dropped" / name), weights(tmp_path / "frozen" / name)
+            assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert dropped["lam0.3"]["failed_epoch"] == 1 and dropped["lam0.7"]["status"] == "ok"
+
+
 def test_member_run_dirs_hold_the_single_runs_files(tmp_path: Path) -> None:
     def cell(root: str, name: str, *more: str) -> list[str]:
         save_dir = f"logger.csv.save_dir={tmp_path / root / name}"

@@ -54,6 +54,12 @@ class StackedSplit:
         out["index"] = rows
         return out
 
+    def select(self, members: Tensor) -> None:
+        """Keep only ``members`` (indices into the stack, long): the rows each of them sees, in its order."""
+        for key in self.tensors:
+            if key not in self.shared:
+                self.tensors[key] = self.tensors[key][members]
+
     def chunks(self, size: int) -> list[tuple[dict[str, Tensor], set[str]]]:
         """The split in order, ``size`` rows at a time, for evaluation: (batch, the keys shared by all members)."""
         out = []
@@ -137,7 +143,7 @@ def fit(
     datamodules: Sequence[Any],
     settings: Settings,
     progress: Any = None,
-    prune: Callable[[int, dict[str, Tensor], list[int]], dict[int, str]] | None = None,
+    prune: Callable[[int, dict[int, dict[str, float]]], dict[int, str]] | None = None,
 ) -> tuple[list[MemberRecord], dict[str, Tensor], dict[str, Tensor], StackTiming]:
     """Train every member for ``settings.max_epochs``; returns each member's record and the best epoch's stacked
     parameters and buffers (the last epoch's without a monitor). A clustering head's k-means++ start
@@ -148,13 +154,20 @@ def fit(
     pruning (``prune``), the Lloyd step.
 
     ``loaders``: each member's training ``TensorBatches`` (its batch order); ``datamodules``: each member's, for a
-    clustering head's Lloyd steps. ``prune(epoch, metrics, living)``: for a search that prunes, the members (of
-    the ``living`` ones) Optuna prunes after this epoch, each with why; they stop as a diverged member stops.
+    clustering head's Lloyd steps. ``prune(epoch, rows)``: for a search that prunes, given each living member's
+    epoch row (member -> metric -> value), the members Optuna prunes after this epoch, each with why; they stop as
+    a diverged member stops.
+
+    Members that stopped (diverged or pruned) are dropped from the stack between epochs (``_compact``), so the
+    steps compute the living members only; the returned records and best copies hold every member, in order.
     """
     state = Progress.start(stack)
+    records = state.records  # every member's, in order, whatever the stack drops
+    kept = Kept(size=stack.size)  # what the stack kept of the members it dropped
     clustering = isinstance(stack.modules[0].head, ClusteringHead)
     timing = StackTiming()
     start = time.perf_counter()
+    loaders, datamodules = list(loaders), list(datamodules)
     for epoch in range(settings.max_epochs):
         if not bool(state.alive.any()):
             break
@@ -170,8 +183,11 @@ def fit(
             row = {k: float(v[i]) for k, v in metrics.items()}
             state.records[i].rows.append({"epoch": epoch, **row, "step": state.steps - 1})
         if prune is not None:
-            for i, why in prune(epoch, metrics, state.alive.nonzero().flatten().tolist()).items():
-                state.records[i].pruned, state.alive[i] = why, False
+            living = state.alive.nonzero().flatten().tolist()
+            rows = {kept.members[i]: {k: float(v[i]) for k, v in metrics.items()} for i in living}
+            position = {kept.members[i]: i for i in living}
+            for member, why in prune(epoch, rows).items():
+                state.records[position[member]].pruned, state.alive[position[member]] = why, False
         if clustering:
             lloyd_start = time.perf_counter()
             _lloyd(stack, datamodules, state.alive, first=False)
@@ -179,13 +195,111 @@ def fit(
         timing.epochs.append(time.perf_counter() - epoch_start)
         if progress is not None:
             progress(epoch, int(state.alive.sum()))
+        if _worth_compacting(state, settings, clustering, epoch):
+            stack, optimizer = _compact(stack, optimizer, state, kept, settings, train, val, loaders, datamodules)
     if settings.monitor is None:  # the last epoch is the one tested
         state.best_params = {k: v.detach().clone() for k, v in stack.params.items()}
         state.best_buffers = dict(stack.buffers)
-        for record in state.records:
+        for record in records:
             record.best_epoch = (len(record.rows) - 1) if record.steps else None
+    best_params, best_buffers = kept.whole(state, stack)
     timing.fit_s = time.perf_counter() - start
-    return state.records, state.best_params, state.best_buffers, timing
+    return records, best_params, best_buffers, timing
+
+
+@dataclass
+class Kept:
+    """What a stack keeps of its members once it drops those that stopped (``_compact``): which member each
+    position of the current stack is (``members``), and every member's best copies (the last epoch's without a
+    monitor) in full-size tensors, filled as members leave and at the end (None until the first drop)."""
+
+    size: int
+    members: list[int] = field(default_factory=list)
+    params: dict[str, Tensor] | None = None
+    buffers: dict[str, Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        self.members = self.members or list(range(self.size))
+
+    def store(self, state: Progress, stack: StackedMembers, monitored: bool) -> None:
+        """Write the current stack's members' best copies (their current ones without a monitor) into the
+        full-size ones."""
+        params = state.best_params if monitored else {k: v.detach() for k, v in stack.params.items()}
+        buffers = state.best_buffers if monitored else stack.buffers
+        if self.params is None or self.buffers is None:  # the first drop: the stack is still whole
+            self.params = {k: v.detach().clone() for k, v in params.items()}
+            self.buffers = {k: v if k in stack.shared_buffers else v.clone() for k, v in buffers.items()}
+            return
+        rows = torch.tensor(self.members, device=stack.device)
+        for key, value in params.items():
+            self.params[key][rows] = value.detach()
+        for key, value in buffers.items():
+            if key not in stack.shared_buffers:
+                self.buffers[key][rows] = value
+
+    def whole(self, state: Progress, stack: StackedMembers) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """Every member's best copies, in member order: the state's own where the stack never dropped one."""
+        if self.params is None or self.buffers is None:
+            return state.best_params, state.best_buffers
+        self.store(state, stack, monitored=True)  # the state holds the last epoch's too without a monitor
+        return self.params, self.buffers
+
+
+def _worth_compacting(state: Progress, settings: Settings, clustering: bool, epoch: int) -> bool:
+    """Drop the stopped members from the stack after this epoch: some stopped, some still train, epochs are left,
+    and the step is eager (a compiled step's graph holds the stack's size; a clustering head's Lloyd state is
+    resized per member: both keep their stopped members, frozen)."""
+    living = int(state.alive.sum())
+    return (
+        settings.step == "eager"
+        and not clustering
+        and 0 < living < len(state.alive)
+        and epoch + 1 < settings.max_epochs
+    )
+
+
+def _compact(
+    stack: StackedMembers,
+    optimizer: StackedOptimizer,
+    state: Progress,
+    kept: Kept,
+    settings: Settings,
+    train: StackedSplit,
+    val: StackedSplit | None,
+    loaders: list,
+    datamodules: list,
+) -> tuple[StackedMembers, StackedOptimizer]:
+    """The stack of the living members only: each living member's parameters and buffers written into its own
+    module and stacked again, its optimizer state (Adam's moments, momentum, the step count) carried over, and the
+    progress, the splits, the loaders and the datamodules cut to them (in place). The members that stopped keep
+    their records and, in ``kept``, their best copies. A stopped member costs a living one's forward and backward
+    until it is dropped: in a pruned search, most of a stack."""
+    from clusterable.stacked.optim import from_optimizers
+
+    kept.store(state, stack, monitored=settings.monitor is not None)
+    positions = state.alive.nonzero().flatten().tolist()
+    index = torch.tensor(positions, device=stack.device)
+    modules = [stack.unstack_into(i) for i in positions]
+    smaller = StackedMembers(modules)
+    carried = from_optimizers(smaller.params, smaller.member_parameters(), [m.build_optimizer() for m in modules])
+    for old, new in zip(optimizer.groups, carried.groups, strict=True):
+        for old_state, new_state in zip(old.state, new.state, strict=True):
+            for key, value in old_state.items():
+                if key not in ("frozen", "frozen_rows"):  # the dead members' rows: none are left
+                    new_state[key] = value[index].clone()
+    carried.steps = optimizer.steps
+    state.alive = state.alive[index]
+    state.best_value = state.best_value[index]
+    state.best_params = {k: v[index] for k, v in state.best_params.items()}
+    state.best_buffers = {k: v if k in stack.shared_buffers else v[index] for k, v in state.best_buffers.items()}
+    state.records = [state.records[i] for i in positions]
+    kept.members = [kept.members[i] for i in positions]
+    train.select(index)
+    if val is not None:
+        val.select(index)
+    loaders[:] = [loaders[i] for i in positions]
+    datamodules[:] = [datamodules[i] for i in positions]
+    return smaller, carried
 
 
 def _train_epoch(

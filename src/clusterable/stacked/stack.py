@@ -388,12 +388,13 @@ def _pruning(members: Sequence[Member]) -> Any:
     reporter = Reporter(list(slots.values()))
     index = {i: j for j, i in enumerate(slots)}
 
-    def prune(epoch: int, metrics: dict[str, Any], living: list[int]) -> dict[int, str]:
-        values = metrics.get(reporter.metric)
-        if values is None:
-            return {}
-        pruned = {i: reporter.prune(index[i], epoch, float(values[i])) for i in living if i in index}
-        return {i: why for i, why in pruned.items() if why is not None}
+    def prune(epoch: int, rows: dict[int, dict[str, float]]) -> dict[int, str]:
+        pruned = {
+            member: reporter.prune(index[member], epoch, row[reporter.metric])
+            for member, row in rows.items()
+            if member in index and reporter.metric in row
+        }
+        return {member: why for member, why in pruned.items() if why is not None}
 
     return prune
 
