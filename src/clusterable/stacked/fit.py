@@ -23,7 +23,7 @@ from clusterable.logs import get_logger
 from clusterable.module import DivergedError, epoch_divergence
 from clusterable.stacked import steps
 from clusterable.stacked.members import StackedMembers
-from clusterable.stacked.optim import StackedOptimizer
+from clusterable.stacked.optim import StackedOptimizer, from_optimizers
 
 log = get_logger(__name__)
 
@@ -274,8 +274,6 @@ def _compact(
     progress, the splits, the loaders and the datamodules cut to them (in place). The members that stopped keep
     their records and, in ``kept``, their best copies. A stopped member costs a living one's forward and backward
     until it is dropped: in a pruned search, most of a stack."""
-    from clusterable.stacked.optim import from_optimizers
-
     kept.store(state, stack, monitored=settings.monitor is not None)
     positions = state.alive.nonzero().flatten().tolist()
     index = torch.tensor(positions, device=stack.device)
