@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from helpers.running import all_metrics
+from helpers.running import all_metrics, assert_refused
 
 pytest.importorskip("optuna")
 
@@ -125,10 +125,7 @@ def test_a_pruned_search_needs_an_objective_logged_every_epoch(train) -> None:
     ],
 )
 def test_a_mistake_in_pruning_or_objectives_is_one_line(train, overrides: list[str], message: str) -> None:
-    result = train(*SEARCH, *overrides)
-    assert result.code == 2 and result.err.strip().startswith(f"error: {message}"), result.err
-    assert len(result.err.strip().splitlines()) == 1
-    assert not list(train.outputs.rglob("metrics.json"))
+    assert_refused(train(*SEARCH, *overrides), message, train.outputs)
 
 
 def test_a_multi_objective_search_writes_its_pareto_front(train) -> None:

@@ -39,6 +39,13 @@ def by_override(outputs: Path, key: str) -> dict[str, dict]:
     return out
 
 
+def assert_refused(result: Result, message: str, outputs: Path) -> None:
+    """A command refused before anything ran: exit 2, one ``error: <message>...`` line on stderr, no run recorded."""
+    assert result.code == 2 and result.err.strip().startswith(f"error: {message}"), result.err
+    assert len(result.error_lines()) == 1, result.err
+    assert not metrics_files(outputs)
+
+
 def script_module(path: Path) -> ModuleType:
     """A script of the repository (``scripts/records.py``, ``scripts/device_check.py``) imported as a module, for
     testing its functions without a subprocess."""
