@@ -207,3 +207,26 @@ def test_resnet50_training_runs_its_three_settings_on_the_cpu(bench):
     assert list(out) == ["resnet50_device", *(f"resnet50_img_per_s/{s}" for s in settings)]
     assert out["resnet50_device"] == "cpu"
     assert all(out[f"resnet50_img_per_s/{s}"] > 0 for s in settings), out
+
+
+@pytest.mark.parametrize(
+    ("record", "figures"),
+    [
+        ("search_pruning_43d7091.json", ("767 s", "1,099 s", "629 s", "**1.43x**", "0.8986", "0.8960", "0.8954")),
+        ("search_pruning_aeb26da.json", ("1,356 s", "952 s", "(0.70x")),
+    ],
+)
+def test_the_search_benchmark_s_figures_in_the_docs_are_its_kept_records(record: str, figures: tuple) -> None:
+    """docs/benchmarks.md's search_pruning figures are those of the bench's JSON kept in results/benchmarks/."""
+    root = Path(__file__).resolve().parents[1]
+    kept = json.loads((root / "results" / "benchmarks" / record).read_text())["figures"]
+    page = (root / "docs" / "benchmarks.md").read_text()
+    stacked, one_by_one = kept["search_pruning_stacked_pruned_s"], kept["search_pruning_one_by_one_s"]
+    built = [f"{stacked:,.0f} s", f"{one_by_one:,.0f} s", f"{one_by_one / stacked:.2f}x"]
+    if "search_pruning_one_by_one_pruned_s" in kept:
+        built += [f"{kept['search_pruning_one_by_one_pruned_s']:,.0f} s"]
+        ways = ("stacked_pruned", "one_by_one", "one_by_one_pruned")
+        built += [f"{kept[f'search_pruning_{w}_best']:.4f}" for w in ways]
+    assert all(b in "".join(figures) for b in built), (built, figures)
+    assert all(f in page for f in figures)
+    assert f"results/benchmarks/{record}" in page
